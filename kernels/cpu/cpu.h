@@ -1,0 +1,63 @@
+/* CPU kernels: the correctness oracle and the fallback backend.
+ *
+ * Activations are F32, row-major [n][dim]. Matrix products compute
+ *   out[i][r] (+)= sum_c W[r][c] * x[i][c]      i < n, r < rows
+ * Quantized weights (Q8_0, Q4_0, Q4_1) are multiplied with integer dot
+ * products against x quantized to 8 bits in blocks of 32 (scale max|x|/127,
+ * plus the block sum for Q4_1's offset); F16/BF16 convert in registers.
+ * SIMD level (AVX-512, AVX2, scalar) is detected at run time. Threads come
+ * from OpenMP, n_threads of them. A context owns all scratch memory, so the
+ * kernels never allocate on the hot path once it has grown to the largest
+ * shape; one context must not be used from two threads at once. */
+#ifndef SD_CPU_H
+#define SD_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../engine/error.h"
+#include "../../engine/weight.h"
+
+typedef struct sd_cpu sd_cpu;
+
+enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2 };
+
+/* n_threads <= 0: all online cores. */
+sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
+void sd_cpu_destroy(sd_cpu *c);
+int sd_cpu_threads(const sd_cpu *c);
+/* Best level this CPU supports, and the one in use (tests force lower ones). */
+int sd_cpu_isa_detect(void);
+int sd_cpu_isa(const sd_cpu *c);
+void sd_cpu_set_isa(sd_cpu *c, int isa); /* clamped to what the CPU supports */
+const char *sd_isa_name(int isa);
+
+/* out[n][rows] (+)= x[n][cols] . W^T. */
+int sd_cpu_matmul(sd_cpu *c, float *out, const sd_weight *w, const float *x, int n,
+                  int accumulate, sd_err *e);
+/* Several weights with the same cols over the same x (Q/K/V, gate/up):
+ * x is quantized once. outs[j] is [n][ws[j]->rows]; no accumulate. */
+int sd_cpu_matmul_multi(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const *ws,
+                        const float *x, int n, sd_err *e);
+
+/* out[i] = x[i] / sqrt(mean(x[i]^2) + eps) * w, rows of dim. out may be x. */
+void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n, int dim,
+                    float eps);
+/* In place on x[n][n_heads*head_dim]; row i is at position pos+i. Pairs
+ * (2j, 2j+1), j < rope_dim/2, of each head rotate by angle
+ * (pos+i) * freq_base^(-2j/rope_dim); dims >= rope_dim are left alone. */
+void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
+                 float freq_base);
+/* Causal grouped-query attention. q: [n][n_head*head_dim] for positions
+ * pos..pos+n-1; kc, vc: [pos+n][n_kv*head_dim] (the layer's cache, rows for
+ * every position up to pos+n-1 already written). Query head h reads kv head
+ * h / (n_head/n_kv). Scale 1/sqrt(head_dim). out: [n][n_head*head_dim]. */
+int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
+                     int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e);
+/* out[i] = silu(gate[i]) * up[i]; out may alias gate. */
+void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count);
+/* x[i] = dequantized row ids[i] of the embedding matrix (rows = vocab). */
+int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
+                 sd_err *e);
+
+#endif
