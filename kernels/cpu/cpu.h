@@ -60,4 +60,11 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
 int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
                  sd_err *e);
 
+/* Row conversion between F32 and a weight type (round to nearest; the
+ * quantized types use ggml's reference rounding: Q8_0 d = max|x|/127,
+ * Q4_0 d = signed-max/-8, Q4_1 d = (max-min)/15, m = min). n must be a
+ * multiple of the type's block. Used for activations, tests and tools. */
+int sd_quantize_row(uint32_t type, const float *x, void *out, int64_t n);
+int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n);
+
 #endif
