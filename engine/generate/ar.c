@@ -1,0 +1,64 @@
+/* Autoregressive decoding, the baseline every other strategy is measured
+ * against. With the cache, the prompt is one forward call and each later
+ * token one call of n=1; without it, each step re-runs the whole prefix from
+ * position 0 (the PyTorch original's use_cache=False, kept as an oracle). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "generate.h"
+
+int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
+                               const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e) {
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n_inputs;
+    if (n_inputs < 1) return sd_fail(e, "generate: empty prompt");
+    if (max_gen_len < 0) return sd_fail(e, "generate: max_gen_len %d < 0", max_gen_len);
+    if (n_inputs > m->kv->n_ctx)
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs,
+                       m->kv->n_ctx);
+    int vocab = m->hp.vocab;
+    int cap = cfg->use_cache ? 1 : n_inputs + max_gen_len;
+    int32_t *seq = malloc((size_t)cap * sizeof *seq);
+    float *logits = malloc((size_t)vocab * sizeof *logits);
+    float *probs = malloc((size_t)vocab * sizeof *probs);
+    int count = 0, rc = -1;
+    if (!seq || !logits || !probs) {
+        sd_fail(e, "out of memory");
+        goto done;
+    }
+    if (!cfg->use_cache) memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    double t0 = sd_now();
+    while (count < max_gen_len) {
+        int len = n_inputs + count; /* tokens known so far */
+        if (count > 0 && len > m->kv->n_ctx) {
+            st->hit_context = 1;
+            break;
+        }
+        int r;
+        if (count == 0 && cfg->use_cache)
+            r = sd_forward_ex(m, m->kv, inputs, n_inputs, 0, 0, logits, 1, e);
+        else if (cfg->use_cache)
+            r = sd_forward_ex(m, m->kv, &out[count - 1], 1, len - 1, 0, logits, 1, e);
+        else
+            r = sd_forward_ex(m, m->kv, seq, len, 0, 0, logits, 1, e);
+        if (r) goto done;
+        st->target_calls++;
+        int32_t id;
+        if (sd_pick_token(cfg, logits, probs, vocab, &id, e)) goto done;
+        if (count == 0) st->prefill_s = sd_now() - t0;
+        out[count++] = id;
+        if (!cfg->use_cache) seq[len] = id;
+        if (cfg->on_token) cfg->on_token(cfg->ud, id);
+        if (sd_is_eos(cfg, id)) break;
+    }
+    st->total_s = sd_now() - t0;
+    st->new_tokens = count;
+    if (cfg->pad_id >= 0)
+        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
+    rc = count;
+done:
+    free(seq);
+    free(logits);
+    free(probs);
+    return rc;
+}

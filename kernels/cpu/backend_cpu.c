@@ -1,0 +1,111 @@
+/* The CPU op table: thin adapters from backend.h onto the kernels in cpu.h.
+ * Host memory is backend memory, so uploads are no-ops and to_host is a
+ * memcpy. Q/K/V and gate/up share one activation quantization through
+ * sd_cpu_matmul_multi. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/backend.h"
+#include "cpu.h"
+
+static sd_cpu *cpu(sd_backend *b) { return (sd_cpu *)b->ctx; }
+
+static void cpu_destroy(sd_backend *b) {
+    sd_cpu_destroy(cpu(b));
+    free(b);
+}
+
+static void *cpu_alloc(sd_backend *b, size_t bytes, sd_err *e) {
+    (void)b;
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) sd_fail(e, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+static void cpu_release(sd_backend *b, void *p) {
+    (void)b;
+    free(p);
+}
+
+static int cpu_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
+    (void)b, (void)w, (void)e;
+    return 0;
+}
+
+static void cpu_release_weight(sd_backend *b, sd_weight *w) { (void)b, (void)w; }
+
+static int cpu_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
+    (void)b, (void)e;
+    memmove(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_embed(sd_backend *b, float *x, const sd_weight *emb, const int32_t *ids, int n,
+                     sd_err *e) {
+    return sd_cpu_embed(cpu(b), x, emb, ids, n, e);
+}
+
+static int cpu_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weight *w, int n,
+                       int dim, float eps, sd_err *e) {
+    (void)e;
+    sd_cpu_rmsnorm(cpu(b), out, x, (const float *)w->data, n, dim, eps);
+    return 0;
+}
+
+static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
+                        float *v_rows, const sd_weight *wq, const sd_weight *wk,
+                        const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+    float *outs[3] = {q, k_rows, v_rows};
+    const sd_weight *ws[3] = {wq, wk, wv};
+    if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
+    sd_cpu_rope(cpu(b), q, n, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base);
+    sd_cpu_rope(cpu(b), k_rows, n, pos, s->n_kv, s->head_dim, s->rope_dim, s->rope_base);
+    return 0;
+}
+
+static int cpu_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
+                         const float *kc, const float *vc, int n, int pos, sd_err *e) {
+    return sd_cpu_attention(cpu(b), out, q, kc, vc, n, pos, s->n_head, s->n_kv, s->head_dim, e);
+}
+
+static int cpu_matmul(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
+                      int accumulate, sd_err *e) {
+    return sd_cpu_matmul(cpu(b), out, w, x, n, accumulate, e);
+}
+
+static int cpu_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
+                          const sd_weight *w3, const float *x, int n, sd_err *e) {
+    float *outs[2] = {h, tmp};
+    const sd_weight *ws[2] = {w1, w3};
+    if (sd_cpu_matmul_multi(cpu(b), 2, outs, ws, x, n, e)) return -1;
+    sd_cpu_swiglu(cpu(b), h, h, tmp, (size_t)n * (size_t)w1->rows);
+    return 0;
+}
+
+sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
+    sd_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        sd_fail(e, "out of memory");
+        return NULL;
+    }
+    b->ctx = sd_cpu_create(n_threads, e);
+    if (!b->ctx) {
+        free(b);
+        return NULL;
+    }
+    b->name = "cpu";
+    b->destroy = cpu_destroy;
+    b->alloc = cpu_alloc;
+    b->release = cpu_release;
+    b->upload_weight = cpu_upload_weight;
+    b->release_weight = cpu_release_weight;
+    b->to_host = cpu_copy;
+    b->copy = cpu_copy;
+    b->embed = cpu_embed;
+    b->rmsnorm = cpu_rmsnorm;
+    b->qkv_rope = cpu_qkv_rope;
+    b->attention = cpu_attention;
+    b->matmul = cpu_matmul;
+    b->ffn_swiglu = cpu_ffn_swiglu;
+    return b;
+}
