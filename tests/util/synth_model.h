@@ -1,0 +1,54 @@
+/* Synthetic Llama models for tests: a GGUF with llama.cpp's tensor names and
+ * keys, random weights from a seeded generator (the same config gives the
+ * same bytes), and a small SentencePiece ("llama") vocabulary:
+ *   0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 the byte tokens <0x00>..<0xFF>,
+ *   then plain pieces up to cfg.vocab: "▁", the letters, punctuation,
+ *   "▁a".."▁z", common pairs ("th", "he", ...), a few words ("▁the",
+ *   "▁and", ...), then generated "▁aa".."▁zz", "▁aaa".."▁zzz".
+ * Every plain piece of more than one character is the concatenation of two
+ * earlier pieces, so a score-driven SentencePiece merge can reach it; scores
+ * are 0 for the special and byte tokens and -k for the k-th plain piece.
+ * Token types follow llama.cpp: 1 normal, 2 unknown, 3 control, 6 byte.
+ *
+ * Matrices are uniform in +-1/sqrt(cols) (rows of cols elements, so every
+ * matrix-vector product keeps O(1) activations), norm weights 1 +- 0.1. */
+#ifndef SD_TEST_SYNTH_MODEL_H
+#define SD_TEST_SYNTH_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../engine/error.h"
+
+#define SYNTH_FIRST_PIECE 259 /* first plain piece after <unk>, <s>, </s>, bytes */
+#define SYNTH_NORM_EPS 1e-5f
+
+typedef struct synth_cfg {
+    int dim;        /* embedding length; n_heads * head_dim */
+    int n_layers;
+    int n_heads;
+    int n_kv_heads; /* divides n_heads */
+    int ffn;        /* feed-forward hidden size */
+    int vocab;      /* >= SYNTH_FIRST_PIECE, <= synth_max_vocab() */
+    int ctx;        /* llama.context_length */
+    float rope_base;
+    uint32_t wtype; /* matrices: SD_F32/F16/BF16/Q8_0/Q4_0/Q4_1; norms are F32 */
+    int tied;       /* 1: no output.weight, token_embd is reused */
+    uint64_t seed;
+} synth_cfg;
+
+/* A small valid config (dim 64, 2 layers, 4/2 heads, ffn 96, vocab 320, F32). */
+synth_cfg synth_default(void);
+int synth_max_vocab(void);
+
+/* Writes the piece of token id (UTF-8, NUL-terminated) into buf. 0, or -1
+ * if id is outside [0, synth_max_vocab()). */
+#define SYNTH_PIECE_MAX 16 /* bytes, NUL included */
+int synth_piece(int id, char buf[SYNTH_PIECE_MAX]);
+
+/* Builds the whole file in memory (*out malloc'd) or writes it to path.
+ * 0, or -1 with the reason in e (bad config, quantize failure, no memory). */
+int synth_model_bytes(const synth_cfg *cfg, uint8_t **out, size_t *len, sd_err *e);
+int synth_model_write(const synth_cfg *cfg, const char *path, sd_err *e);
+
+#endif
