@@ -48,6 +48,12 @@ struct sd_backend {
     int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
                     const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                     int n, int pos, sd_err *e);
+    /* Optional (NULL: the model calls qkv_rope once per row): the same with
+     * every row at position pos, for beams that share a length but not a
+     * cache; k_rows/v_rows are [n][kv_dim] scratch the caller scatters. */
+    int (*qkv_rope_same_pos)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
+                             float *v_rows, const sd_weight *wq, const sd_weight *wk,
+                             const sd_weight *wv, const float *x, int n, int pos, sd_err *e);
     /* Causal GQA over the layer cache kc/vc holding positions 0..pos+n-1. */
     int (*attention)(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
                      const float *kc, const float *vc, int n, int pos, sd_err *e);

@@ -143,7 +143,7 @@ static int release_one(sd_backend *b, sd_weight *w, sd_err *e) {
 void sd_model_free(sd_model *m) {
     if (!m) return;
     if (m->be) {
-        float *bufs[] = {m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->logits};
+        float *bufs[] = {m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->logits, m->krows, m->vrows};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->release(m->be, bufs[i]);
         sd_kv_free(m->kv);
@@ -206,7 +206,9 @@ sd_model *sd_model_from_gguf(gguf_file *f, const sd_model_opts *o, sd_err *e) {
     if (!m->kv || !(m->x = scratch(m, mb * hp->dim, e)) || !(m->xb = scratch(m, mb * hp->dim, e)) ||
         !(m->q = scratch(m, mb * hp->dim, e)) || !(m->att = scratch(m, mb * hp->dim, e)) ||
         !(m->hb = scratch(m, mb * hp->ffn, e)) || !(m->hb2 = scratch(m, mb * hp->ffn, e)) ||
-        !(m->logits = scratch(m, mb * hp->vocab, e)))
+        !(m->logits = scratch(m, mb * hp->vocab, e)) ||
+        !(m->krows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)) ||
+        !(m->vrows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)))
         goto fail;
     return m;
 fail:
@@ -290,6 +292,65 @@ int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos,
 
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {
     return sd_forward_ex(m, m->kv, tokens, n, pos, 0, logits, n, e);
+}
+
+/* Beams share the weights, not the caches: Q/K/V land in scratch rows and
+ * are scattered to each beam's cache before attention. */
+static int multi_qkv(sd_model *m, const sd_attn_shape *s, const sd_layer *L, int n, int pos,
+                     sd_err *e) {
+    sd_backend *b = m->be;
+    if (b->qkv_rope_same_pos)
+        return b->qkv_rope_same_pos(b, s, m->q, m->krows, m->vrows, &L->wq, &L->wk, &L->wv, m->xb,
+                                    n, pos, e);
+    size_t kd = (size_t)s->n_kv * s->head_dim, qd = (size_t)m->hp.dim;
+    for (int i = 0; i < n; i++)
+        if (b->qkv_rope(b, s, m->q + i * qd, m->krows + i * kd, m->vrows + i * kd, &L->wq, &L->wk,
+                        &L->wv, m->xb + i * qd, 1, pos, e))
+            return -1;
+    return 0;
+}
+
+int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
+                     float *logits, sd_err *e) {
+    const sd_hparams *hp = &m->hp;
+    sd_backend *b = m->be;
+    if (n < 1 || n > m->max_batch)
+        return sd_fail(e, "forward: %d sequences (1 to %d supported)", n, m->max_batch);
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp->vocab)
+            return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
+                           hp->vocab);
+        if (pos < 0 || pos > kvs[i]->n || pos >= kvs[i]->n_ctx || kvs[i]->n_layers < hp->n_layers)
+            return sd_fail(e, "forward: sequence %d cannot take position %d (cache holds %d of %d)",
+                           i, pos, kvs[i]->n, kvs[i]->n_ctx);
+    }
+    sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
+    size_t kd = (size_t)hp->n_kv_heads * hp->head_dim, qd = (size_t)hp->dim;
+    size_t off = (size_t)pos * kd;
+    if (b->embed(b, m->x, &m->tok_embd, tokens, n, e)) return -1;
+    for (int l = 0; l < hp->n_layers; l++) {
+        const sd_layer *L = &m->layers[l];
+        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, n, hp->dim, hp->eps, e) ||
+            multi_qkv(m, &s, L, n, pos, e))
+            return -1;
+        for (int i = 0; i < n; i++)
+            if (b->copy(b, kvs[i]->k[l] + off, m->krows + i * kd, kd * sizeof(float), e) ||
+                b->copy(b, kvs[i]->v[l] + off, m->vrows + i * kd, kd * sizeof(float), e) ||
+                b->attention(b, &s, m->att + i * qd, m->q + i * qd, kvs[i]->k[l], kvs[i]->v[l], 1,
+                             pos, e))
+                return -1;
+        if (b->matmul(b, m->x, &L->wo, m->att, n, 1, e) ||
+            b->rmsnorm(b, m->xb, m->x, &L->ffn_norm, n, hp->dim, hp->eps, e) ||
+            b->ffn_swiglu(b, m->hb, m->hb2, &L->w_gate, &L->w_up, m->xb, n, e) ||
+            b->matmul(b, m->x, &L->w_down, m->hb, n, 1, e))
+            return -1;
+    }
+    for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
+    return b->rmsnorm(b, m->xb, m->x, &m->out_norm, n, hp->dim, hp->eps, e) ||
+                   b->matmul(b, m->logits, &m->output, m->xb, n, 0, e) ||
+                   b->to_host(b, logits, m->logits, (size_t)n * hp->vocab * sizeof(float), e)
+               ? -1
+               : 0;
 }
 
 uint64_t sd_model_weight_bytes(const sd_model *m) {

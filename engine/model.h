@@ -34,6 +34,7 @@ typedef struct sd_model {
     sd_kv *kv;      /* the model's own cache */
     /* scratch, backend memory, [max_batch][...] */
     float *x, *xb, *q, *att, *hb, *hb2, *logits;
+    float *krows, *vrows; /* [max_batch][kv_dim], for sd_forward_multi */
 } sd_model;
 
 typedef struct sd_model_opts {
@@ -55,6 +56,12 @@ int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos,
                   float *logits, int n_logits, sd_err *e);
 /* Logits for all n positions with the model's own cache and every layer. */
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e);
+
+/* One token for each of n sequences that all stand at position pos, each
+ * with its own cache (beam search): the matrix products run once over all n
+ * rows, attention per sequence. logits: [n][vocab] on the host. */
+int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
+                     float *logits, sd_err *e);
 
 /* Weight bytes one decode step reads (every matrix once, the norms, one
  * embedding row). */

@@ -7,18 +7,18 @@
 
 #include "generate.h"
 
-int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
-                               const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e) {
+int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm, int max_gen_len,
+                                  const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
+                                  sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
     if (n_inputs < 1) return sd_fail(e, "generate: empty prompt");
     if (max_gen_len < 0) return sd_fail(e, "generate: max_gen_len %d < 0", max_gen_len);
-    if (n_inputs > m->kv->n_ctx)
-        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs,
-                       m->kv->n_ctx);
-    int vocab = m->hp.vocab;
-    int cap = cfg->use_cache ? 1 : n_inputs + max_gen_len;
-    int32_t *seq = malloc((size_t)cap * sizeof *seq);
+    int n_ctx = lm->kv->n_ctx;
+    if (n_inputs > n_ctx)
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, n_ctx);
+    int vocab = lm->m->hp.vocab;
+    int32_t *seq = malloc((size_t)(n_inputs + max_gen_len) * sizeof *seq);
     float *logits = malloc((size_t)vocab * sizeof *logits);
     float *probs = malloc((size_t)vocab * sizeof *probs);
     int count = 0, rc = -1;
@@ -26,28 +26,20 @@ int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m,
         sd_fail(e, "out of memory");
         goto done;
     }
-    if (!cfg->use_cache) memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
     double t0 = sd_now();
     while (count < max_gen_len) {
-        int len = n_inputs + count; /* tokens known so far */
-        if (count > 0 && len > m->kv->n_ctx) {
+        int len = n_inputs + count;
+        if (len > n_ctx) {
             st->hit_context = 1;
             break;
         }
-        int r;
-        if (count == 0 && cfg->use_cache)
-            r = sd_forward_ex(m, m->kv, inputs, n_inputs, 0, 0, logits, 1, e);
-        else if (cfg->use_cache)
-            r = sd_forward_ex(m, m->kv, &out[count - 1], 1, len - 1, 0, logits, 1, e);
-        else
-            r = sd_forward_ex(m, m->kv, seq, len, 0, 0, logits, 1, e);
-        if (r) goto done;
+        if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, e)) goto done;
         st->target_calls++;
         int32_t id;
         if (sd_pick_token(cfg, logits, probs, vocab, &id, e)) goto done;
         if (count == 0) st->prefill_s = sd_now() - t0;
-        out[count++] = id;
-        if (!cfg->use_cache) seq[len] = id;
+        seq[len] = out[count++] = id;
         if (cfg->on_token) cfg->on_token(cfg->ud, id);
         if (sd_is_eos(cfg, id)) break;
     }
@@ -61,4 +53,10 @@ done:
     free(logits);
     free(probs);
     return rc;
+}
+
+int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
+                               const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e) {
+    sd_lm lm = {m, m->kv, 0};
+    return sd_autoregressive_generate_lm(inputs, n_inputs, &lm, max_gen_len, cfg, out, st, e);
 }

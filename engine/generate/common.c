@@ -1,3 +1,4 @@
+#include <string.h>
 #include <time.h>
 
 #include "generate.h"
@@ -14,11 +15,34 @@ int sd_is_eos(const sd_gen_cfg *cfg, int32_t id) {
     return 0;
 }
 
+int sd_is_greedy(const sd_gen_cfg *cfg) {
+    return !cfg->proc || sd_processor_is_greedy(cfg->proc);
+}
+
 static int32_t argmax(const float *x, int n) {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
+                  sd_err *e) {
+    if (!sd_is_greedy(cfg)) return sd_processor_probs(cfg->proc, logits, probs, n_rows, vocab, e);
+    for (int r = 0; r < n_rows; r++) {
+        float *row = probs + (size_t)r * vocab;
+        memset(row, 0, (size_t)vocab * sizeof *row);
+        row[argmax(logits + (size_t)r * vocab, vocab)] = 1.0f;
+    }
+    return 0;
+}
+
+int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e) {
+    if (sd_is_greedy(cfg)) {
+        *id = argmax(probs, vocab);
+        return 0;
+    }
+    return sd_processor_sample(cfg->proc, probs, vocab, cfg->rng, id, e);
 }
 
 int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
@@ -29,4 +53,26 @@ int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int 
     }
     if (sd_processor_probs(cfg->proc, logits, probs, 1, vocab, e)) return -1;
     return sd_processor_sample(cfg->proc, probs, vocab, cfg->rng, id, e);
+}
+
+int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
+                 int n_logits, sd_err *e) {
+    int start = use_cache ? lm->kv->n : 0;
+    if (start > len - n_logits) start = len - n_logits;
+    return sd_forward_ex(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, logits,
+                         n_logits, e);
+}
+
+int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
+    int nd = sd_tokenizer_n_vocab(draft->tok), nt = sd_tokenizer_n_vocab(target->tok);
+    if (nd != nt)
+        return sd_fail(e, "drafter vocabulary has %d tokens, the target's %d", nd, nt);
+    for (int i = 0; i < nt; i++) {
+        gguf_str a = sd_tokenizer_piece(draft->tok, i), b = sd_tokenizer_piece(target->tok, i);
+        if (a.len != b.len || memcmp(a.s, b.s, a.len))
+            return sd_fail(e, "drafter and target vocabularies differ at token %d ('%.*s' vs '%.*s')",
+                           i, (int)(a.len > 40 ? 40 : a.len), a.s, (int)(b.len > 40 ? 40 : b.len),
+                           b.s);
+    }
+    return 0;
 }

@@ -36,10 +36,38 @@ typedef struct sd_gen_cfg {
     void *ud;
 } sd_gen_cfg;
 
+/* A model as a strategy sees it: weights, the cache it extends, and how many
+ * of its layers run (0: all). A self-speculative drafter is the target's
+ * model with its first K layers and a cache of its own. */
+typedef struct sd_lm {
+    sd_model *m;
+    sd_kv *kv;
+    int n_layers;
+} sd_lm;
+
+/* Logits of the last n_logits tokens of seq[0..len): feeds only what the
+ * cache does not hold yet (everything from 0 when use_cache is off). */
+int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
+                 int n_logits, sd_err *e);
+
+/* Debug view of one verification step on stderr: accepted drafts, the
+ * rejected draft and the token that replaced it (or the bonus token). Colour
+ * on a TTY, plain markers [+..] [-..] [>..] otherwise. */
+void sd_debug_step(const sd_tokenizer *t, const int32_t *accepted, int n_accepted,
+                   int32_t rejected, int32_t next);
+
 /* Picks the next token from one row of logits with the configured
  * processor; probs is [vocab] scratch. */
 int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
                   int32_t *id, sd_err *e);
+/* The distribution the configured processor samples from: one-hot at the
+ * argmax for greedy decoding (so verification is exact), else the
+ * processor's probabilities. n_rows rows of vocab. */
+int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
+                  sd_err *e);
+/* Draws from one distribution row with the configured rng (argmax when greedy). */
+int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e);
+int sd_is_greedy(const sd_gen_cfg *cfg);
 int sd_is_eos(const sd_gen_cfg *cfg, int32_t id);
 double sd_now(void);
 
@@ -48,5 +76,59 @@ double sd_now(void);
  * when the context is full (stats->hit_context). */
 int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
                                const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e);
+/* The same over any model view (draft-only generation runs the drafter). */
+int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm, int max_gen_len,
+                                  const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
+                                  sd_err *e);
+
+/* Speculative decoding (lossless rejection sampling): the drafter proposes
+ * gamma tokens, one target call scores gamma+1 positions; draft i is kept
+ * when r < p_i(x)/q_i(x); the first rejection resamples from
+ * norm(max(0, p - q)) (from p when skip_sample_adjustment); when all pass,
+ * one bonus token comes from the target's last row. first_target runs the
+ * target on the prompt first (prefill + first token). Caches roll back with
+ * sd_kv_truncate. Drafter and target must share the vocabulary. */
+typedef struct sd_spec_opts {
+    int gamma;
+    int skip_sample_adjustment;
+    int first_target;
+} sd_spec_opts;
+
+int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
+                            const sd_spec_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                            int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* NASD: drafts come from an n-gram store (ngram.h) instead of a model.
+ * stop_if_unknown ends a round's drafting at the first unknown context;
+ * otherwise the store's overall most frequent token fills in. */
+typedef struct sd_ngram sd_ngram;
+typedef struct sd_nasd_opts {
+    int gamma;
+    int filler_top_k;
+    int stop_if_unknown;
+    int skip_sample_adjustment;
+    int first_target;
+} sd_nasd_opts;
+
+int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *store, sd_lm *target,
+                               const sd_nasd_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                               int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* Beam search: num_beams beams, top_k candidates per beam and step, length
+ * penalty ((min_length + len) / (min_length + 1))^alpha. Tokens stream to
+ * on_token only at the end (the winner is known last). */
+typedef struct sd_beam_opts {
+    int num_beams;
+    int top_k;
+    double min_length;
+    double alpha;
+} sd_beam_opts;
+
+int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
+                            const sd_beam_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                            int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* Draft and target vocabularies must match in size and token strings. */
+int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e);
 
 #endif

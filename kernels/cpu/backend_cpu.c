@@ -63,6 +63,21 @@ static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *
     return 0;
 }
 
+static int cpu_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
+                                 float *v_rows, const sd_weight *wq, const sd_weight *wk,
+                                 const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+    float *outs[3] = {q, k_rows, v_rows};
+    const sd_weight *ws[3] = {wq, wk, wv};
+    if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
+    size_t qd = (size_t)s->n_head * s->head_dim, kd = (size_t)s->n_kv * s->head_dim;
+    for (int i = 0; i < n; i++) {
+        sd_cpu_rope(cpu(b), q + i * qd, 1, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base);
+        sd_cpu_rope(cpu(b), k_rows + i * kd, 1, pos, s->n_kv, s->head_dim, s->rope_dim,
+                    s->rope_base);
+    }
+    return 0;
+}
+
 static int cpu_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
                          const float *kc, const float *vc, int n, int pos, sd_err *e) {
     return sd_cpu_attention(cpu(b), out, q, kc, vc, n, pos, s->n_head, s->n_kv, s->head_dim, e);
@@ -104,6 +119,7 @@ sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
     b->embed = cpu_embed;
     b->rmsnorm = cpu_rmsnorm;
     b->qkv_rope = cpu_qkv_rope;
+    b->qkv_rope_same_pos = cpu_qkv_rope_same_pos;
     b->attention = cpu_attention;
     b->matmul = cpu_matmul;
     b->ffn_swiglu = cpu_ffn_swiglu;
