@@ -2,9 +2,20 @@
 # `make test` / `make run` / `make bench` do their own set-up first.
 
 CC      ?= cc
-BUILD   := build
 OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC
+# SANITIZE=1: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+# in its own build folder (and without CUDA, whose runtime ASan cannot see into).
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD   := build-san
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CUDA    := 0
+BIN     := $(BUILD)/specdec
+else
+BUILD   := build
+BIN     := specdec
+endif
 LDLIBS  := -lpcre2-8 -lm -ldl
 # Per-file SIMD flags: the shipped binary runs on any x86-64 and picks the
 # widest path at run time, so only these files see the wider ISAs.
@@ -22,7 +33,6 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libspecdec.a
 CLI_SRC  := $(wildcard engine/cli/*.c)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-BIN      := specdec
 
 PLUGIN_SRC := $(wildcard samplers/*.c)
 PLUGINS    := $(patsubst samplers/%.c,plugins/%.so,$(PLUGIN_SRC))
@@ -37,7 +47,7 @@ TUTIL_OBJ  := $(TUTIL_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC  := $(wildcard kernels/bench/*.c)
 BENCH_BIN  := $(BENCH_SRC:kernels/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps model run test bench clean
+.PHONY: all deps model run test bench bench-strategies memcheck clean
 all: deps $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
@@ -46,6 +56,47 @@ deps:
 model: $(MODEL)
 $(MODEL):
 	@sh scripts/fetch-model.sh "$(MODEL_PKG)" "$(MODEL_PATH)" "$(MODEL)" "$(MODEL_SHA)"
+
+# ---- CUDA backend ----
+# CUDA=1 (the default when nvcc is on PATH) compiles kernels/cuda/*.cu into
+# the library and links the static CUDA runtime, so the binary still starts
+# on a machine without a driver (sd_cuda_available() then says why).
+# CUDA=0 builds engine/backend_nocuda.c in its place. sm_80 and sm_90 code
+# plus compute_90 PTX for newer GPUs.
+NVCC      ?= nvcc
+CUDA      ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
+NVFLAGS   := -O3 -std=c++17 -Xcompiler -fPIC -lineinfo --Werror all-warnings \
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+CU_SRC    := $(wildcard kernels/cuda/*.cu)
+# The library's members differ between the two modes; build/cuda-mode
+# changes only when the mode does, and rebuilding the mode's own backend
+# object then makes the library newer, so a switch never links a stale one.
+CUDA_MODE := $(BUILD)/cuda-mode
+$(shell mkdir -p $(BUILD) && [ "$$(cat $(CUDA_MODE) 2>/dev/null)" = "$(CUDA)" ] || echo "$(CUDA)" > $(CUDA_MODE))
+.PHONY: bench-kernels
+ifeq ($(CUDA),1)
+$(BUILD)/kernels/cuda/backend_cuda.o: $(CUDA_MODE)
+LIB_SRC   := $(filter-out engine/backend_nocuda.c,$(LIB_SRC))
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
+CFLAGS    += -DSD_HAVE_CUDA
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lpthread -ldl -lstdc++
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/bench/bench_kernels_cuda: kernels/bench/bench_kernels_cuda.cu $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@.o
+	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
+bench-kernels: $(BUILD)/bench/bench_kernels_cuda
+	$(BUILD)/bench/bench_kernels_cuda
+else
+$(BUILD)/engine/backend_nocuda.o: $(CUDA_MODE)
+bench-kernels:
+	@echo "bench-kernels: skipped: built without CUDA (CUDA=0 or no nvcc)"
+endif
+# ---- end CUDA ----
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -62,7 +113,8 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -o $@
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -ledit -o $@
 
 # Plugins see nothing of the engine: the ABI header is all they include.
 plugins/%.so: samplers/%.c samplers/logits_processor.h
@@ -79,15 +131,23 @@ $(BUILD)/bench/%: kernels/bench/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 test: all $(MODEL) $(TEST_BIN)
-	@sh scripts/run-tests.sh $(TEST_BIN)
+	@SPECDEC_BIN=./$(BIN) sh scripts/run-tests.sh $(TEST_BIN)
+
+memcheck: all
+	@sh scripts/memcheck.sh ./$(BIN)
 
 run: all $(MODEL)
 	./$(BIN) -m $(MODEL) --chat -p "Write three short sentences about the sea." -n 96
 
 bench: all $(MODEL) $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do $$b || exit 1; done
+	$(BUILD)/bench/bench_model
+	$(BUILD)/bench/bench_cpu_kernels
+	$(BUILD)/bench/bench_samplers
+
+bench-strategies: all $(MODEL) $(BUILD)/bench/bench_strategies
+	$(BUILD)/bench/bench_strategies
 
 clean:
-	rm -rf $(BUILD) $(BIN) $(PLUGINS) $(EXAMPLES)
+	rm -rf build build-san specdec $(PLUGINS) $(EXAMPLES)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

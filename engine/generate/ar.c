@@ -27,6 +27,7 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         goto done;
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    lm->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     double t0 = sd_now();
     while (count < max_gen_len) {
         int len = n_inputs + count;

@@ -1,6 +1,6 @@
 /* Beam search with a length penalty (the PyTorch original's contract).
  * Every live beam has the same length, so one sd_forward_multi call per step
- * scores them all (weights read once). A candidate's score is its summed
+ * scores them all (weights read once per max_batch beams). A candidate's score is its summed
  * log-probability divided by ((min_length + len) / (min_length + 1))^alpha;
  * beams that emitted EOS keep their score and stop growing. After each
  * selection the caches follow their beams: a new beam takes over its
@@ -71,8 +71,6 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     if (o->top_k < 1) return sd_fail(e, "beam: top_k %d must be at least 1", o->top_k);
     if (!(o->min_length >= 0) || !isfinite(o->alpha))
         return sd_fail(e, "beam: min_length must be >= 0 and alpha finite");
-    if (o->num_beams > m->max_batch)
-        return sd_fail(e, "beam: at most %d beams", m->max_batch);
     if (n_inputs < 1) return sd_fail(e, "beam: empty prompt");
     if (n_inputs > m->n_ctx)
         return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, m->n_ctx);
@@ -136,7 +134,12 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                 last[live++] = beams[i].toks[len - 1];
             }
         if (!live) break;
-        if (sd_forward_multi(m, kvs, last, live, n_inputs + len - 1, logits, e)) goto done;
+        for (int c = 0; c < live; c += m->max_batch) {
+            int nb = live - c < m->max_batch ? live - c : m->max_batch;
+            if (sd_forward_multi(m, kvs + c, last + c, nb, n_inputs + len - 1,
+                                 logits + (size_t)c * V, e))
+                goto done;
+        }
         st->target_calls++;
         int nc = 0;
         for (int i = 0, r = 0; i < B; i++) {

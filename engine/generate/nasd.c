@@ -69,6 +69,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
     if (sd_ngram_observe_seq(store, seq, 0, n_inputs, e)) goto done;
+    target->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     double t0 = sd_now();
     if (o->first_target && cur < total) {
         int32_t t;

@@ -77,6 +77,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         goto done;
     }
     memcpy(b.seq, inputs, (size_t)n_inputs * sizeof(int32_t));
+    target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     double t0 = sd_now();
     if (o->first_target && cur < total) {
         int32_t t;

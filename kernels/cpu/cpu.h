@@ -67,4 +67,51 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
 int sd_quantize_row(uint32_t type, const float *x, void *out, int64_t n);
 int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n);
 
+/* ---- Internal to the kernels/cpu sources (not for callers) ----------------------
+ * Activations for the integer paths, quantized once per matmul call: row i
+ * of x[n][cols] becomes q[i*cols + c] (int8, the row is a whole number of
+ * 32-byte blocks so block b of row i starts at q + i*cols + 32*b), and per
+ * block b (nb = cols/32 of them) d[i*nb + b] = max|x|/127 and
+ * s[i*nb + b] = d * sum(q of the block) (Q4_1's offset term, Q4_0's -8).
+ * Quantization: id = 1/d, q = round-to-nearest-even(x*id), the same bits on
+ * every ISA path so results do not depend on the SIMD level.
+ * The SIMD 4-bit kernels read a second copy in "pair" layout: blocks
+ * (2p, 2p+1) of a row become 64 bytes qp[64p ..] = { q_2p[0..15],
+ * q_2p+1[0..15], q_2p[16..31], q_2p+1[16..31] } (an odd last block stays
+ * as it is), matching two blocks' nibbles loaded into one register (low
+ * nibbles = elements 0..15 of both, high nibbles = 16..31), with per pair
+ * ds8[16p ..] = { d_2p x4, d_2p+1 x4, s_2p x4, s_2p+1 x4 }. */
+typedef struct sd_mm_job {
+    float *out;         /* [n][ldo], this weight's rows start at out */
+    int64_t ldo;        /* out row stride in floats */
+    int accumulate;
+    int n;
+    const sd_weight *w;
+    const float *x;     /* F32/F16/BF16 weights: activations [n][cols] */
+    const int8_t *xq;   /* quantized weights: see above */
+    const float *xd, *xs;
+    const int8_t *xqp;  /* pair layout (SIMD, 4-bit weights), row stride cols */
+    const float *xds8;  /* [n][cols/64][16] */
+} sd_mm_job;
+
+/* Rows [r0, r1) of one job; each ISA file provides one. */
+void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1);
+void sd_cpu_mm_avx2(const sd_mm_job *j, int64_t r0, int64_t r1);
+void sd_cpu_mm_avx512(const sd_mm_job *j, int64_t r0, int64_t r1);
+/* Quantizes one activation row of cols (multiple of 32) as described above. */
+void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s);
+void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
+void sd_cpu_qact_avx512(const float *x, int64_t cols, int8_t *q, float *d, float *s);
+/* Pair layout of one quantized row (see above). */
+void sd_cpu_qact_pair_avx2(const int8_t *q, const float *d, const float *s, int64_t cols,
+                           int8_t *qp, float *ds8);
+void sd_cpu_qact_pair_avx512(const int8_t *q, const float *d, const float *s, int64_t cols,
+                             int8_t *qp, float *ds8);
+/* Elements and bytes per block of a supported type (0 if unsupported). */
+int sd_cpu_type_block(uint32_t type, int *elems, int *bytes);
+/* Context scratch slot `slot` grown to at least bytes (64-byte aligned);
+ * NULL with e filled when the allocation fails. */
+enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_N = 2 };
+void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e);
+
 #endif

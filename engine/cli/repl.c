@@ -1,0 +1,187 @@
+#include "repl.h"
+
+#include <editline/readline.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_WORDS 34
+
+static const char usage[] =
+    "commands:\n"
+    "  /quit                          leave\n"
+    "  /help                          this list and the current settings\n"
+    "  /debug                         toggle the per-step view of accepted/rejected drafts\n"
+    "  /clear                         clear the screen\n"
+    "  /target /speculative /ngram /beam /drafter\n"
+    "                                 toggle autoregressive, speculative, NASD, beam search,\n"
+    "                                 draft-only generation\n"
+    "  /cache                         toggle the KV cache\n"
+    "  /chat                          toggle the chat template\n"
+    "  /length N                      tokens to generate\n"
+    "  /gamma N                       drafts per verification\n"
+    "  /processor NAME [key=value ...] sampler plugin and its parameters\n"
+    "  /top_k_filler N                target top-k added to the n-gram store\n"
+    "  /set_ngramstorage multi|one N  n-gram store kind and order (rebuilds the store)\n"
+    "  /reset_in_between              toggle resetting the n-gram store between prompts\n"
+    "  /draft_layers K                self-speculative drafter: the target's first K layers\n"
+    "  /seed N                        sampling seed\n"
+    "anything else is a prompt, run through every enabled strategy\n";
+
+static int split(char *line, char **w) {
+    int n = 0;
+    for (char *t = strtok(line, " \t"); t && n < MAX_WORDS; t = strtok(NULL, " \t")) w[n++] = t;
+    return n;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
+    s->a.strategies ^= bit;
+    fprintf(out, "%s: %s\n", what, s->a.strategies & bit ? "on" : "off");
+}
+
+static void bad(FILE *out, const char *msg) {
+    fprintf(out, "error: %s\n%s", msg, usage);
+}
+
+static int command(sd_session *s, char **w, int n, FILE *out) {
+    const char *c = w[0];
+    sd_args *a = &s->a;
+    sd_err e = {{0}};
+    int v;
+    if (!strcmp(c, "/quit") || !strcmp(c, "/exit")) return 1;
+    if (!strcmp(c, "/help")) {
+        fputs(usage, out);
+        sd_session_describe(s, out);
+    } else if (!strcmp(c, "/debug")) {
+        a->debug = !a->debug;
+        fprintf(out, "debug: %s\n", a->debug ? "on" : "off");
+    } else if (!strcmp(c, "/clear")) {
+        fputs(isatty(1) ? "\033[H\033[2J" : "", out);
+        fprintf(out, "cleared\n");
+    } else if (!strcmp(c, "/target")) {
+        toggle_strategy(s, SD_STRAT_AR, "target (autoregressive)", out);
+    } else if (!strcmp(c, "/speculative")) {
+        toggle_strategy(s, SD_STRAT_SPEC, "speculative", out);
+    } else if (!strcmp(c, "/ngram")) {
+        toggle_strategy(s, SD_STRAT_NASD, "ngram (NASD)", out);
+    } else if (!strcmp(c, "/beam")) {
+        toggle_strategy(s, SD_STRAT_BEAM, "beam search", out);
+    } else if (!strcmp(c, "/drafter")) {
+        toggle_strategy(s, SD_STRAT_DRAFT, "drafter (draft-only)", out);
+    } else if (!strcmp(c, "/cache")) {
+        a->no_cache = !a->no_cache;
+        fprintf(out, "cache: %s\n", a->no_cache ? "off" : "on");
+    } else if (!strcmp(c, "/chat")) {
+        a->chat = !a->chat;
+        fprintf(out, "chat: %s\n", a->chat ? "on" : "off");
+    } else if (!strcmp(c, "/length")) {
+        if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/length N with N >= 1");
+        else fprintf(out, "length: %d\n", a->n_predict = v);
+    } else if (!strcmp(c, "/gamma")) {
+        if (n != 2 || parse_int(w[1], 1, 256, &v)) bad(out, "/gamma N with N in [1, 256]");
+        else fprintf(out, "gamma: %d\n", a->gamma = v);
+    } else if (!strcmp(c, "/top_k_filler")) {
+        if (n != 2 || parse_int(w[1], 0, 64, &v)) bad(out, "/top_k_filler N with N in [0, 64]");
+        else fprintf(out, "top_k_filler: %d\n", a->filler_top_k = v);
+    } else if (!strcmp(c, "/reset_in_between")) {
+        a->keep_ngrams = !a->keep_ngrams;
+        fprintf(out, "reset_in_between: %s\n", a->keep_ngrams ? "off" : "on");
+    } else if (!strcmp(c, "/seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long sv = n == 2 && w[1][0] != '-' ? strtoull(w[1], &end, 10) : 0;
+        if (n != 2 || w[1][0] == '-' || *end || errno) bad(out, "/seed N with N >= 0");
+        else fprintf(out, "seed: %llu\n", (unsigned long long)(s->seed = sv));
+    } else if (!strcmp(c, "/set_ngramstorage")) {
+        int kind = n == 3 && !strcmp(w[1], "multi") ? 0 : n == 3 && !strcmp(w[1], "one") ? 1 : -1;
+        if (kind < 0 || parse_int(w[2], 2, SD_NGRAM_MAX_N, &v)) {
+            bad(out, "/set_ngramstorage multi|one N with N in [2, 16]");
+        } else {
+            int old_kind = a->ngram_kind, old_n = a->ngram_n;
+            a->ngram_kind = kind;
+            a->ngram_n = v;
+            if (sd_session_reset_store(s, &e)) {
+                a->ngram_kind = old_kind;
+                a->ngram_n = old_n;
+                fprintf(out, "error: %s\n", e.msg);
+            } else {
+                fprintf(out, "ngram storage: %s, N %d\n", w[1], v);
+            }
+        }
+    } else if (!strcmp(c, "/draft_layers")) {
+        if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/draft_layers K with K >= 1");
+        else if (s->draft) fprintf(out, "error: a draft model is loaded (-d); draft layers need none\n");
+        else if (sd_session_set_draft_layers(s, v, &e)) fprintf(out, "error: %s\n", e.msg);
+        else fprintf(out, "draft layers: %d\n", v);
+    } else if (!strcmp(c, "/processor")) {
+        if (n < 2) {
+            bad(out, "/processor NAME [key=value ...]");
+            sd_samplers_list(s->samplers, out);
+        } else if (sd_session_set_sampler(s, w[1], (const char *const *)w + 2, n - 2, &e)) {
+            fprintf(out, "error: %s\n", e.msg);
+            sd_samplers_list(s->samplers, out);
+        } else {
+            char desc[256];
+            sd_processor_describe(s->proc, desc, sizeof desc);
+            fprintf(out, "processor: %s\n", desc);
+        }
+    } else {
+        fprintf(out, "error: unknown command '%s'\n%s", c, usage);
+    }
+    return 0;
+}
+
+int sd_repl_line(sd_session *s, char *line, FILE *out) {
+    size_t len = strlen(line);
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+    if (!len) return 0;
+    if (line[0] == '/') {
+        char *w[MAX_WORDS];
+        int n = split(line, w);
+        if (n == MAX_WORDS) {
+            fprintf(out, "error: too many words\n");
+            return 0;
+        }
+        return command(s, w, n, out);
+    }
+    sd_err e = {{0}};
+    if (sd_session_run(s, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
+    return 0;
+}
+
+int sd_repl_run(sd_session *s) {
+    int tty = isatty(0);
+    if (tty) {
+        printf("specdec interactive mode; /help lists the commands\n");
+        using_history();
+    }
+    size_t cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        char *line;
+        if (tty) {
+            line = readline("> ");
+            if (!line) break;
+            if (*line) add_history(line);
+        } else {
+            if (getline(&buf, &cap, stdin) < 0) break;
+            line = buf;
+        }
+        int quit = sd_repl_line(s, line, stdout);
+        if (tty) free(line);
+        fflush(stdout);
+        if (quit) break;
+    }
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* Interactive mode: prompts and slash commands on stdin, line editing and
+ * history through libedit when stdin is a terminal, plain reads otherwise. */
+#ifndef SD_REPL_H
+#define SD_REPL_H
+
+#include <stdio.h>
+
+#include "session.h"
+
+/* Executes one line (a /command or a prompt). Returns 1 on /quit, 0 to go
+ * on; errors are printed and never end the session. */
+int sd_repl_line(sd_session *s, char *line, FILE *out);
+int sd_repl_run(sd_session *s);
+
+#endif

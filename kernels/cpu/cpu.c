@@ -1,0 +1,252 @@
+/* CPU backend context and the small ops: ISA detection, threads, scratch,
+ * rmsnorm, rope, swiglu, attention, embedding lookup. The matrix products
+ * live in matmul*.c, row conversions in quant.c.
+ *
+ * Threads: every parallel region uses num_threads(c->n_threads); work is
+ * split into contiguous ranges so each thread streams its own memory.
+ * Scratch: a context owns a few growable 64-byte-aligned buffers (one per
+ * use, see SD_SCRATCH_*); after the first call of the largest shape no
+ * kernel allocates. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "../../engine/gguf.h"
+
+/* Per-ISA attention head kernel (attn*.c). */
+void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
+                             int len, int64_t stride, int hd, float scale, float *sc);
+void sd_cpu_attn_head_avx2(float *out, const float *q, const float *k, const float *v,
+                           int len, int64_t stride, int hd, float scale, float *sc);
+void sd_cpu_attn_head_avx512(float *out, const float *q, const float *k, const float *v,
+                             int len, int64_t stride, int hd, float scale, float *sc);
+
+struct sd_cpu {
+    int n_threads;
+    int isa;
+    void *scratch[SD_SCRATCH_N];
+    size_t scratch_size[SD_SCRATCH_N];
+};
+
+/* ---- ISA detection ------------------------------------------------------ */
+int sd_cpu_isa_detect(void) {
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    if (!avx2) return SD_ISA_SCALAR;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return SD_ISA_AVX512;
+    return SD_ISA_AVX2;
+}
+
+const char *sd_isa_name(int isa) {
+    switch (isa) {
+    case SD_ISA_SCALAR: return "scalar";
+    case SD_ISA_AVX2: return "avx2";
+    case SD_ISA_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+/* ---- context ------------------------------------------------------------ */
+sd_cpu *sd_cpu_create(int n_threads, sd_err *e) {
+    sd_cpu *c = calloc(1, sizeof *c);
+    if (!c) {
+        sd_fail(e, "cpu backend: out of memory");
+        return NULL;
+    }
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int)n : 1;
+    }
+    if (n_threads > 1024) n_threads = 1024;
+    c->n_threads = n_threads;
+    c->isa = sd_cpu_isa_detect();
+    return c;
+}
+
+void sd_cpu_destroy(sd_cpu *c) {
+    if (!c) return;
+    for (int i = 0; i < SD_SCRATCH_N; i++) free(c->scratch[i]);
+    free(c);
+}
+
+int sd_cpu_threads(const sd_cpu *c) { return c->n_threads; }
+int sd_cpu_isa(const sd_cpu *c) { return c->isa; }
+
+void sd_cpu_set_isa(sd_cpu *c, int isa) {
+    int best = sd_cpu_isa_detect();
+    if (isa < SD_ISA_SCALAR) isa = SD_ISA_SCALAR;
+    if (isa > best) isa = best;
+    c->isa = isa;
+}
+
+void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e) {
+    if (slot < 0 || slot >= SD_SCRATCH_N) {
+        sd_fail(e, "cpu backend: bad scratch slot %d", slot);
+        return NULL;
+    }
+    if (bytes <= c->scratch_size[slot] && c->scratch[slot]) return c->scratch[slot];
+    /* grow by at least 1.5x so a slowly growing context length does not
+     * reallocate on every step */
+    size_t want = bytes + bytes / 2;
+    want = (want + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, want) != 0 || !p) {
+        sd_fail(e, "cpu backend: cannot allocate %zu bytes of scratch", want);
+        return NULL;
+    }
+    free(c->scratch[slot]);
+    c->scratch[slot] = p;
+    c->scratch_size[slot] = want;
+    return p;
+}
+
+/* ---- rmsnorm: one pass for the sum of squares (double), one to scale ---- */
+void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n, int dim,
+                    float eps) {
+    (void)c;
+    for (int i = 0; i < n; i++) {
+        const float *xr = x + (size_t)i * dim;
+        float *o = out + (size_t)i * dim;
+        double ss = 0;
+        for (int k = 0; k < dim; k++) ss += (double)xr[k] * xr[k];
+        float scale = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int k = 0; k < dim; k++) o[k] = xr[k] * scale * w[k];
+    }
+}
+
+/* ---- rope ----------------------------------------------------------------
+ * llama.cpp's "normal" rope: pair (2j, 2j+1) turns by theta_j = p*s^j with
+ * s = base^(-2/rope_dim), theta built by repeated float multiplication as
+ * ggml_rope_cache_init does, so angles match llama.cpp bit for bit. */
+void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
+                 float freq_base) {
+    (void)c;
+    if (rope_dim > head_dim) rope_dim = head_dim;
+    int half = rope_dim / 2;
+    const float theta_scale = powf(freq_base, -2.0f / (float)rope_dim);
+    enum { MAXP = 512 };
+    float cs[MAXP], sn[MAXP];
+    for (int i = 0; i < n; i++) {
+        float *row = x + (size_t)i * n_heads * head_dim;
+        float theta = (float)(pos + i);
+        int cached = half <= MAXP;
+        if (cached) {
+            for (int j = 0; j < half; j++) {
+                cs[j] = cosf(theta);
+                sn[j] = sinf(theta);
+                theta *= theta_scale;
+            }
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *v = row + (size_t)h * head_dim;
+            float th = (float)(pos + i);
+            for (int j = 0; j < half; j++) {
+                float co, si;
+                if (cached) {
+                    co = cs[j];
+                    si = sn[j];
+                } else {
+                    co = cosf(th);
+                    si = sinf(th);
+                    th *= theta_scale;
+                }
+                float a = v[2 * j], b = v[2 * j + 1];
+                v[2 * j] = a * co - b * si;
+                v[2 * j + 1] = a * si + b * co;
+            }
+        }
+    }
+}
+
+/* ---- swiglu --------------------------------------------------------------- */
+void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
+    (void)c;
+    for (size_t i = 0; i < count; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+/* ---- attention -------------------------------------------------------------
+ * One (query row, head) pair is one task: scores for positions 0..pos+i
+ * into the thread's slice of the scores scratch, max-subtracted softmax,
+ * then the weighted sum of V rows. Tasks are dealt round-robin
+ * (static,1) because causal rows get longer with i. */
+void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
+                             int len, int64_t stride, int hd, float scale, float *sc) {
+    float mx = -INFINITY;
+    for (int t = 0; t < len; t++) {
+        const float *kr = k + (size_t)t * stride;
+        float s = 0;
+        for (int d = 0; d < hd; d++) s += q[d] * kr[d];
+        s *= scale;
+        sc[t] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0;
+    for (int t = 0; t < len; t++) {
+        float p = expf(sc[t] - mx);
+        sc[t] = p;
+        sum += p;
+    }
+    float inv = 1.0f / sum;
+    for (int d = 0; d < hd; d++) out[d] = 0;
+    for (int t = 0; t < len; t++) {
+        const float *vr = v + (size_t)t * stride;
+        float p = sc[t] * inv;
+        for (int d = 0; d < hd; d++) out[d] += p * vr[d];
+    }
+}
+
+int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
+                     int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e) {
+    if (n <= 0) return 0;
+    if (pos < 0 || n_head <= 0 || n_kv <= 0 || head_dim <= 0 || n_head % n_kv != 0)
+        return sd_fail(e, "attention: bad shape (pos %d, heads %d, kv heads %d, head dim %d)",
+                       pos, n_head, n_kv, head_dim);
+    int nt = c->n_threads;
+    size_t len_max = (size_t)pos + (size_t)n;
+    size_t slice = (len_max + 15) & ~(size_t)15; /* floats per thread, 64-byte multiple */
+    float *sc = sd_cpu_scratch(c, SD_SCRATCH_ATTN, slice * sizeof(float) * (size_t)nt, e);
+    if (!sc) return -1;
+    void (*head)(float *, const float *, const float *, const float *, int, int64_t, int,
+                 float, float *) = sd_cpu_attn_head_scalar;
+    if (c->isa == SD_ISA_AVX2) head = sd_cpu_attn_head_avx2;
+    else if (c->isa == SD_ISA_AVX512) head = sd_cpu_attn_head_avx512;
+    const int group = n_head / n_kv;
+    const int64_t qdim = (int64_t)n_head * head_dim, kvdim = (int64_t)n_kv * head_dim;
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    const int tasks = n * n_head;
+    int run = nt > 1 && (int64_t)tasks * (pos + n) * head_dim > 16384;
+#pragma omp parallel for num_threads(nt) schedule(static, 1) if (run)
+    for (int t = 0; t < tasks; t++) {
+        int i = t / n_head, h = t % n_head, kh = h / group;
+        float *mysc = sc + slice * (size_t)omp_get_thread_num();
+        head(out + i * qdim + (int64_t)h * head_dim, q + i * qdim + (int64_t)h * head_dim,
+             kc + (int64_t)kh * head_dim, vc + (int64_t)kh * head_dim, pos + i + 1, kvdim,
+             head_dim, scale, mysc);
+    }
+    return 0;
+}
+
+/* ---- embedding ------------------------------------------------------------ */
+int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
+                 sd_err *e) {
+    (void)c;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= emb->rows)
+            return sd_fail(e, "embed: token id %d out of range [0, %lld)", (int)ids[i],
+                           (long long)emb->rows);
+        const uint8_t *row = (const uint8_t *)emb->data + (size_t)ids[i] * emb->row_bytes;
+        if (sd_dequantize_row(emb->type, row, x + (size_t)i * emb->cols, emb->cols) != 0)
+            return sd_fail(e, "embed: unsupported weight type %u or bad row length %lld",
+                           emb->type, (long long)emb->cols);
+    }
+    return 0;
+}

@@ -1,0 +1,225 @@
+/* Matrix products: argument checks, activation quantization, thread split,
+ * ISA dispatch, and the scalar kernels (the fallback for any x86-64 and the
+ * baseline the SIMD paths are tested against).
+ *
+ * Work split: the rows of all weights of one call (several for
+ * sd_cpu_matmul_multi) are laid end to end and cut into groups of 4 (the
+ * SIMD tile height); thread t of T gets one contiguous run of groups, so it
+ * streams its own slice of every weight and writes its own output columns.
+ * The activations are quantized once per call, before the row split (in
+ * parallel over activation rows when there are several). */
+#include <omp.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "../../engine/fp16.h"
+#include "../../engine/gguf.h"
+
+enum { MAX_MULTI = 16, GROUP = 4 };
+
+static int is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+
+/* ---- scalar kernels --------------------------------------------------------
+ * One output at a time: weight row r against activation row i. Quantized
+ * types use int32 block sums scaled in float, like the SIMD paths. */
+static inline uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
+    const sd_weight *w = j->w;
+    const int64_t cols = w->cols, nb = cols / 32;
+    float acc = 0;
+    switch (w->type) {
+    case SD_F32: {
+        const float *x = j->x + (size_t)i * cols;
+        for (int64_t c = 0; c < cols; c++) {
+            float v;
+            memcpy(&v, row + 4 * c, 4);
+            acc += v * x[c];
+        }
+        break;
+    }
+    case SD_F16: {
+        const float *x = j->x + (size_t)i * cols;
+        for (int64_t c = 0; c < cols; c++) acc += sd_f16_to_f32(ld16(row + 2 * c)) * x[c];
+        break;
+    }
+    case SD_BF16: {
+        const float *x = j->x + (size_t)i * cols;
+        for (int64_t c = 0; c < cols; c++) acc += sd_bf16_to_f32(ld16(row + 2 * c)) * x[c];
+        break;
+    }
+    case SD_Q8_0: {
+        const int8_t *q = j->xq + (size_t)i * cols;
+        const float *xd = j->xd + (size_t)i * nb;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + 34 * b;
+            int s = 0;
+            for (int k = 0; k < 32; k++) s += (int8_t)blk[2 + k] * q[32 * b + k];
+            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
+        }
+        break;
+    }
+    case SD_Q4_0: {
+        const int8_t *q = j->xq + (size_t)i * cols;
+        const float *xd = j->xd + (size_t)i * nb;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + 18 * b;
+            const int8_t *qb = q + 32 * b;
+            int s = 0;
+            for (int k = 0; k < 16; k++)
+                s += ((blk[2 + k] & 15) - 8) * qb[k] + ((blk[2 + k] >> 4) - 8) * qb[k + 16];
+            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
+        }
+        break;
+    }
+    case SD_Q4_1: {
+        const int8_t *q = j->xq + (size_t)i * cols;
+        const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + 20 * b;
+            const int8_t *qb = q + 32 * b;
+            int s = 0;
+            for (int k = 0; k < 16; k++)
+                s += (blk[4 + k] & 15) * qb[k] + (blk[4 + k] >> 4) * qb[k + 16];
+            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s +
+                   sd_f16_to_f32(ld16(blk + 2)) * xs[b];
+        }
+        break;
+    }
+    default: break;
+    }
+    return acc;
+}
+
+void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1) {
+    const uint8_t *base = j->w->data;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = base + (size_t)r * j->w->row_bytes;
+        for (int i = 0; i < j->n; i++) {
+            float v = dot_row_scalar(j, row, i);
+            float *o = j->out + (size_t)i * j->ldo + r;
+            *o = j->accumulate ? *o + v : v;
+        }
+    }
+}
+
+/* ---- driver ---------------------------------------------------------------- */
+static int check_weight(const sd_weight *w, int64_t cols, sd_err *e) {
+    int el, by;
+    if (!w || !w->data) return sd_fail(e, "matmul: missing weight");
+    if (!sd_cpu_type_block(w->type, &el, &by))
+        return sd_fail(e, "matmul: unsupported weight type %u", w->type);
+    if (w->rows <= 0 || w->cols <= 0 || w->cols % el)
+        return sd_fail(e, "matmul: bad weight shape %lld x %lld for type %u",
+                       (long long)w->rows, (long long)w->cols, w->type);
+    if (w->cols != cols)
+        return sd_fail(e, "matmul: weights of one call must share cols (%lld vs %lld)",
+                       (long long)w->cols, (long long)cols);
+    if (w->row_bytes < (size_t)(w->cols / el) * (size_t)by)
+        return sd_fail(e, "matmul: row_bytes %zu too small for %lld elements", w->row_bytes,
+                       (long long)w->cols);
+    return 0;
+}
+
+static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const *ws,
+                  const float *x, int n, int accumulate, sd_err *e) {
+    if (n <= 0) return 0;
+    if (n_w <= 0 || n_w > MAX_MULTI)
+        return sd_fail(e, "matmul: %d weights in one call (1..%d)", n_w, MAX_MULTI);
+    const int64_t cols = ws[0] ? ws[0]->cols : 0;
+    int need_q = 0;
+    for (int k = 0; k < n_w; k++) {
+        if (check_weight(ws[k], cols, e)) return -1;
+        need_q |= is_quant(ws[k]->type);
+    }
+    const int isa = sd_cpu_isa(c);
+    void (*mm)(const sd_mm_job *, int64_t, int64_t) =
+        isa == SD_ISA_AVX512 ? sd_cpu_mm_avx512 : isa == SD_ISA_AVX2 ? sd_cpu_mm_avx2 : sd_cpu_mm_scalar;
+    void (*qa)(const float *, int64_t, int8_t *, float *, float *) =
+        isa == SD_ISA_AVX512 ? sd_cpu_qact_avx512
+        : isa == SD_ISA_AVX2 ? sd_cpu_qact_avx2 : sd_cpu_qact_scalar;
+
+    /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
+     * the SIMD 4-bit kernels qp [n][cols] | ds8 [n][cols/64][16] */
+    const int64_t nb = cols / 32, npair = cols / 64;
+    int need_pair = 0;
+    for (int k = 0; k < n_w; k++)
+        need_pair |= isa != SD_ISA_SCALAR && (ws[k]->type == SD_Q4_0 || ws[k]->type == SD_Q4_1);
+    void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *) =
+        isa == SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
+    int8_t *xq = NULL, *xqp = NULL;
+    float *xd = NULL, *xs = NULL, *xds8 = NULL;
+    if (need_q) {
+        size_t qbytes = ((size_t)n * (size_t)cols + 63) & ~(size_t)63;
+        size_t dsbytes = ((2 * (size_t)n * nb * 4) + 63) & ~(size_t)63;
+        size_t pbytes = need_pair ? qbytes + (size_t)n * npair * 64 : 0;
+        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes, e);
+        if (!buf) return -1;
+        xq = (int8_t *)buf;
+        xd = (float *)(buf + qbytes);
+        xs = xd + (size_t)n * nb;
+        if (need_pair) {
+            xqp = (int8_t *)(buf + qbytes + dsbytes);
+            xds8 = (float *)(buf + 2 * qbytes + dsbytes);
+        }
+    }
+#define QUANT_ROW(i)                                                                         \
+    do {                                                                                     \
+        qa(x + (size_t)(i) * cols, cols, xq + (size_t)(i) * cols, xd + (size_t)(i) * nb,     \
+           xs + (size_t)(i) * nb);                                                           \
+        if (need_pair)                                                                       \
+            pair(xq + (size_t)(i) * cols, xd + (size_t)(i) * nb, xs + (size_t)(i) * nb, cols, \
+                 xqp + (size_t)(i) * cols, xds8 + (size_t)(i) * npair * 16);                 \
+    } while (0)
+
+    sd_mm_job jobs[MAX_MULTI];
+    int64_t gstart[MAX_MULTI + 1]; /* first row group of each weight */
+    gstart[0] = 0;
+    double work = 0;
+    for (int k = 0; k < n_w; k++) {
+        jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
+                              .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
+                              .xqp = xqp, .xds8 = xds8};
+        gstart[k + 1] = gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
+        work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;
+    }
+    const int64_t groups = gstart[n_w];
+    int nt = sd_cpu_threads(c);
+    if (work < 32768) nt = 1; /* a fork/join costs more than this */
+    const int par_q = need_q && n >= 4 && nt > 1;
+    if (need_q && !par_q)
+        for (int i = 0; i < n; i++) QUANT_ROW(i);
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        if (par_q) {
+#pragma omp for schedule(static)
+            for (int i = 0; i < n; i++) QUANT_ROW(i);
+        }
+        const int T = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t g0 = groups * t / T, g1 = groups * (t + 1) / T;
+        for (int k = 0; k < n_w; k++) {
+            int64_t a = g0 > gstart[k] ? g0 : gstart[k];
+            int64_t b = g1 < gstart[k + 1] ? g1 : gstart[k + 1];
+            if (a >= b) continue;
+            int64_t r0 = (a - gstart[k]) * GROUP, r1 = (b - gstart[k]) * GROUP;
+            if (r1 > ws[k]->rows) r1 = ws[k]->rows;
+            mm(&jobs[k], r0, r1);
+        }
+    }
+    return 0;
+}
+
+int sd_cpu_matmul(sd_cpu *c, float *out, const sd_weight *w, const float *x, int n,
+                  int accumulate, sd_err *e) {
+    return mm_run(c, 1, &out, &w, x, n, accumulate, e);
+}
+
+int sd_cpu_matmul_multi(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const *ws,
+                        const float *x, int n, sd_err *e) {
+    return mm_run(c, n_w, outs, ws, x, n, 0, e);
+}

@@ -1,0 +1,469 @@
+/* AVX2 + FMA + F16C matrix products and activation quantizer.
+ * matmul_avx512.c includes this file with SD_FN/SD_QA/SD_FA redefined, so
+ * the same tiles are compiled again with EVEX encodings and 32 registers
+ * (wider activation tiles).
+ *
+ * Tiles. A tile is 4 weight rows x A activation rows, looped over the whole
+ * row length: each weight block is loaded and unpacked once and used for A
+ * activation rows (A = 1 for decode, up to SD_QA / SD_FA for prefill), and
+ * each activation block is used for 4 weight rows.
+ *
+ * 4-bit types (tile_q4p, the hot path of a Q4_1 model): two consecutive
+ * blocks of a row are unpacked together (one 256-bit register of 32 bytes
+ * of nibbles: and/shift/and gives elements 0..15 and 16..31 of both
+ * blocks), against activations stored in the matching "pair" layout
+ * (cpu.h). vpmaddubsw multiplies unsigned nibbles by signed int8
+ * activations (no saturation: 4*15*127 < 32767 after adding the two
+ * halves), vpmaddwd with ones widens to int32, and two rounds of vphaddd
+ * fold the 4 rows into one vector [r0..r3 of block 0 | r0..r3 of block 1]
+ * that one FMA scales by d_w*d_x and another offsets by m_w*s_x (Q4_0:
+ * m = -8 d). So per 8 (row, block) pairs: 4 loads + 12 ops to unpack, 16
+ * multiply ops, 3 folds, 3 float ops, plus the scale gather.
+ *
+ * Q8_0 (tile_q8, the LM head): blocks one at a time in natural layout;
+ * weights are signed, so the sign trick maddubs(|w|, sign(x, w)) makes the
+ * unsigned operand (2*128*127 < 32767).
+ *
+ * Float types: F32 loads, F16 by vcvtph2ps, BF16 by zero-extending to 32
+ * bits and shifting left 16; 4 x A accumulators of 8 lanes each.
+ *
+ * Decode (n = 1) streams weights from DRAM: the tiles prefetch SD_PF bytes
+ * ahead in each of their 4 row streams (all of a thread's rows are one
+ * contiguous range), which took Q4_1 matvecs from ~8 to ~12 GB/s a core
+ * here. Tails: a group of fewer than 4 rows repeats its last row (the
+ * extra results are dropped), so every tile has the same shape. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "../../engine/gguf.h"
+
+#ifndef SD_FN
+#define SD_FN(name) name##_avx2
+#define SD_QA 4 /* activation rows per quantized tile */
+#define SD_FA 2 /* activation rows per float tile */
+#endif
+
+#define AI static inline __attribute__((always_inline))
+#ifndef SD_PF
+#define SD_PF 4096
+#endif
+
+AI uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+AI short ld16s(const uint8_t *p) {
+    short v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles) in the
+ * low 128 bits, 16..31 (high nibbles) in the high 128 bits. */
+AI __m256i nib32(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p);
+    const __m256i t = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x0f));
+}
+
+/* int32 sums of 4 rows, lanes [r0 r1 r2 r3 | r0 r1 r2 r3] (8 partials each
+ * folded to 2: the two 128-bit halves still need adding). */
+AI __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+}
+AI __m256i mdot_u(__m256i wu, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wu, x), _mm256_set1_epi16(1));
+}
+
+AI __m128 sum_halves(__m256 v) {
+    return _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+}
+
+/* ---- quantized tiles ------------------------------------------------------- */
+typedef struct qx {
+    const int8_t *q; /* activation row 0 of the tile */
+    const float *d, *s;
+    int64_t cols, nb;
+} qx;
+
+/* 4-bit: q41 = 1 for Q4_1 (20-byte blocks, d,m), 0 for Q4_0 (18, d). */
+/* Blocks one at a time (natural activation layout); used for the odd last
+ * block of tile_q4p, so here nb = 1 and x points at that block. */
+AI void tile_q4_one(const int A, const int q41, const uint8_t *const *w, const qx *x,
+                    float (*res)[4]) {
+    const int bs = q41 ? 20 : 18, qo = q41 ? 4 : 2;
+    const int64_t nb = 1;
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int64_t b = 0; b < nb; b++, w0 += bs, w1 += bs, w2 += bs, w3 += bs) {
+        __m128 d4, m4;
+        if (q41) {
+            /* (d, m) pairs of the 4 rows -> [d0 m0 d1 m1 d2 m2 d3 m3] */
+            const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w0), (int)ld32(w1),
+                                                            (int)ld32(w2), (int)ld32(w3)));
+            const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+            d4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+            m4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+            m4 = _mm_mul_ps(m4, _mm_set1_ps(0.5f));
+        } else {
+            d4 = _mm_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), 0, 0, 0, 0));
+            m4 = _mm_mul_ps(d4, _mm_set1_ps(-4.0f)); /* -8*d, halved */
+        }
+        const __m256 d8 = _mm256_set_m128(d4, d4), mh8 = _mm256_set_m128(m4, m4);
+        const __m256i u0 = nib32(w0 + qo), u1 = nib32(w1 + qo), u2 = nib32(w2 + qo),
+                      u3 = nib32(w3 + qo);
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)(x->q + a * x->cols + 32 * b));
+            const __m256i h = fold4(mdot_u(u0, xv), mdot_u(u1, xv), mdot_u(u2, xv), mdot_u(u3, xv));
+            const __m256 sc = _mm256_mul_ps(d8, _mm256_broadcast_ss(x->d + a * x->nb + b));
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[a]);
+            acc[a] = _mm256_fmadd_ps(mh8, _mm256_broadcast_ss(x->s + a * x->nb + b), acc[a]);
+        }
+    }
+    for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
+}
+
+/* 4-bit over block pairs (the main path; tile_q4_one above is its odd-tail
+ * step). Two blocks of one row load as one register: low nibbles are
+ * elements 0..15 of both blocks, high nibbles 16..31, matching the pair
+ * layout of the activations (cpu.h), so one and + one shift + one and
+ * unpack 64 weights. maddubs(lo, x_lo) + maddubs(hi, x_hi) stays in int16
+ * (4 products of at most 15*127 each); vpmaddwd makes int32 lanes
+ * [b0 x4 | b1 x4] and the vphaddd fold gives [r0..r3 of b0 | r0..r3 of b1],
+ * every lane one complete (row, block) sum, scaled by d*d_x and offset by
+ * m*s_x from the precomputed ds8 vectors. */
+AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *x,
+                 const int8_t *xqp, const float *xds8, float (*res)[4]) {
+    const int bs = q41 ? 20 : 18, qo = q41 ? 4 : 2;
+    const int64_t nb = x->nb, np = nb / 2, cols = x->cols;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int64_t p = 0; p < np; p++, w0 += 2 * bs, w1 += 2 * bs, w2 += 2 * bs, w3 += 2 * bs) {
+        __m256 D, M;
+        if (q41) {
+            const __m256 f01 = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w0), (int)ld32(w1),
+                                                              (int)ld32(w0 + bs), (int)ld32(w1 + bs)));
+            const __m256 f23 = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w2), (int)ld32(w3),
+                                                              (int)ld32(w2 + bs), (int)ld32(w3 + bs)));
+            D = _mm256_shuffle_ps(f01, f23, _MM_SHUFFLE(2, 0, 2, 0));
+            M = _mm256_shuffle_ps(f01, f23, _MM_SHUFFLE(3, 1, 3, 1));
+        } else {
+            D = _mm256_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3),
+                                               ld16s(w0 + bs), ld16s(w1 + bs), ld16s(w2 + bs),
+                                               ld16s(w3 + bs)));
+            M = _mm256_mul_ps(D, _mm256_set1_ps(-8.0f));
+        }
+#define UNPACK(k)                                                                            \
+    const __m256i v##k = _mm256_inserti128_si256(                                            \
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w##k + qo))),               \
+        _mm_loadu_si128((const __m128i *)(w##k + bs + qo)), 1);                              \
+    const __m256i l##k = _mm256_and_si256(v##k, m4);                                         \
+    const __m256i h##k = _mm256_and_si256(_mm256_srli_epi16(v##k, 4), m4);
+        UNPACK(0) UNPACK(1) UNPACK(2) UNPACK(3)
+#undef UNPACK
+        if (A == 1 && SD_PF) { /* decode streams from DRAM: fetch ahead */
+            _mm_prefetch((const char *)w0 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w1 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w2 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w3 + SD_PF, _MM_HINT_T0);
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const int8_t *xp = xqp + a * cols + 64 * p;
+            const __m256i xl = _mm256_load_si256((const __m256i *)xp);
+            const __m256i xh = _mm256_load_si256((const __m256i *)(xp + 32));
+#define DOT(k) _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l##k, xl), \
+                                                  _mm256_maddubs_epi16(h##k, xh)), ones)
+            const __m256i hsum = fold4(DOT(0), DOT(1), DOT(2), DOT(3));
+#undef DOT
+            const float *ds = xds8 + (a * np + p) * 16;
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum), _mm256_mul_ps(D, _mm256_load_ps(ds)), acc[a]);
+            acc[a] = _mm256_fmadd_ps(M, _mm256_load_ps(ds + 8), acc[a]);
+        }
+    }
+    for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
+    if (nb & 1) { /* odd last block: one natural-layout step */
+        const uint8_t *wl[4] = {w0, w1, w2, w3};
+        const qx xt = {xqp + 64 * np, x->d + 2 * np, x->s + 2 * np, cols, nb};
+        float tail[SD_QA][4];
+        tile_q4_one(A, q41, wl, &xt, tail);
+        for (int a = 0; a < A; a++)
+            for (int k = 0; k < 4; k++) res[a][k] += tail[a][k];
+    }
+}
+
+AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[4]) {
+    const int64_t nb = x->nb;
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    for (int64_t b = 0; b < nb; b++, w0 += 34, w1 += 34, w2 += 34, w3 += 34) {
+        const __m128 d4 =
+            _mm_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), 0, 0, 0, 0));
+        const __m256 d8 = _mm256_set_m128(d4, d4);
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(w0 + 2)),
+                      s1 = _mm256_loadu_si256((const __m256i *)(w1 + 2)),
+                      s2 = _mm256_loadu_si256((const __m256i *)(w2 + 2)),
+                      s3 = _mm256_loadu_si256((const __m256i *)(w3 + 2));
+        if (A == 1 && SD_PF) {
+            _mm_prefetch((const char *)w0 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w1 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w2 + SD_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)w3 + SD_PF, _MM_HINT_T0);
+        }
+        const __m256i a0 = _mm256_sign_epi8(s0, s0), a1 = _mm256_sign_epi8(s1, s1),
+                      a2 = _mm256_sign_epi8(s2, s2), a3 = _mm256_sign_epi8(s3, s3);
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)(x->q + a * x->cols + 32 * b));
+            const __m256i h = fold4(mdot_u(a0, _mm256_sign_epi8(xv, s0)),
+                                    mdot_u(a1, _mm256_sign_epi8(xv, s1)),
+                                    mdot_u(a2, _mm256_sign_epi8(xv, s2)),
+                                    mdot_u(a3, _mm256_sign_epi8(xv, s3)));
+            const __m256 sc = _mm256_mul_ps(d8, _mm256_broadcast_ss(x->d + a * nb + b));
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[a]);
+        }
+    }
+    for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
+}
+
+/* ---- float tiles ------------------------------------------------------------- */
+AI __m256 ldw8(const int type, const uint8_t *row, int64_t c) {
+    if (type == SD_F32) return _mm256_loadu_ps((const float *)row + c);
+    const __m128i h = _mm_loadu_si128((const __m128i *)(row + 2 * c));
+    if (type == SD_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+AI float ldw1(const int type, const uint8_t *row, int64_t c) {
+    if (type == SD_F32) {
+        float v;
+        memcpy(&v, row + 4 * c, 4);
+        return v;
+    }
+    unsigned short h;
+    memcpy(&h, row + 2 * c, 2);
+    if (type == SD_F16) return _cvtsh_ss(h);
+    uint32_t bits = (uint32_t)h << 16;
+    float v;
+    memcpy(&v, &bits, 4);
+    return v;
+}
+
+/* hsum of 4 vectors -> [s0 s1 s2 s3] */
+AI __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+    return sum_halves(t);
+}
+
+AI void tile_f(const int A, const int type, const uint8_t *const *w, const float *x,
+               int64_t cols, float (*res)[4]) {
+    __m256 acc[SD_FA][4];
+    for (int a = 0; a < A; a++)
+        for (int k = 0; k < 4; k++) acc[a][k] = _mm256_setzero_ps();
+    const int64_t c8 = cols & ~(int64_t)7;
+    for (int64_t c = 0; c < c8; c += 8) {
+        const __m256 v0 = ldw8(type, w[0], c), v1 = ldw8(type, w[1], c),
+                     v2 = ldw8(type, w[2], c), v3 = ldw8(type, w[3], c);
+        if (A == 1 && SD_PF && (c & 15) == 0) { /* one line per row every 64 bytes of F16 */
+            const int64_t off = (type == SD_F32 ? 4 : 2) * c + SD_PF;
+            _mm_prefetch((const char *)w[0] + off, _MM_HINT_T0);
+            _mm_prefetch((const char *)w[1] + off, _MM_HINT_T0);
+            _mm_prefetch((const char *)w[2] + off, _MM_HINT_T0);
+            _mm_prefetch((const char *)w[3] + off, _MM_HINT_T0);
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const __m256 xv = _mm256_loadu_ps(x + a * cols + c);
+            acc[a][0] = _mm256_fmadd_ps(v0, xv, acc[a][0]);
+            acc[a][1] = _mm256_fmadd_ps(v1, xv, acc[a][1]);
+            acc[a][2] = _mm256_fmadd_ps(v2, xv, acc[a][2]);
+            acc[a][3] = _mm256_fmadd_ps(v3, xv, acc[a][3]);
+        }
+    }
+    for (int a = 0; a < A; a++) {
+        _mm_storeu_ps(res[a], hsum4(acc[a][0], acc[a][1], acc[a][2], acc[a][3]));
+        for (int64_t c = c8; c < cols; c++) {
+            const float xv = x[a * cols + c];
+            for (int k = 0; k < 4; k++) res[a][k] += ldw1(type, w[k], c) * xv;
+        }
+    }
+}
+
+/* One non-inlined entry per type, each with the tile widths unrolled. */
+#define CASES_Q(CALL)                                                                      \
+    switch (A) {                                                                           \
+    case 1: CALL(1); break;                                                                \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    default: CALL(SD_QA_MAXCASE); break;                                                   \
+    }
+
+#if SD_QA == 4
+#define SD_QA_MAXCASE 4
+#define QCASES(CALL) CASES_Q(CALL)
+#else
+#define SD_QA_MAXCASE SD_QA
+#define QCASES(CALL)                                                                       \
+    switch (A) {                                                                           \
+    case 1: CALL(1); break;                                                                \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    case 4: CALL(4); break;                                                                \
+    case 5: CALL(5); break;                                                                \
+    case 6: CALL(6); break;                                                                \
+    case 7: CALL(7); break;                                                                \
+    default: CALL(8); break;                                                               \
+    }
+#endif
+
+static void run_q41(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                    const float *xds8, float (*res)[4]) {
+#define C(k) tile_q4p(k, 1, w, x, xqp, xds8, res)
+    QCASES(C)
+#undef C
+}
+static void run_q40(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                    const float *xds8, float (*res)[4]) {
+#define C(k) tile_q4p(k, 0, w, x, xqp, xds8, res)
+    QCASES(C)
+#undef C
+}
+static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]) {
+#define C(k) tile_q8(k, w, x, res)
+    QCASES(C)
+#undef C
+}
+
+#if SD_FA == 2
+#define FCASES(CALL) if (A == 1) CALL(1); else CALL(2);
+#else
+#define FCASES(CALL)                                                                       \
+    switch (A) {                                                                           \
+    case 1: CALL(1); break;                                                                \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    default: CALL(4); break;                                                               \
+    }
+#endif
+static void run_f32(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
+#define C(k) tile_f(k, SD_F32, w, x, cols, res)
+    FCASES(C)
+#undef C
+}
+static void run_f16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
+#define C(k) tile_f(k, SD_F16, w, x, cols, res)
+    FCASES(C)
+#undef C
+}
+static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
+#define C(k) tile_f(k, SD_BF16, w, x, cols, res)
+    FCASES(C)
+#undef C
+}
+
+void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
+    const sd_weight *w = j->w;
+    const uint8_t *base = w->data;
+    const size_t rb = w->row_bytes;
+    const int64_t cols = w->cols, nb = cols / 32;
+    const uint32_t type = w->type;
+    const int quant = type == SD_Q8_0 || type == SD_Q4_0 || type == SD_Q4_1;
+    const int amax = quant ? SD_QA : SD_FA;
+    float res[SD_QA > SD_FA ? SD_QA : SD_FA][4];
+    if (j->n <= 2 && SD_PF) {
+        /* The tiles prefetch SD_PF bytes ahead of where they read; start
+         * that window here, or the first SD_PF bytes of the range (a large
+         * share of a small matrix's slice) arrive one demand miss at a time. */
+        const char *p0 = (const char *)base + (size_t)r0 * rb;
+        size_t span = (size_t)(r1 - r0) * rb;
+        if (span > SD_PF) span = SD_PF;
+        for (size_t o = 0; o < span; o += 64) _mm_prefetch(p0 + o, _MM_HINT_T0);
+    }
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int nr = r1 - r < 4 ? (int)(r1 - r) : 4;
+        const uint8_t *wp[4];
+        for (int k = 0; k < 4; k++) wp[k] = base + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
+        for (int i = 0; i < j->n;) {
+            const int A = j->n - i < amax ? j->n - i : amax;
+            if (quant) {
+                const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb,
+                               j->xs + (size_t)i * nb, cols, nb};
+                const int8_t *qp = j->xqp + (size_t)i * cols;
+                const float *ds8 = j->xds8 + (size_t)i * (cols / 64) * 16;
+                if (type == SD_Q4_1) run_q41(A, wp, &xq, qp, ds8, res);
+                else if (type == SD_Q4_0) run_q40(A, wp, &xq, qp, ds8, res);
+                else run_q80(A, wp, &xq, res);
+            } else {
+                const float *xa = j->x + (size_t)i * cols;
+                if (type == SD_F32) run_f32(A, wp, xa, cols, res);
+                else if (type == SD_F16) run_f16(A, wp, xa, cols, res);
+                else run_bf16(A, wp, xa, cols, res);
+            }
+            for (int a = 0; a < A; a++) {
+                float *o = j->out + (size_t)(i + a) * j->ldo + r;
+                if (j->accumulate)
+                    for (int k = 0; k < nr; k++) o[k] += res[a][k];
+                else
+                    for (int k = 0; k < nr; k++) o[k] = res[a][k];
+            }
+            i += A;
+        }
+    }
+}
+
+/* ---- activation quantizer ------------------------------------------------------
+ * 4 vectors a block: max |x| -> d, x*(1/d) rounded to nearest even, packed
+ * int32 -> int16 -> int8 (the packs interleave 128-bit lanes; one vpermd
+ * restores element order), exact int32 block sum for s. */
+void SD_FN(sd_cpu_qact)(const float *x, int64_t cols, int8_t *q, float *d, float *s) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16),
+               v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, absmask), _mm256_and_ps(v1, absmask)),
+                                 _mm256_max_ps(_mm256_and_ps(v2, absmask), _mm256_and_ps(v3, absmask)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float dd = amax / 127.0f, id = dd ? 1.0f / dd : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rnd));
+        const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rnd));
+        const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rnd));
+        const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), rnd));
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, perm));
+        d[b] = dd;
+        s[b] = dd * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+/* Pair layout (cpu.h): vperm2i128 picks the 16-byte halves of two blocks. */
+void SD_FN(sd_cpu_qact_pair)(const int8_t *q, const float *d, const float *s, int64_t cols,
+                             int8_t *qp, float *ds8) {
+    const int64_t nb = cols / 32, np = nb / 2;
+    for (int64_t p = 0; p < np; p++) {
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(q + 64 * p));
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(q + 64 * p + 32));
+        _mm256_storeu_si256((__m256i *)(qp + 64 * p), _mm256_permute2x128_si256(b0, b1, 0x20));
+        _mm256_storeu_si256((__m256i *)(qp + 64 * p + 32), _mm256_permute2x128_si256(b0, b1, 0x31));
+        const __m128 dd = _mm_setr_ps(d[2 * p], d[2 * p], d[2 * p], d[2 * p]);
+        const __m128 d1 = _mm_set1_ps(d[2 * p + 1]);
+        _mm256_storeu_ps(ds8 + 16 * p, _mm256_set_m128(d1, dd));
+        _mm256_storeu_ps(ds8 + 16 * p + 8, _mm256_set_m128(_mm_set1_ps(s[2 * p + 1]), _mm_set1_ps(s[2 * p])));
+    }
+    if (nb & 1) memcpy(qp + 64 * np, q + 64 * np, 32);
+}

@@ -1,0 +1,233 @@
+/* Causal grouped-query attention over the layer cache, flash-decoding style.
+ *
+ * q: [n][n_head*hd] for positions pos..pos+n-1; kc, vc: [pos+n][n_kv*hd];
+ * query head h reads kv head h / group (group = n_head / n_kv); scale
+ * 1/sqrt(hd); out: [n][n_head*hd].
+ *
+ * Grid (split, kv head, query tile). A block takes one kv head, a tile of up
+ * to AT_QV query vectors of that head's group (query vector v = row i, head
+ * g of the group, numbered i*group + g), and one slice of the key range. It
+ * walks the slice AT_KEYS keys at a time: K and V of those keys go to shared
+ * memory once and serve every query of the tile, which is what makes GQA
+ * and the 1..gamma+1 verification rows cost one read of the cache. Each warp
+ * owns up to 4 query vectors: lane t scores key t (K rows padded to an odd
+ * stride, so the 32 lanes hit 32 banks), the warp keeps a running maximum m,
+ * per-lane sums l and an accumulator over head dims (lane d holds dims d,
+ * d+32, ...), rescaled when m grows (online softmax). Keys past a query's
+ * position are masked; a tile with no visible key leaves the state alone.
+ *
+ * With one split the block writes acc / sum(l) directly. Otherwise every
+ * block writes its (m, l, acc) and attn_combine merges the splits:
+ * out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Splits are sized
+ * so the grid has about two blocks per multiprocessor, at least 64 keys
+ * each, which matters for long contexts with few kv heads and one query. */
+#include <math.h>
+
+#include "cuda_int.h"
+
+enum { AT_KEYS = 32, AT_QV = 16, AT_THREADS = 128, AT_MAX_HD = 128, AT_MIN_SPLIT = 64 };
+
+struct AttnArgs {
+    const float *q, *kc, *vc;
+    float *out;
+    float *part_acc; /* [splits][n*n_head][hd] */
+    float *part_ml;  /* [splits][n*n_head][2]: m, l */
+    int n, pos, n_head, group, hd, kv_dim;
+    int kps, n_splits; /* keys per split, splits */
+    float scale;
+};
+
+__device__ __forceinline__ float at_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float at_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* D = ceil(hd / 32): head dims per lane. */
+template <int D>
+__global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
+    extern __shared__ float sm[];
+    const int hd = a.hd, kstride = hd | 1;
+    float *Ks = sm;                    /* [AT_KEYS][kstride] */
+    float *Vs = Ks + AT_KEYS * kstride; /* [AT_KEYS][hd] */
+    float *Qs = Vs + AT_KEYS * hd;      /* [AT_QV][hd] */
+    const int split = blockIdx.x, kh = blockIdx.y, qv0 = blockIdx.z * AT_QV;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int q_dim = a.n_head * hd;
+    const int nq = min(AT_QV, a.n * a.group - qv0);
+
+    for (int idx = tid; idx < nq * hd; idx += AT_THREADS) {
+        const int v = idx / hd, d = idx - v * hd, qv = qv0 + v;
+        const int i = qv / a.group, h = kh * a.group + qv % a.group;
+        Qs[idx] = a.q[(size_t)i * q_dim + (size_t)h * hd + d];
+    }
+    /* this split's keys, cut at the last position the tile's queries see */
+    const int ks = split * a.kps;
+    const int ke = min(ks + a.kps, a.pos + (qv0 + nq - 1) / a.group + 1);
+
+    float m[4], l[4], acc[4][D];
+    int qpos[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int v = warp + 4 * j;
+        m[j] = -INFINITY;
+        l[j] = 0.f;
+        qpos[j] = v < nq ? a.pos + (qv0 + v) / a.group : -1;
+#pragma unroll
+        for (int k = 0; k < D; k++) acc[j][k] = 0.f;
+    }
+
+    for (int t0 = ks; t0 < ke; t0 += AT_KEYS) {
+        const int cnt = min(AT_KEYS, ke - t0);
+        __syncthreads(); /* the previous tile is consumed (and Qs is written) */
+        for (int idx = tid; idx < AT_KEYS * hd; idx += AT_THREADS) {
+            const int t = idx / hd, d = idx - t * hd;
+            float kv = 0.f, vv = 0.f;
+            if (t < cnt) {
+                const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
+                kv = a.kc[off];
+                vv = a.vc[off];
+            }
+            Ks[t * kstride + d] = kv;
+            Vs[idx] = vv;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (qpos[j] < 0) continue;
+            const float *qr = Qs + (warp + 4 * j) * hd, *kr = Ks + lane * kstride;
+            float s = -INFINITY;
+            if (lane < cnt && t0 + lane <= qpos[j]) {
+                float dot = 0.f;
+                for (int d = 0; d < hd; d++) dot += qr[d] * kr[d];
+                s = dot * a.scale;
+            }
+            const float mt = at_warp_max(s);
+            if (mt == -INFINITY) continue;
+            const float mn = fmaxf(m[j], mt);
+            const float corr = expf(m[j] - mn); /* 0 on the first visible tile */
+            const float p = expf(s - mn);       /* 0 for masked keys */
+            l[j] = l[j] * corr + p;
+#pragma unroll
+            for (int k = 0; k < D; k++) acc[j][k] *= corr;
+            for (int t = 0; t < cnt; t++) {
+                const float pt = __shfl_sync(0xffffffffu, p, t);
+                const float *vr = Vs + t * hd;
+#pragma unroll
+                for (int k = 0; k < D; k++)
+                    if (lane + 32 * k < hd) acc[j][k] += pt * vr[lane + 32 * k];
+            }
+            m[j] = mn;
+        }
+    }
+
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (qpos[j] < 0) continue;
+        const float L = at_warp_sum(l[j]);
+        const int qv = qv0 + warp + 4 * j;
+        const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
+        if (a.n_splits == 1) {
+            float *o = a.out + qh * hd;
+#pragma unroll
+            for (int k = 0; k < D; k++)
+                if (lane + 32 * k < hd) o[lane + 32 * k] = acc[j][k] / L;
+        } else {
+            const size_t slot = (size_t)split * a.n * a.n_head + qh;
+            float *o = a.part_acc + slot * hd;
+#pragma unroll
+            for (int k = 0; k < D; k++)
+                if (lane + 32 * k < hd) o[lane + 32 * k] = acc[j][k];
+            if (lane == 0) a.part_ml[2 * slot] = m[j], a.part_ml[2 * slot + 1] = L;
+        }
+    }
+}
+
+/* One block per (row, head), one thread per head dim. */
+__global__ void attn_combine(const AttnArgs a) {
+    const size_t qh = blockIdx.x, nqh = (size_t)a.n * a.n_head;
+    const int d = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = 0; s < a.n_splits; s++) M = fmaxf(M, a.part_ml[2 * (s * nqh + qh)]);
+    float L = 0.f, o = 0.f;
+    for (int s = 0; s < a.n_splits; s++) {
+        const size_t slot = s * nqh + qh;
+        const float ms = a.part_ml[2 * slot];
+        if (ms == -INFINITY) continue; /* this split saw no key of this query */
+        const float w = expf(ms - M);
+        L += w * a.part_ml[2 * slot + 1];
+        o += w * a.part_acc[slot * a.hd + d];
+    }
+    a.out[qh * a.hd + d] = o / L;
+}
+
+template <int D>
+static void attn_launch(dim3 grid, size_t smem, cudaStream_t s, const AttnArgs &a) {
+    attn_kernel<D><<<grid, AT_THREADS, smem, s>>>(a);
+}
+
+int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
+                 const float *vc, int n, int pos, sd_err *e) {
+    if (n <= 0) return 0;
+    const int hd = s->head_dim;
+    if (pos < 0 || s->n_head <= 0 || s->n_kv <= 0 || s->n_head % s->n_kv || hd <= 0 ||
+        hd > AT_MAX_HD)
+        return sd_fail(e,
+                       "cuda: attention: unsupported shape (pos %d, heads %d, kv heads %d, head "
+                       "dim %d; head dim must be 1..%d)",
+                       pos, s->n_head, s->n_kv, hd, AT_MAX_HD);
+    AttnArgs a;
+    a.q = q;
+    a.kc = kc;
+    a.vc = vc;
+    a.out = out;
+    a.n = n;
+    a.pos = pos;
+    a.n_head = s->n_head;
+    a.group = s->n_head / s->n_kv;
+    a.hd = hd;
+    a.kv_dim = s->n_kv * hd;
+    a.scale = 1.0f / sqrtf((float)hd);
+
+    const int64_t len = (int64_t)pos + n, qtiles = ((int64_t)n * a.group + AT_QV - 1) / AT_QV;
+    if (qtiles > 65535 || s->n_kv > 65535)
+        return sd_fail(e, "cuda: attention: %d rows x %d heads is too many for one call", n,
+                       s->n_head);
+    const int64_t base = (int64_t)s->n_kv * qtiles, want = 2 * (int64_t)c->sms;
+    int64_t kps = len;
+    if (base < want && len >= 2 * AT_MIN_SPLIT) {
+        const int64_t splits = (want + base - 1) / base;
+        kps = ((len + splits - 1) / splits + AT_KEYS - 1) / AT_KEYS * AT_KEYS;
+        if (kps < AT_MIN_SPLIT) kps = AT_MIN_SPLIT;
+    }
+    a.kps = (int)kps;
+    a.n_splits = (int)((len + kps - 1) / kps);
+    a.part_acc = a.part_ml = NULL;
+    if (a.n_splits > 1) {
+        const size_t slots = (size_t)a.n_splits * n * s->n_head;
+        float *buf = (float *)cu_scratch(c, CU_SCRATCH_ATTN, slots * (hd + 2) * sizeof(float), e);
+        if (!buf) return -1;
+        a.part_acc = buf;
+        a.part_ml = buf + slots * hd;
+    }
+    const dim3 grid((unsigned)a.n_splits, (unsigned)s->n_kv, (unsigned)qtiles);
+    const size_t smem = (size_t)(AT_KEYS * (hd | 1) + AT_KEYS * hd + AT_QV * hd) * sizeof(float);
+    switch ((hd + 31) / 32) {
+    case 1: attn_launch<1>(grid, smem, c->stream, a); break;
+    case 2: attn_launch<2>(grid, smem, c->stream, a); break;
+    case 3: attn_launch<3>(grid, smem, c->stream, a); break;
+    default: attn_launch<4>(grid, smem, c->stream, a); break;
+    }
+    if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
+                        s->n_kv, hd))
+        return -1;
+    if (a.n_splits == 1) return 0;
+    attn_combine<<<(unsigned)(n * s->n_head), (unsigned)hd, 0, c->stream>>>(a);
+    return cu_check_launch(c, e, "attention combine n=%d pos=%d splits %d", n, pos, a.n_splits);
+}

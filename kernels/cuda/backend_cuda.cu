@@ -1,0 +1,363 @@
+/* The CUDA op table (engine/backend.h): device selection, memory, weight
+ * upload, error reporting, and thin adapters onto the kernel launchers.
+ *
+ * Memory: alloc is cudaMalloc + a zero fill queued on the backend's stream;
+ * weights get one allocation each in the layout of cuda_int.h; scratch (int8
+ * activations, attention partials, token ids) grows on demand and is reused,
+ * so a steady decode loop allocates nothing. Every op first makes the
+ * backend's device current (two models may live on two devices). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_int.h"
+
+/* ---- errors ----------------------------------------------------------------- */
+static int cu_vfail(sd_err *e, cudaError_t err, const char *suffix, const char *fmt, va_list ap) {
+    char what[256];
+    vsnprintf(what, sizeof what, fmt, ap);
+    return sd_fail(e, "cuda: %s%s: %s", what, suffix, cudaGetErrorString(err));
+}
+
+int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cu_vfail(e, err, "", fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...) {
+    cudaError_t err = cudaGetLastError();
+    const char *suffix = " launch";
+    if (err == cudaSuccess && c->sync_each) {
+        err = cudaStreamSynchronize(c->stream);
+        suffix = " execution";
+    }
+    if (err == cudaSuccess) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    cu_vfail(e, err, suffix, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
+    cudaError_t err = cudaSetDevice(c->device);
+    return err == cudaSuccess ? 0 : cu_fail(e, err, "%s: select device %d", op, c->device);
+}
+
+/* ---- scratch ----------------------------------------------------------------- */
+void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e) {
+    if (bytes <= c->scratch_size[slot] && c->scratch[slot]) return c->scratch[slot];
+    /* 1.5x growth: a context that grows one position a step reallocates rarely */
+    const size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
+    cudaError_t err = cudaStreamSynchronize(c->stream); /* queued kernels may use the old one */
+    if (err != cudaSuccess) {
+        cu_fail(e, err, "scratch: wait for queued work");
+        return NULL;
+    }
+    if (c->scratch[slot]) cudaFree(c->scratch[slot]);
+    c->scratch[slot] = NULL;
+    c->scratch_size[slot] = 0;
+    err = cudaMalloc(&c->scratch[slot], want);
+    if (err != cudaSuccess) {
+        c->scratch[slot] = NULL;
+        cu_fail(e, err, "scratch: allocate %zu bytes", want);
+        return NULL;
+    }
+    c->scratch_size[slot] = want;
+    return c->scratch[slot];
+}
+
+/* ---- weights ------------------------------------------------------------------ */
+int cu_check_weight(const sd_weight *w, const char *op, sd_err *e) {
+    if (!w || !w->data) return sd_fail(e, "cuda: %s: missing weight", op);
+    const uint32_t t = w->type;
+    if (t != SD_F32 && t != SD_F16 && t != SD_BF16 && !cu_is_quant(t))
+        return sd_fail(e, "cuda: %s: weight type %s (%u) is not supported", op, sd_wtype_name(t), t);
+    if (w->rows <= 0 || w->cols <= 0 || w->rows > 0x7fffffff || w->cols > 0x7fffffff ||
+        (cu_is_quant(t) && w->cols % 32))
+        return sd_fail(e, "cuda: %s: bad %s weight shape %lldx%lld", op, sd_wtype_name(t),
+                       (long long)w->rows, (long long)w->cols);
+    if (w->row_bytes < (size_t)sd_row_bytes(t, (uint64_t)w->cols))
+        return sd_fail(e, "cuda: %s: row_bytes %zu too small for %lld %s elements", op,
+                       w->row_bytes, (long long)w->cols, sd_wtype_name(t));
+    return 0;
+}
+
+static int cuda_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "upload", e) || cu_check_weight(w, "upload", e)) return -1;
+    const char *tn = sd_wtype_name(w->type);
+    const long long R = (long long)w->rows, C = (long long)w->cols;
+    const size_t bytes = cu_weight_bytes(w->type, w->rows, w->cols);
+    void *dst = NULL, *raw = NULL;
+    cudaError_t err = cudaMalloc(&dst, bytes);
+    if (err != cudaSuccess) return cu_fail(e, err, "upload %s %lldx%lld: allocate %zu bytes", tn, R, C, bytes);
+    if (!cu_is_quant(w->type)) {
+        const size_t qrow = cu_qrow_bytes(w->type, w->cols);
+        err = cudaMemcpy2DAsync(dst, qrow, w->data, w->row_bytes, qrow, (size_t)w->rows,
+                                cudaMemcpyHostToDevice, c->stream);
+        if (err != cudaSuccess) goto fail_copy;
+    } else {
+        const size_t raw_bytes = w->row_bytes * (size_t)w->rows;
+        err = cudaMalloc(&raw, raw_bytes);
+        if (err != cudaSuccess) {
+            cudaFree(dst);
+            return cu_fail(e, err, "upload %s %lldx%lld: allocate %zu staging bytes", tn, R, C,
+                           raw_bytes);
+        }
+        err = cudaMemcpyAsync(raw, w->data, raw_bytes, cudaMemcpyHostToDevice, c->stream);
+        if (err != cudaSuccess) goto fail_copy;
+        if (cu_repack(c, dst, raw, w, e)) goto fail;
+    }
+    err = cudaStreamSynchronize(c->stream);
+    if (err != cudaSuccess) goto fail_copy;
+    if (raw) cudaFree(raw);
+    w->data = dst;
+    return 0;
+fail_copy:
+    cu_fail(e, err, "upload %s %lldx%lld: copy", tn, R, C);
+fail:
+    cudaStreamSynchronize(c->stream);
+    if (raw) cudaFree(raw);
+    cudaFree(dst);
+    return -1;
+}
+
+static void cuda_release_weight(sd_backend *b, sd_weight *w) {
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cudaFree((void *)w->data);
+    w->data = NULL;
+}
+
+/* ---- memory -------------------------------------------------------------------- */
+static void *cuda_alloc(sd_backend *b, size_t bytes, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "alloc", e)) return NULL;
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        cu_fail(e, err, "alloc %zu bytes", bytes);
+        return NULL;
+    }
+    err = cudaMemsetAsync(p, 0, bytes, c->stream);
+    if (err != cudaSuccess) {
+        cudaFree(p);
+        cu_fail(e, err, "alloc %zu bytes: zero fill", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_release(sd_backend *b, void *p) {
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cudaFree(p);
+}
+
+static int cuda_to_host(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "to_host", e)) return -1;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    if (err != cudaSuccess)
+        return cu_fail(e, err, "to_host %zu bytes (a fault of an earlier kernel also shows here; "
+                       "SD_CUDA_SYNC=1 names it)", bytes);
+    return 0;
+}
+
+static int cuda_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "copy", e)) return -1;
+    const char *d = (const char *)dst, *s = (const char *)src;
+    if (dst != src && d < s + bytes && s < d + bytes)
+        return sd_fail(e, "cuda: copy: %zu bytes between overlapping regions", bytes);
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+    return err == cudaSuccess ? 0 : cu_fail(e, err, "copy %zu bytes", bytes);
+}
+
+/* ---- ops -------------------------------------------------------------------------- */
+static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32_t *ids, int n,
+                      sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (n <= 0) return 0;
+    if (cu_enter(c, "embed", e) || cu_check_weight(emb, "embed", e)) return -1;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= emb->rows)
+            return sd_fail(e, "embed: token id %d out of range [0, %lld)", (int)ids[i],
+                           (long long)emb->rows);
+    int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)n * sizeof *ids, e);
+    if (!dev) return -1;
+    /* pageable source: the call returns once ids is staged, so the caller
+     * may reuse it at once */
+    cudaError_t err = cudaMemcpyAsync(dev, ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice,
+                                      c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "embed: copy %d token ids", n);
+    return cu_embed(c, x, emb, dev, n, e);
+}
+
+static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weight *w, int n,
+                        int dim, float eps, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "rmsnorm", e)) return -1;
+    if (!w || !w->data || w->type != SD_F32 || w->cols != dim)
+        return sd_fail(e, "cuda: rmsnorm: the weight must be F32 of %d elements", dim);
+    return cu_rmsnorm(c, out, x, (const float *)w->data, n, dim, eps, e);
+}
+
+static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
+                         float *v_rows, const sd_weight *wq, const sd_weight *wk,
+                         const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "qkv_rope", e)) return -1;
+    return cu_qkv_rope(c, s, q, k_rows, v_rows, wq, wk, wv, x, n, pos, e);
+}
+
+static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
+                          const float *kc, const float *vc, int n, int pos, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "attention", e)) return -1;
+    return cu_attention(c, s, out, q, kc, vc, n, pos, e);
+}
+
+static int cuda_matmul(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
+                       int accumulate, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "matmul", e)) return -1;
+    return cu_matmul(c, out, w, x, n, accumulate, e);
+}
+
+static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
+                           const sd_weight *w3, const float *x, int n, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "ffn_swiglu", e)) return -1;
+    return cu_ffn_swiglu(c, h, tmp, w1, w3, x, n, e);
+}
+
+/* ---- backend lifetime ------------------------------------------------------------ */
+static void cuda_destroy(sd_backend *b) {
+    sd_cuda *c = cu_ctx(b);
+    if (c) {
+        if (cudaSetDevice(c->device) == cudaSuccess) {
+            if (c->stream) cudaStreamSynchronize(c->stream);
+            for (int i = 0; i < CU_SCRATCH_N; i++)
+                if (c->scratch[i]) cudaFree(c->scratch[i]);
+            if (c->argmax_dev) cudaFree(c->argmax_dev);
+            if (c->argmax_host) cudaFreeHost(c->argmax_host);
+            if (c->stream) cudaStreamDestroy(c->stream);
+        }
+        free(c);
+    }
+    free(b);
+}
+
+extern "C" int sd_cuda_available(char *why, size_t cap) {
+    char buf[256];
+    int n = 0, ok = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        snprintf(buf, sizeof buf, "no CUDA device: %s", cudaGetErrorString(err));
+    } else if (n == 0) {
+        snprintf(buf, sizeof buf, "no CUDA device: none found");
+    } else {
+        snprintf(buf, sizeof buf, "no CUDA device: no device of compute capability 8.0 or newer");
+        for (int d = 0; d < n && !ok; d++) {
+            cudaDeviceProp p;
+            if (cudaGetDeviceProperties(&p, d) != cudaSuccess || p.major < 8) continue;
+            snprintf(buf, sizeof buf, "device %d: %s (sm_%d%d, %d SMs, %.0f GiB)", d, p.name,
+                     p.major, p.minor, p.multiProcessorCount,
+                     (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+            ok = 1;
+        }
+    }
+    if (why && cap) snprintf(why, cap, "%s", buf);
+    return ok;
+}
+
+extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
+    char why[256];
+    if (!sd_cuda_available(why, sizeof why)) {
+        sd_fail(e, "cuda backend: %s", why);
+        return NULL;
+    }
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || device < 0 || device >= count) {
+        sd_fail(e, "cuda backend: device %d does not exist (%d devices)", device, count);
+        return NULL;
+    }
+    cudaDeviceProp prop;
+    if ((err = cudaSetDevice(device)) != cudaSuccess ||
+        (err = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+        cu_fail(e, err, "backend: open device %d", device);
+        return NULL;
+    }
+    if (prop.major < 8) {
+        sd_fail(e, "cuda backend: device %d (%s) is sm_%d%d; this build needs sm_80 or newer",
+                device, prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+    sd_backend *b = (sd_backend *)calloc(1, sizeof *b);
+    sd_cuda *c = (sd_cuda *)calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        sd_fail(e, "cuda backend: out of memory");
+        return NULL;
+    }
+    b->ctx = c;
+    b->destroy = cuda_destroy;
+    c->device = device;
+    c->sms = prop.multiProcessorCount;
+    const char *sync = getenv("SD_CUDA_SYNC");
+    c->sync_each = sync && strcmp(sync, "0") != 0;
+    if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (err = cudaMalloc(&c->argmax_dev, sizeof *c->argmax_dev)) != cudaSuccess ||
+        (err = cudaMallocHost(&c->argmax_host, sizeof *c->argmax_host)) != cudaSuccess) {
+        cu_fail(e, err, "backend: set up device %d", device);
+        cuda_destroy(b);
+        return NULL;
+    }
+    b->name = "cuda";
+    b->alloc = cuda_alloc;
+    b->release = cuda_release;
+    b->upload_weight = cuda_upload_weight;
+    b->release_weight = cuda_release_weight;
+    b->to_host = cuda_to_host;
+    b->copy = cuda_copy;
+    b->embed = cuda_embed;
+    b->rmsnorm = cuda_rmsnorm;
+    b->qkv_rope = cuda_qkv_rope;
+    b->attention = cuda_attention;
+    b->matmul = cuda_matmul;
+    b->ffn_swiglu = cuda_ffn_swiglu;
+    return b;
+}
+
+static int is_cuda(const sd_backend *b) { return b && b->destroy == cuda_destroy; }
+
+extern "C" int sd_cuda_argmax(sd_backend *b, const float *logits_dev, int n, int32_t *id_host,
+                              sd_err *e) {
+    if (!is_cuda(b)) return sd_fail(e, "cuda: argmax: not a CUDA backend");
+    if (n <= 0) return sd_fail(e, "cuda: argmax: empty row (%d)", n);
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "argmax", e) || cu_argmax(c, c->argmax_dev, logits_dev, n, e)) return -1;
+    cudaError_t err = cudaMemcpyAsync(c->argmax_host, c->argmax_dev, sizeof *c->argmax_host,
+                                      cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "argmax %d: copy the result", n);
+    *id_host = *c->argmax_host;
+    return 0;
+}
+
+extern "C" int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,
+                                 sd_err *e) {
+    if (!is_cuda(b)) return sd_fail(e, "cuda: from_host: not a CUDA backend");
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "from_host", e)) return -1;
+    cudaError_t err = cudaMemcpyAsync(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    return err == cudaSuccess ? 0 : cu_fail(e, err, "from_host %zu bytes", bytes);
+}
+
+cudaStream_t sd_cuda_stream(sd_backend *b) { return is_cuda(b) ? cu_ctx(b)->stream : NULL; }

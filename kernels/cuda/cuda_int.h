@@ -1,0 +1,122 @@
+/* Internal to kernels/cuda/*.cu: the backend context, the device weight
+ * layout, and the launchers each kernel file provides.
+ *
+ * Streams: every backend owns one non-blocking stream and queues all of its
+ * work there, so ops run in call order without host synchronisation; only
+ * to_host, sd_cuda_argmax and scratch growth wait for the stream.
+ *
+ * Errors: each launcher returns 0 or -1 with e filled as
+ *   "cuda: <op> <type> <rows>x<cols> launch: <CUDA error string>"
+ * Kernel faults surface at the next synchronising call; with SD_CUDA_SYNC=1
+ * in the environment every launch is followed by a stream synchronisation,
+ * so a fault is reported by the op that caused it. */
+#ifndef SD_CUDA_INT_H
+#define SD_CUDA_INT_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../engine/backend.h"
+#include "../../engine/backend_cuda.h"
+#include "../../engine/gguf.h"
+}
+
+/* Scratch slots grown on demand (see cu_scratch). */
+enum { CU_SCRATCH_QACT = 0, CU_SCRATCH_ATTN = 1, CU_SCRATCH_IDS = 2, CU_SCRATCH_N = 3 };
+
+typedef struct sd_cuda {
+    int device;
+    int sms;           /* multiprocessors, for sizing grids */
+    int sync_each;     /* SD_CUDA_SYNC=1: synchronise after every launch */
+    cudaStream_t stream;
+    void *scratch[CU_SCRATCH_N];
+    size_t scratch_size[CU_SCRATCH_N];
+    int32_t *argmax_dev;  /* one int on the device */
+    int32_t *argmax_host; /* one pinned int */
+} sd_cuda;
+
+static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
+
+/* "cuda: <what>: <error string>" into e; returns -1. */
+int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* After a launch: the launch error, or (SD_CUDA_SYNC) the execution error. */
+int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Device buffer of slot grown to at least bytes (waits for queued work
+ * before freeing the old one); NULL with e filled on failure. */
+void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e);
+
+/* ---- device weight layout ------------------------------------------------
+ * upload_weight rewrites w->data to one device allocation holding
+ *   [rows][qrow bytes]  values: F32/F16/BF16 as in GGUF; for Q8_0 the int8
+ *                       quants of a row end to end (cols bytes); for
+ *                       Q4_0/Q4_1 the 16 nibble bytes of each block end to
+ *                       end (cols/2 bytes), the GGUF nibble order kept
+ *   pad to 256 bytes
+ *   [rows][cols/32]     block scales: f16 d (Q8_0, Q4_0) or f16 d | f16 m
+ *                       as one 32-bit word (Q4_1); absent for float types
+ * so that a warp reads a row's values as consecutive 16-byte vectors (GGUF's
+ * 34/18/20-byte blocks are not 16-byte aligned) and its scales as
+ * consecutive 2- or 4-byte words. w->row_bytes keeps the GGUF row size. */
+static inline int cu_is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+
+static inline size_t cu_elem_bytes(uint32_t t) { return t == SD_F32 ? 4 : 2; }
+
+static inline size_t cu_qrow_bytes(uint32_t t, int64_t cols) {
+    if (t == SD_Q8_0) return (size_t)cols;
+    if (t == SD_Q4_0 || t == SD_Q4_1) return (size_t)cols / 2;
+    return (size_t)cols * cu_elem_bytes(t);
+}
+
+static inline size_t cu_srow_bytes(uint32_t t, int64_t cols) {
+    if (t == SD_Q8_0 || t == SD_Q4_0) return (size_t)(cols / 32) * 2;
+    if (t == SD_Q4_1) return (size_t)(cols / 32) * 4;
+    return 0;
+}
+
+static inline size_t cu_scale_offset(uint32_t t, int64_t rows, int64_t cols) {
+    return ((size_t)rows * cu_qrow_bytes(t, cols) + 255) & ~(size_t)255;
+}
+
+static inline size_t cu_weight_bytes(uint32_t t, int64_t rows, int64_t cols) {
+    return cu_scale_offset(t, rows, cols) + (size_t)rows * cu_srow_bytes(t, cols);
+}
+
+/* Checks a weight against what the kernels support; fills e naming op. */
+int cu_check_weight(const sd_weight *w, const char *op, sd_err *e);
+
+/* ---- launchers (one file each) -------------------------------------------- */
+/* repack.cu: GGUF rows on the device (row_bytes apart) -> the layout above. */
+int cu_repack(sd_cuda *c, void *dst, const void *raw, const sd_weight *w, sd_err *e);
+/* qact.cu: x[n][cols] -> int8 activations in the scratch: q [n][cols] and
+ * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]. */
+int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
+            sd_err *e);
+/* matvec.cu */
+int cu_matmul(sd_cuda *c, float *out, const sd_weight *w, const float *x, int n, int accumulate,
+              sd_err *e);
+/* qkv_rope.cu */
+int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
+                const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                int n, int pos, sd_err *e);
+/* ffn.cu */
+int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
+                  const float *x, int n, sd_err *e);
+/* norm.cu */
+int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim, float eps,
+               sd_err *e);
+/* attention.cu */
+int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
+                 const float *vc, int n, int pos, sd_err *e);
+/* embed.cu (ids already on the device, checked by the caller) */
+int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev, int n,
+             sd_err *e);
+/* argmax.cu: *out_dev = index of the first maximum of x[0..n) */
+int cu_argmax(sd_cuda *c, int32_t *out_dev, const float *x, int n, sd_err *e);
+
+/* The stream a backend queues its work on (bench timing). */
+cudaStream_t sd_cuda_stream(sd_backend *b);
+
+#endif

@@ -1,0 +1,359 @@
+/* Matrix-vector core shared by matvec.cu (plain / accumulate), qkv_rope.cu
+ * (RoPE epilogue) and ffn.cu (SwiGLU epilogue).
+ *
+ * Work split. A warp owns two weight rows ("slots": rows 2p and 2p+1 of one
+ * matrix, or row p of two matrices for SwiGLU) and a tile of NT <= 8
+ * activation rows. Each lane streams 16-byte chunks of both rows (chunk c of
+ * a row is bytes [16c, 16c+16) of its values in the device layout, see
+ * cuda_int.h), MV_UNROLL chunks per lane issued before any is used, so a
+ * warp has 2 * MV_UNROLL * 512 bytes of weights in flight. Dequantisation
+ * happens in registers; quantised weights meet int8 activations through
+ * __dp4a, exactly the CPU's integer products (kernels/cpu/cpu.h), so only the
+ * float summation order differs from the CPU. For rows with few chunks and
+ * matrices with few rows, ks in {1,2,4} warps of a block split one row pair's
+ * chunks and add their sums through shared memory, so the grid keeps enough
+ * loads in flight.
+ *
+ * Activations are read through the read-only cache (__ldg): they are at most
+ * NT*cols bytes (int8) or floats, read by every warp of a multiprocessor,
+ * so they stay in L1, and holding them for two rows at once halves the
+ * on-chip traffic; weights are read once, with an evict-first hint (__ldcs).
+ * Blocks are numbered tile-fastest (block b: activation tile b % ntiles, row
+ * group b / ntiles), so for n > NT the blocks that read the same weight rows
+ * run side by side and all but the first find them in L2: every weight byte
+ * comes from device memory about once per call. */
+#ifndef SD_CUDA_MV_CUH
+#define SD_CUDA_MV_CUH
+
+#include <cuda_fp16.h>
+
+#include "cuda_int.h"
+
+enum { MV_WARPS = 4, MV_THREADS = 32 * MV_WARPS, MV_UNROLL = 2, MV_MAX_NT = 8 };
+
+/* The activations of one launch. */
+struct MvAct {
+    const float *x;       /* [n][cols]; float weights read it */
+    const int8_t *xq;     /* [n][cols] int8; quantised weights read it */
+    const float *xd, *xs; /* [n][cols/32]: block scale d, d * sum(q) */
+    int n, cols;
+    int fast; /* float weights: cols % 32 == 0 and x 16-byte aligned (else one
+                 element per lane per step) */
+};
+
+/* One weight row: its values and its block scales. */
+struct MvRow {
+    const uint8_t *q, *sc;
+};
+
+/* Elements in one 16-byte chunk of values. */
+__host__ __device__ constexpr int mv_chunk_elems(int t) {
+    return t == SD_F32 ? 4 : (t == SD_F16 || t == SD_BF16) ? 8 : t == SD_Q8_0 ? 16 : 32;
+}
+
+/* One chunk of activations in registers: float bits for float weights (8
+ * floats in a and b), int8 quants for quantised ones (16 in a for Q8_0, the
+ * block's 32 in a and b for Q4), with the block's d and d*sum(q). */
+struct MvX {
+    int4 a, b;
+    float d, s;
+};
+
+template <int T>
+__device__ __forceinline__ MvX mv_ldx(const MvAct &A, int i, int c) {
+    MvX x = {};
+    if constexpr (T == SD_F32) {
+        x.a = __ldg(reinterpret_cast<const int4 *>(A.x + (size_t)i * A.cols) + c);
+    } else if constexpr (T == SD_F16 || T == SD_BF16) {
+        const int4 *p = reinterpret_cast<const int4 *>(A.x + (size_t)i * A.cols) + 2 * c;
+        x.a = __ldg(p);
+        x.b = __ldg(p + 1);
+    } else if constexpr (T == SD_Q8_0) {
+        const size_t nb = (size_t)(A.cols / 32);
+        x.a = __ldg(reinterpret_cast<const int4 *>(A.xq + (size_t)i * A.cols) + c);
+        x.d = __ldg(A.xd + i * nb + (c >> 1));
+    } else {
+        const size_t nb = (size_t)(A.cols / 32);
+        const int4 *p = reinterpret_cast<const int4 *>(A.xq + (size_t)i * A.cols) + 2 * c;
+        x.a = __ldg(p);
+        x.b = __ldg(p + 1);
+        x.d = __ldg(A.xd + i * nb + c);
+        if constexpr (T == SD_Q4_1) x.s = __ldg(A.xs + i * nb + c);
+    }
+    return x;
+}
+
+template <int T>
+__device__ __forceinline__ uint4 mv_ldw(const MvRow &r, int c) {
+    return __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
+}
+
+__device__ __forceinline__ float mv_h2f(unsigned bits) {
+    return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
+}
+
+/* Block scale (d, m) of chunk c; zeros for float types. */
+template <int T>
+__device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
+    if constexpr (T == SD_Q8_0 || T == SD_Q4_0) {
+        const int b = T == SD_Q8_0 ? c >> 1 : c;
+        return make_float2(mv_h2f(__ldcs(reinterpret_cast<const unsigned short *>(r.sc) + b)), 0.f);
+    } else if constexpr (T == SD_Q4_1) {
+        const unsigned u = __ldcs(reinterpret_cast<const unsigned *>(r.sc) + c);
+        return make_float2(mv_h2f(u), mv_h2f(u >> 16));
+    } else {
+        return make_float2(0.f, 0.f);
+    }
+}
+
+/* Two 16-bit floats of one word as floats (element 0 in the low half). */
+template <int T>
+__device__ __forceinline__ float2 mv_pair(unsigned u) {
+    if constexpr (T == SD_BF16)
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    else
+        return make_float2(mv_h2f(u), mv_h2f(u >> 16));
+}
+
+/* Dot product of one weight chunk with one activation chunk. Quantised:
+ * (d_w * d_x) * integer sum (+ m_w * s_x for Q4_1), the CPU's block term. */
+template <int T>
+__device__ __forceinline__ float mv_dot(uint4 w, float2 dm, const MvX &x) {
+    if constexpr (T == SD_F32) {
+        return __uint_as_float(w.x) * __int_as_float(x.a.x) + __uint_as_float(w.y) * __int_as_float(x.a.y) +
+               __uint_as_float(w.z) * __int_as_float(x.a.z) + __uint_as_float(w.w) * __int_as_float(x.a.w);
+    } else if constexpr (T == SD_F16 || T == SD_BF16) {
+        const float2 w0 = mv_pair<T>(w.x), w1 = mv_pair<T>(w.y), w2 = mv_pair<T>(w.z),
+                     w3 = mv_pair<T>(w.w);
+        return w0.x * __int_as_float(x.a.x) + w0.y * __int_as_float(x.a.y) +
+               w1.x * __int_as_float(x.a.z) + w1.y * __int_as_float(x.a.w) +
+               w2.x * __int_as_float(x.b.x) + w2.y * __int_as_float(x.b.y) +
+               w3.x * __int_as_float(x.b.z) + w3.y * __int_as_float(x.b.w);
+    } else if constexpr (T == SD_Q8_0) {
+        int s = __dp4a((int)w.x, x.a.x, 0);
+        s = __dp4a((int)w.y, x.a.y, s);
+        s = __dp4a((int)w.z, x.a.z, s);
+        s = __dp4a((int)w.w, x.a.w, s);
+        return dm.x * x.d * (float)s;
+    } else {
+        /* byte j of the block: element j low nibble, element j+16 high */
+        const unsigned m4 = 0x0f0f0f0fu;
+        unsigned l0 = w.x & m4, l1 = w.y & m4, l2 = w.z & m4, l3 = w.w & m4;
+        unsigned h0 = (w.x >> 4) & m4, h1 = (w.y >> 4) & m4, h2 = (w.z >> 4) & m4,
+                 h3 = (w.w >> 4) & m4;
+        if constexpr (T == SD_Q4_0) {
+            const unsigned e8 = 0x08080808u; /* nibble - 8 as a signed byte */
+            l0 = __vsub4(l0, e8), l1 = __vsub4(l1, e8), l2 = __vsub4(l2, e8), l3 = __vsub4(l3, e8);
+            h0 = __vsub4(h0, e8), h1 = __vsub4(h1, e8), h2 = __vsub4(h2, e8), h3 = __vsub4(h3, e8);
+        }
+        int s = __dp4a((int)l0, x.a.x, 0);
+        s = __dp4a((int)l1, x.a.y, s);
+        s = __dp4a((int)l2, x.a.z, s);
+        s = __dp4a((int)l3, x.a.w, s);
+        s = __dp4a((int)h0, x.b.x, s);
+        s = __dp4a((int)h1, x.b.y, s);
+        s = __dp4a((int)h2, x.b.z, s);
+        s = __dp4a((int)h3, x.b.w, s);
+        float v = dm.x * x.d * (float)s;
+        if constexpr (T == SD_Q4_1) v += dm.y * x.s;
+        return v;
+    }
+}
+
+/* Element k of a float-type row (the path for odd shapes). */
+template <int T>
+__device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
+    if constexpr (T == SD_F32)
+        return __ldg(reinterpret_cast<const float *>(q) + k);
+    else if constexpr (T == SD_BF16)
+        return __uint_as_float((unsigned)__ldg(reinterpret_cast<const unsigned short *>(q) + k) << 16);
+    else
+        return mv_h2f(__ldg(reinterpret_cast<const unsigned short *>(q) + k));
+}
+
+/* acc[s][i] = this lane's part of row slot s . activation row i0+i (rows past
+ * n repeat row n-1; the caller does not store them). */
+template <int T, int NT>
+__device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const MvAct &A, int i0,
+                                         int slice, int ks, float acc[2][NT]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < NT; i++) acc[0][i] = acc[1][i] = 0.f;
+    if constexpr (T == SD_F32 || T == SD_F16 || T == SD_BF16) {
+        if (!A.fast) {
+            for (int k = slice * 32 + lane; k < A.cols; k += 32 * ks) {
+                const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
+#pragma unroll
+                for (int i = 0; i < NT; i++) {
+                    const float xv = __ldg(A.x + (size_t)min(i0 + i, A.n - 1) * A.cols + k);
+                    acc[0][i] += w0 * xv;
+                    acc[1][i] += w1 * xv;
+                }
+            }
+            return;
+        }
+    }
+    const int nch = A.cols / mv_chunk_elems(T);
+    for (int base = slice * 32 * MV_UNROLL; base < nch; base += 32 * MV_UNROLL * ks) {
+        uint4 w[2][MV_UNROLL];
+        float2 dm[2][MV_UNROLL];
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++) {
+            const int c = base + 32 * u + lane;
+            w[0][u] = w[1][u] = make_uint4(0, 0, 0, 0);
+            dm[0][u] = dm[1][u] = make_float2(0.f, 0.f);
+            if (c < nch) {
+                w[0][u] = mv_ldw<T>(r0, c);
+                w[1][u] = mv_ldw<T>(r1, c);
+                dm[0][u] = mv_lds<T>(r0, c);
+                dm[1][u] = mv_lds<T>(r1, c);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < MV_UNROLL; u++) {
+            const int c = base + 32 * u + lane;
+            if (c >= nch) continue;
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                const MvX x = mv_ldx<T>(A, min(i0 + i, A.n - 1), c);
+                acc[0][i] += mv_dot<T>(w[0][u], dm[0][u], x);
+                acc[1][i] += mv_dot<T>(w[1][u], dm[1][u], x);
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ float mv_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sums acc over the warp, then over the ks warps of one row pair. Lane i <
+ * NT of the pair's first warp (slice 0) gets the totals of activation row
+ * i0+i in v0 (slot 0) and v1 (slot 1). Every thread of the block must call it
+ * (it holds a barrier when ks > 1). */
+template <int NT>
+__device__ __forceinline__ void mv_reduce(float acc[2][NT], int slice, int ks, float &v0,
+                                          float &v1) {
+    __shared__ float red[MV_WARPS][2][MV_MAX_NT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v0 = v1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const float a = mv_warp_sum(acc[0][i]), b = mv_warp_sum(acc[1][i]);
+        if (lane == i) v0 = a, v1 = b;
+    }
+    if (ks > 1) {
+        if (lane < NT) red[warp][0][lane] = v0, red[warp][1][lane] = v1;
+        __syncthreads();
+        if (slice == 0 && lane < NT)
+            for (int k = 1; k < ks; k++) v0 += red[warp + k][0][lane], v1 += red[warp + k][1][lane];
+    }
+}
+
+/* This warp's activation tile start, row pair (or row) index and slice. */
+__device__ __forceinline__ void mv_place(int ntiles, int ks, int nt, int &i0, int &pair,
+                                         int &slice) {
+    const int b = blockIdx.x, warp = threadIdx.x >> 5;
+    i0 = (b % ntiles) * nt;
+    pair = (b / ntiles) * (MV_WARPS / ks) + warp / ks;
+    slice = warp % ks;
+}
+
+/* ---- host side ------------------------------------------------------------ */
+struct MvPlan {
+    int nt, ntiles, ks;
+    unsigned blocks;
+};
+
+/* Tile height NT (1, 2, 4 or 8) and the K split for `units` row pairs (or
+ * rows) of `nch` chunks each: split while the grid has fewer than 16 warps
+ * per multiprocessor and every slice keeps at least one full step. */
+static inline int mv_plan(int n, int64_t units, int64_t nch, int sms, MvPlan *p, sd_err *e,
+                          const char *what) {
+    p->nt = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    p->ntiles = (n + p->nt - 1) / p->nt;
+    p->ks = 1;
+    while (p->ks < MV_WARPS && units * p->ntiles * p->ks < 16 * (int64_t)sms &&
+           nch >= 2 * p->ks * 32 * MV_UNROLL)
+        p->ks *= 2;
+    const int64_t per_block = MV_WARPS / p->ks;
+    const int64_t blocks = (int64_t)p->ntiles * ((units + per_block - 1) / per_block);
+    if (blocks > 0x7fffffff) return sd_fail(e, "cuda: %s: grid of %lld blocks is too large", what, (long long)blocks);
+    p->blocks = (unsigned)blocks;
+    return 0;
+}
+
+/* Calls L::run<T, NT>(plan, stream, args) for the run-time type and tile. */
+template <typename L, int NT>
+static inline void mv_launch_t(uint32_t type, const MvPlan &p, cudaStream_t s,
+                               const typename L::Args &a) {
+    switch (type) {
+    case SD_F32: L::template run<SD_F32, NT>(p, s, a); break;
+    case SD_F16: L::template run<SD_F16, NT>(p, s, a); break;
+    case SD_BF16: L::template run<SD_BF16, NT>(p, s, a); break;
+    case SD_Q8_0: L::template run<SD_Q8_0, NT>(p, s, a); break;
+    case SD_Q4_0: L::template run<SD_Q4_0, NT>(p, s, a); break;
+    case SD_Q4_1: L::template run<SD_Q4_1, NT>(p, s, a); break;
+    default: break; /* cu_check_weight admitted only these */
+    }
+}
+
+template <typename L>
+static inline void mv_launch(uint32_t type, const MvPlan &p, cudaStream_t s,
+                             const typename L::Args &a) {
+    switch (p.nt) {
+    case 1: mv_launch_t<L, 1>(type, p, s, a); break;
+    case 2: mv_launch_t<L, 2>(type, p, s, a); break;
+    case 4: mv_launch_t<L, 4>(type, p, s, a); break;
+    default: mv_launch_t<L, 8>(type, p, s, a); break;
+    }
+}
+
+/* Fills A for x[n][cols]; when need_q, quantises x into the scratch first. */
+static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t cols, int need_q,
+                         sd_err *e) {
+    A->x = x;
+    A->n = n;
+    A->cols = (int)cols;
+    A->fast = cols % 32 == 0 && ((uintptr_t)x & 15) == 0;
+    A->xq = NULL;
+    A->xd = A->xs = NULL;
+    if (!need_q) return 0;
+    int8_t *q;
+    float *d, *s;
+    if (cu_qact(c, x, n, cols, &q, &d, &s, e)) return -1;
+    A->xq = q;
+    A->xd = d;
+    A->xs = s;
+    return 0;
+}
+
+/* A matrix as the kernels see it: values and scales, bytes per row of each. */
+struct MvMat {
+    const uint8_t *q, *sc;
+    size_t qrow, srow;
+    int rows;
+};
+
+static inline MvMat mv_mat(const sd_weight *w) {
+    const uint8_t *base = (const uint8_t *)w->data;
+    MvMat m = {base, base + cu_scale_offset(w->type, w->rows, w->cols),
+               cu_qrow_bytes(w->type, w->cols), cu_srow_bytes(w->type, w->cols), (int)w->rows};
+    return m;
+}
+
+/* Row r of m, clamped into the matrix (rows past the end are computed and
+ * not stored, which keeps every lane of the warp in step). */
+__device__ __forceinline__ MvRow mv_row(const MvMat &m, int r) {
+    r = min(r, m.rows - 1);
+    MvRow row = {m.q + (size_t)r * m.qrow, m.sc + (size_t)r * m.srow};
+    return row;
+}
+
+/* matvec.cu: out[n][rows] (+)= A . W^T with activations already prepared. */
+int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int accumulate,
+                sd_err *e);
+
+#endif

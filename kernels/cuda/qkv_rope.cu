@@ -1,0 +1,121 @@
+/* q = rope(Wq x), k_rows = rope(Wk x), v_rows = Wv x in one launch: the
+ * three matrices' row pairs are numbered end to end (Q's, then K's, then
+ * V's) and a warp takes one pair. Rows 2j and 2j+1 of a head are exactly the
+ * pair RoPE turns together, so the warp that computed them rotates them in
+ * registers and writes the result straight into q and into the layer's KV
+ * cache rows (k_rows/v_rows are positions pos..pos+n-1 of the cache,
+ * [n][kv_dim]). When the three weights differ in type, each gets its own
+ * launch of the same kernel. The activations are quantised once for all
+ * three. */
+#include <math.h>
+
+#include "mv.cuh"
+
+struct QkvMat {
+    MvMat w;
+    float *out; /* [n][w.rows] */
+    int rope;   /* 1: rotate pairs */
+    int pair0;  /* first pair index of this matrix in the launch */
+};
+
+struct QkvArgs {
+    MvAct a;
+    QkvMat m[3];
+    int nm;
+    int ntiles, ks;
+    int pos, head_dim, rope_dim;
+    float theta_scale; /* freq_base^(-2/rope_dim), computed on the host as the CPU does */
+};
+
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const QkvArgs p) {
+    int i0, pair, slice;
+    mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
+    QkvMat M = p.m[0];
+    if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
+    if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
+    const int r0 = 2 * (pair - M.pair0), r1 = r0 + 1;
+    float acc[2][NT], v0, v1;
+    mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, acc);
+    mv_reduce<NT>(acc, slice, p.ks, v0, v1);
+    const int lane = threadIdx.x & 31, i = i0 + lane;
+    if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) return;
+    const int d = r0 % p.head_dim;
+    if (M.rope && d < p.rope_dim) {
+        /* the CPU's angle: theta_j = p * s^j by repeated multiplication
+         * (ggml_rope_cache_init), rotation without fused multiply-adds */
+        float theta = (float)(p.pos + i);
+        for (int j = 0; j < d / 2; j++) theta *= p.theta_scale;
+        const float co = cosf(theta), si = sinf(theta), a = v0, b = v1;
+        v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
+        v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(b, co));
+    }
+    float *o = M.out + (size_t)i * M.w.rows;
+    o[r0] = v0;
+    if (r1 < M.w.rows) o[r1] = v1;
+}
+
+struct QkvLaunch {
+    typedef QkvArgs Args;
+    template <int T, int NT>
+    static void run(const MvPlan &pl, cudaStream_t s, const QkvArgs &a) {
+        qkv_rope_kernel<T, NT><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    }
+};
+
+/* One launch over matrices first..first+count-1 of ws (all one type). */
+static int qkv_launch(sd_cuda *c, QkvArgs *p, const sd_weight *const *ws, float *const *outs,
+                      const int *rope, int first, int count, sd_err *e) {
+    int pairs = 0;
+    p->nm = count;
+    for (int j = 0; j < count; j++) {
+        const sd_weight *w = ws[first + j];
+        p->m[j].w = mv_mat(w);
+        p->m[j].out = outs[first + j];
+        p->m[j].rope = rope[first + j];
+        p->m[j].pair0 = pairs;
+        pairs += (int)((w->rows + 1) / 2);
+    }
+    const sd_weight *w = ws[first];
+    MvPlan pl;
+    if (mv_plan(p->a.n, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, &pl, e, "qkv_rope"))
+        return -1;
+    p->ntiles = pl.ntiles;
+    p->ks = pl.ks;
+    mv_launch<QkvLaunch>(w->type, pl, c->stream, *p);
+    return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
+                           (long long)w->rows, (long long)w->cols, count);
+}
+
+int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
+                const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                int n, int pos, sd_err *e) {
+    if (n <= 0) return 0;
+    const sd_weight *ws[3] = {wq, wk, wv};
+    float *outs[3] = {q, k_rows, v_rows};
+    const int rope[3] = {1, 1, 0};
+    for (int j = 0; j < 3; j++)
+        if (cu_check_weight(ws[j], "qkv_rope", e)) return -1;
+    if (s->head_dim <= 0 || s->head_dim % 2 || s->n_head <= 0 || s->n_kv <= 0 || pos < 0)
+        return sd_fail(e, "cuda: qkv_rope: bad shape (heads %d, kv heads %d, head dim %d, pos %d)",
+                       s->n_head, s->n_kv, s->head_dim, pos);
+    if (wq->rows != (int64_t)s->n_head * s->head_dim || wk->rows != (int64_t)s->n_kv * s->head_dim ||
+        wv->rows != wk->rows || wk->cols != wq->cols || wv->cols != wq->cols)
+        return sd_fail(e,
+                       "cuda: qkv_rope: weights %lldx%lld, %lldx%lld, %lldx%lld do not match %d "
+                       "heads / %d kv heads of %d",
+                       (long long)wq->rows, (long long)wq->cols, (long long)wk->rows,
+                       (long long)wk->cols, (long long)wv->rows, (long long)wv->cols, s->n_head,
+                       s->n_kv, s->head_dim);
+    QkvArgs p;
+    const int need_q = cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type);
+    if (mv_act(c, &p.a, x, n, wq->cols, need_q, e)) return -1;
+    p.pos = pos;
+    p.head_dim = s->head_dim;
+    p.rope_dim = s->rope_dim < s->head_dim ? s->rope_dim : s->head_dim;
+    p.theta_scale = p.rope_dim > 0 ? powf(s->rope_base, -2.0f / (float)p.rope_dim) : 1.0f;
+    if (wq->type == wk->type && wq->type == wv->type) return qkv_launch(c, &p, ws, outs, rope, 0, 3, e);
+    for (int j = 0; j < 3; j++)
+        if (qkv_launch(c, &p, ws, outs, rope, j, 1, e)) return -1;
+    return 0;
+}

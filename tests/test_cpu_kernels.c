@@ -1,0 +1,521 @@
+/* CPU kernels against the naive double-precision references in
+ * tests/util/ref_kernels.c, on every ISA level this CPU supports.
+ *
+ * Tolerances (err = |kernel - reference|, scale = sum_c |W[r][c] x[c]|):
+ *  - matmul, every type, vs a reference using the same inputs the kernel
+ *    multiplies (quantized types: the int8-quantized activations d*q; float
+ *    types: the exact F32 activations): err <= 2e-5 * scale + 1e-6. The
+ *    kernels accumulate in float, so this is float rounding only.
+ *  - matmul, quantized types, vs the unquantized activations (loose):
+ *    err <= sum_b (d_x[b]/2) * sum_{c in b} |W[r][c]| + 2e-5 * scale + 1e-6,
+ *    the exact bound of int8 activation rounding (|x - d*q| <= d/2).
+ *  - dequantize_row vs ref: Q8_0/Q4_0 products are exact in float,
+ *    Q4_1 adds m once: err <= 1e-6 * |ref|.
+ *  - quantize round trip: err <= d/2 + qmax * 2^-11 * d + 2^-11 * |m| per
+ *    element, qmax 128 (Q8_0) or 16 (4-bit): rounding to the grid plus the
+ *    f16 rounding of d (times the code) and of m; Q4_0 d instead of d/2
+ *    (its grid -8..7 clips the side opposite the signed max by one step).
+ *  - rmsnorm 1e-5 relative; swiglu 1e-6 relative + 1e-7;
+ *  - rope: angles are built in float like llama.cpp, so the error grows with
+ *    the position: err <= (2e-5 + 2e-7 * pos) * max|x|;
+ *  - attention: err <= 2e-5 (inputs O(1), outputs are convex mixes of V). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/fp16.h"
+#include "../engine/gguf.h"
+#include "../kernels/cpu/cpu.h"
+#include "util/ref_kernels.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void) { /* [0, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)urand(); }
+static void fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+}
+
+static const uint32_t all_types[] = {SD_F32, SD_F16, SD_BF16, SD_Q8_0, SD_Q4_0, SD_Q4_1};
+static const char *tname(uint32_t t) {
+    switch (t) {
+    case SD_F32: return "F32";
+    case SD_F16: return "F16";
+    case SD_BF16: return "BF16";
+    case SD_Q8_0: return "Q8_0";
+    case SD_Q4_0: return "Q4_0";
+    case SD_Q4_1: return "Q4_1";
+    }
+    return "?";
+}
+static int is_q(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+static size_t row_bytes(uint32_t t, int64_t cols) {
+    switch (t) {
+    case SD_F32: return 4 * cols;
+    case SD_F16: case SD_BF16: return 2 * cols;
+    case SD_Q8_0: return 34 * (cols / 32);
+    case SD_Q4_0: return 18 * (cols / 32);
+    default: return 20 * (cols / 32);
+    }
+}
+
+/* A random weight; per-row scale varies so blocks differ in magnitude. */
+static sd_weight make_weight(uint32_t type, int64_t rows, int64_t cols) {
+    sd_weight w = {.type = type, .rows = rows, .cols = cols, .row_bytes = row_bytes(type, cols)};
+    uint8_t *data = malloc(w.row_bytes * rows);
+    float *tmp = malloc(sizeof(float) * cols);
+    for (int64_t r = 0; r < rows; r++) {
+        float s = 0.05f + (float)(r % 7) * 0.1f;
+        for (int64_t c = 0; c < cols; c++) tmp[c] = frand(-s, s) + (c % 5 == 0 ? s * 0.3f : 0);
+        cr_assert_eq(sd_quantize_row(type, tmp, data + r * w.row_bytes, cols), 0);
+    }
+    free(tmp);
+    w.data = data;
+    return w;
+}
+
+static int n_isas(void) { return sd_cpu_isa_detect() + 1; }
+
+/* ---- ISA / context ------------------------------------------------------------ */
+Test(cpu, isa_and_threads) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(0, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    cr_assert_geq(sd_cpu_threads(c), 1);
+    cr_assert_eq(sd_cpu_isa(c), sd_cpu_isa_detect());
+    sd_cpu_set_isa(c, 99);
+    cr_assert_eq(sd_cpu_isa(c), sd_cpu_isa_detect());
+    sd_cpu_set_isa(c, SD_ISA_SCALAR);
+    cr_assert_eq(sd_cpu_isa(c), SD_ISA_SCALAR);
+    cr_assert_str_eq(sd_isa_name(SD_ISA_AVX2), "avx2");
+    sd_cpu_destroy(c);
+    c = sd_cpu_create(3, &e);
+    cr_assert_eq(sd_cpu_threads(c), 3);
+    sd_cpu_destroy(c);
+}
+
+/* ---- quantize / dequantize -------------------------------------------------------- */
+Test(cpu, dequantize_matches_reference) {
+    const int64_t cols = 96;
+    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+        uint32_t t = all_types[ti];
+        sd_weight w = make_weight(t, 3, cols);
+        float out[96];
+        double ref[96];
+        for (int r = 0; r < 3; r++) {
+            const uint8_t *row = (const uint8_t *)w.data + r * w.row_bytes;
+            cr_assert_eq(sd_dequantize_row(t, row, out, cols), 0);
+            ref_dequant_row(t, row, ref, cols);
+            for (int c = 0; c < cols; c++)
+                cr_assert_leq(fabs(out[c] - ref[c]), 1e-6 * fabs(ref[c]), "%s [%d] %g vs %g",
+                              tname(t), c, out[c], ref[c]);
+        }
+        free((void *)w.data);
+    }
+}
+
+Test(cpu, quantize_round_trip) {
+    const int64_t cols = 256;
+    float x[256], y[256];
+    uint8_t buf[1024];
+    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+        uint32_t t = all_types[ti];
+        for (int trial = 0; trial < 20; trial++) {
+            float s = trial == 0 ? 0.0f : frand(1e-3f, 10.0f);
+            fill(x, cols, -s, s);
+            if (trial == 1) x[5] = 3 * s; /* one outlier */
+            if (trial == 2) fill(x, cols, s, 2 * s); /* all positive: Q4_1 offset */
+            cr_assert_eq(sd_quantize_row(t, x, buf, cols), 0);
+            cr_assert_eq(sd_dequantize_row(t, buf, y, cols), 0);
+            for (int64_t b = 0; b < cols / 32; b++) {
+                float amax = 0, mn = INFINITY, mx = -INFINITY;
+                for (int k = 0; k < 32; k++) {
+                    float v = x[32 * b + k];
+                    amax = fmaxf(amax, fabsf(v));
+                    mn = fminf(mn, v);
+                    mx = fmaxf(mx, v);
+                }
+                double d, m = 0;
+                if (t == SD_Q8_0) d = amax / 127.0;
+                else if (t == SD_Q4_0) d = amax / 8.0;
+                else if (t == SD_Q4_1) d = (mx - mn) / 15.0, m = fabsf(mn);
+                else if (t == SD_F32) d = 0;
+                else d = (t == SD_F16 ? 1.0 / 1024 : 1.0 / 128) * amax; /* 2 ulp budget */
+                /* Q4_0's grid is -8..7 around the signed max: the far side clips
+                 * at 7d, one whole step short of the range */
+                double tol = (t == SD_Q4_0 ? d : d / 2) + (t == SD_Q8_0 ? 128 : 16) * d / 2048 +
+                             m / 2048 + 1e-30;
+                if (t == SD_F32) tol = 0;
+                for (int k = 0; k < 32; k++)
+                    cr_assert_leq(fabs((double)y[32 * b + k] - x[32 * b + k]), tol,
+                                  "%s trial %d elem %d: %g -> %g", tname(t), trial, (int)(32 * b + k),
+                                  x[32 * b + k], y[32 * b + k]);
+            }
+        }
+    }
+    /* Q8_0 values on the grid come back exactly */
+    for (int k = 0; k < 32; k++) x[k] = (float)(k - 16) * 0.5f;
+    x[0] = -63.5f; /* amax = 127 * 0.5 */
+    sd_quantize_row(SD_Q8_0, x, buf, 32);
+    sd_dequantize_row(SD_Q8_0, buf, y, 32);
+    for (int k = 0; k < 32; k++) cr_assert_eq(x[k], y[k]);
+    /* ggml's Q4_0: d = signed max / -8, so the largest-magnitude value maps to 0 */
+    for (int k = 0; k < 32; k++) x[k] = (float)k / 4;
+    sd_quantize_row(SD_Q4_0, x, buf, 32);
+    cr_assert_float_eq(sd_f16_to_f32((uint16_t)(buf[0] | buf[1] << 8)), -31.0f / 4 / 8, 1e-3);
+    cr_assert_eq(buf[2 + 15] >> 4, 0); /* element 31 */
+    cr_assert_eq(sd_quantize_row(SD_Q4_1, x, buf, 31), -1);
+    cr_assert_eq(sd_quantize_row(77, x, buf, 32), -1);
+}
+
+Test(cpu, activation_quantizer_same_on_every_isa) {
+    const int64_t cols = 1536, nb = cols / 32;
+    float *x = malloc(sizeof(float) * cols);
+    fill(x, cols, -3, 3);
+    for (int k = 0; k < 32; k++) x[64 + k] = 0; /* all-zero block */
+    x[100] = 1e-30f;
+    int8_t *q0 = aligned_alloc(64, cols), *q1 = aligned_alloc(64, cols);
+    float d0[48], s0[48], d1[48], s1[48], dref[48];
+    double *xq = malloc(sizeof(double) * cols);
+    sd_cpu_qact_scalar(x, cols, q0, d0, s0);
+    ref_quant_act(x, cols, xq, dref);
+    for (int64_t b = 0; b < nb; b++) {
+        cr_assert_eq(d0[b], dref[b]);
+        int sum = 0;
+        for (int k = 0; k < 32; k++) {
+            cr_assert_eq((double)d0[b] * q0[32 * b + k], xq[32 * b + k]);
+            sum += q0[32 * b + k];
+        }
+        cr_assert_eq(s0[b], d0[b] * (float)sum);
+    }
+    if (sd_cpu_isa_detect() >= SD_ISA_AVX2) {
+        sd_cpu_qact_avx2(x, cols, q1, d1, s1);
+        cr_assert_eq(memcmp(q0, q1, cols), 0);
+        cr_assert_eq(memcmp(d0, d1, sizeof d0), 0);
+        cr_assert_eq(memcmp(s0, s1, sizeof s0), 0);
+    }
+    if (sd_cpu_isa_detect() >= SD_ISA_AVX512) {
+        sd_cpu_qact_avx512(x, cols, q1, d1, s1);
+        cr_assert_eq(memcmp(q0, q1, cols), 0);
+        cr_assert_eq(memcmp(d0, d1, sizeof d0), 0);
+    }
+    free(x), free(q0), free(q1), free(xq);
+}
+
+/* ---- matmul ----------------------------------------------------------------------- */
+typedef struct refset {
+    double *exact;  /* vs unquantized x */
+    double *qexact; /* vs the quantized x the kernel sees (= exact for float types) */
+    double *scale;  /* sum |W x| */
+    double *loose;  /* activation rounding bound */
+} refset;
+
+static refset make_refs(const sd_weight *w, const float *x, int n) {
+    const int64_t cols = w->cols, rows = w->rows;
+    refset R;
+    R.exact = malloc(sizeof(double) * n * rows);
+    R.qexact = malloc(sizeof(double) * n * rows);
+    R.scale = malloc(sizeof(double) * n * rows);
+    R.loose = calloc((size_t)n * rows, sizeof(double));
+    double *xd = malloc(sizeof(double) * n * cols), *xq = malloc(sizeof(double) * n * cols);
+    for (int64_t k = 0; k < n * cols; k++) xd[k] = x[k];
+    ref_matmul(R.exact, w, xd, n);
+    if (is_q(w->type)) {
+        float *dblk = malloc(sizeof(float) * n * (cols / 32));
+        for (int i = 0; i < n; i++) ref_quant_act(x + i * cols, cols, xq + i * cols, dblk + i * (cols / 32));
+        ref_matmul(R.qexact, w, xq, n);
+        double *row = malloc(sizeof(double) * cols);
+        for (int64_t r = 0; r < rows; r++) {
+            ref_dequant_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, row, cols);
+            for (int i = 0; i < n; i++)
+                for (int64_t c = 0; c < cols; c++)
+                    R.loose[i * rows + r] += fabs(row[c]) * dblk[i * (cols / 32) + c / 32] / 2;
+        }
+        free(row), free(dblk);
+    } else {
+        memcpy(R.qexact, R.exact, sizeof(double) * n * rows);
+    }
+    ref_matmul_abs(R.scale, w, xd, n);
+    free(xd), free(xq);
+    return R;
+}
+static void free_refs(refset *R) { free(R->exact), free(R->qexact), free(R->scale), free(R->loose); }
+
+static void check_out(const float *out, const float *init, const refset *R, const sd_weight *w, int n,
+                      int acc, const char *what) {
+    const int64_t rows = w->rows;
+    for (int i = 0; i < n; i++)
+        for (int64_t r = 0; r < rows; r++) {
+            size_t k = (size_t)i * rows + r;
+            double base = acc ? init[k] : 0;
+            double got = out[k] - base;
+            cr_assert(isfinite(out[k]), "%s: non-finite out[%d][%lld]", what, i, (long long)r);
+            double tol = 2e-5 * R->scale[k] + 1e-6 + (acc ? 1e-6 * fabs(base) : 0);
+            cr_assert_leq(fabs(got - R->qexact[k]), tol, "%s: out[%d][%lld] = %.9g, ref %.9g (scale %g)",
+                          what, i, (long long)r, got, R->qexact[k], R->scale[k]);
+            cr_assert_leq(fabs(got - R->exact[k]), tol + R->loose[k] * 1.0001,
+                          "%s (loose): out[%d][%lld] = %.9g, exact %.9g", what, i, (long long)r, got,
+                          R->exact[k]);
+        }
+    for (int g = 0; g < 16; g++)
+        cr_assert_eq(out[n * rows + g], 12345.0f, "%s: wrote past the end", what);
+}
+
+static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *const *ctx) {
+    sd_weight w = make_weight(t, rows, cols);
+    float *x = malloc(sizeof(float) * n * cols);
+    fill(x, (size_t)n * cols, -1, 1);
+    for (int64_t c = 0; c < cols; c += 13) x[c] *= 4; /* uneven block maxima */
+    refset R = make_refs(&w, x, n);
+    size_t no = (size_t)n * rows;
+    float *out = malloc(sizeof(float) * (no + 16)), *init = malloc(sizeof(float) * no);
+    fill(init, no, -2, 2);
+    sd_err e = {{0}};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int th = 0; th < 2; th++)
+            for (int acc = 0; acc < 2; acc++) {
+                sd_cpu *c = ctx[th];
+                sd_cpu_set_isa(c, isa);
+                if (acc) memcpy(out, init, sizeof(float) * no);
+                else for (size_t k = 0; k < no; k++) out[k] = NAN;
+                for (int g = 0; g < 16; g++) out[no + g] = 12345.0f;
+                char what[160];
+                snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", tname(t),
+                         (long long)rows, (long long)cols, n, sd_isa_name(isa), th + 1, acc);
+                cr_assert_eq(sd_cpu_matmul(c, out, &w, x, n, acc, &e), 0, "%s: %s", what, e.msg);
+                check_out(out, init, &R, &w, n, acc, what);
+            }
+    free_refs(&R);
+    free(out), free(init), free(x), free((void *)w.data);
+}
+
+static void ctx_pair(sd_cpu *ctx[2]) {
+    sd_err e = {{0}};
+    ctx[0] = sd_cpu_create(1, &e);
+    ctx[1] = sd_cpu_create(2, &e);
+    cr_assert(ctx[0] && ctx[1], "%s", e.msg);
+}
+
+static void matmul_type(uint32_t t) {
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    static const int64_t rows_l[] = {1, 7, 64, 172, 333};
+    static const int64_t cols_l[] = {32, 64, 96, 576, 1536, 8, 172};
+    static const int ns[] = {1, 3, 8, 17};
+    int ncols = is_q(t) ? 5 : 7;
+    for (int ri = 0; ri < 5; ri++)
+        for (int ci = 0; ci < ncols; ci++)
+            for (int ni = 0; ni < 4; ni++) {
+                /* keep the run short: the largest shapes only with a few n */
+                if (rows_l[ri] * cols_l[ci] * ns[ni] > 333 * 576 * 8) continue;
+                matmul_case(t, rows_l[ri], cols_l[ci], ns[ni], ctx);
+            }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
+}
+
+Test(matmul, f32) { matmul_type(SD_F32); }
+Test(matmul, f16) { matmul_type(SD_F16); }
+Test(matmul, bf16) { matmul_type(SD_BF16); }
+Test(matmul, q8_0) { matmul_type(SD_Q8_0); }
+Test(matmul, q4_0) { matmul_type(SD_Q4_0); }
+Test(matmul, q4_1) { matmul_type(SD_Q4_1); }
+
+/* Q/K/V-like: three weights over one x, outputs compared one by one. */
+Test(matmul, multi) {
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    sd_err e = {{0}};
+    const int64_t cols = 576, rows[3] = {64, 21, 22};
+    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++)
+        for (int n = 1; n <= 9; n += 8) {
+            uint32_t t = all_types[ti];
+            sd_weight w[3];
+            const sd_weight *wp[3];
+            float *outs[3], *x = malloc(sizeof(float) * n * cols);
+            refset R[3];
+            fill(x, (size_t)n * cols, -1, 1);
+            for (int k = 0; k < 3; k++) {
+                w[k] = make_weight(t, rows[k], cols);
+                wp[k] = &w[k];
+                R[k] = make_refs(&w[k], x, n);
+                outs[k] = malloc(sizeof(float) * (n * rows[k] + 16));
+            }
+            for (int isa = 0; isa < n_isas(); isa++)
+                for (int th = 0; th < 2; th++) {
+                    sd_cpu_set_isa(ctx[th], isa);
+                    for (int k = 0; k < 3; k++) {
+                        for (int64_t m = 0; m < n * rows[k]; m++) outs[k][m] = NAN;
+                        for (int g = 0; g < 16; g++) outs[k][n * rows[k] + g] = 12345.0f;
+                    }
+                    cr_assert_eq(sd_cpu_matmul_multi(ctx[th], 3, outs, wp, x, n, &e), 0, "%s", e.msg);
+                    for (int k = 0; k < 3; k++) {
+                        char what[96];
+                        snprintf(what, sizeof what, "multi %s w%d n=%d isa=%s thr=%d", tname(t), k, n,
+                                 sd_isa_name(isa), th + 1);
+                        check_out(outs[k], NULL, &R[k], &w[k], n, 0, what);
+                    }
+                }
+            for (int k = 0; k < 3; k++) free_refs(&R[k]), free(outs[k]), free((void *)w[k].data);
+            free(x);
+        }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
+}
+
+Test(matmul, errors) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(1, &e);
+    float x[64] = {0}, out[4];
+    uint8_t data[256] = {0};
+    sd_weight w = {.type = 6, .rows = 1, .cols = 32, .row_bytes = 64, .data = data};
+    cr_assert_eq(sd_cpu_matmul(c, out, &w, x, 1, 0, &e), -1);
+    cr_assert(strstr(e.msg, "type"), "%s", e.msg);
+    w.type = SD_Q4_0;
+    w.cols = 48;
+    cr_assert_eq(sd_cpu_matmul(c, out, &w, x, 1, 0, &e), -1);
+    sd_weight a = {.type = SD_F32, .rows = 1, .cols = 32, .row_bytes = 128, .data = data};
+    sd_weight b = {.type = SD_F32, .rows = 1, .cols = 16, .row_bytes = 64, .data = data};
+    const sd_weight *ws[2] = {&a, &b};
+    float *outs[2] = {out, out + 1};
+    cr_assert_eq(sd_cpu_matmul_multi(c, 2, outs, ws, x, 1, &e), -1);
+    cr_assert(strstr(e.msg, "cols"), "%s", e.msg);
+    sd_cpu_destroy(c);
+}
+
+/* ---- small ops ---------------------------------------------------------------------- */
+Test(cpu, rmsnorm) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(2, &e);
+    const int dims[] = {8, 64, 576};
+    for (int di = 0; di < 3; di++) {
+        int dim = dims[di], n = 3;
+        float *x = malloc(sizeof(float) * n * dim), *w = malloc(sizeof(float) * dim),
+              *out = malloc(sizeof(float) * n * dim);
+        double *ref = malloc(sizeof(double) * n * dim);
+        fill(x, (size_t)n * dim, -2, 2);
+        fill(w, dim, 0.5f, 1.5f);
+        ref_rmsnorm(ref, x, w, n, dim, 1e-5);
+        sd_cpu_rmsnorm(c, out, x, w, n, dim, 1e-5f);
+        for (int k = 0; k < n * dim; k++) cr_assert_leq(fabs(out[k] - ref[k]), 1e-5 * fabs(ref[k]) + 1e-7);
+        sd_cpu_rmsnorm(c, x, x, w, n, dim, 1e-5f); /* in place */
+        cr_assert_eq(memcmp(x, out, sizeof(float) * n * dim), 0);
+        free(x), free(w), free(out), free(ref);
+    }
+    sd_cpu_destroy(c);
+}
+
+Test(cpu, rope) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(1, &e);
+    const int n = 3, nh = 3, hd = 64;
+    const int rope_dims[] = {64, 32};
+    const int poss[] = {0, 7, 100, 8000};
+    float *x = malloc(sizeof(float) * n * nh * hd), *y = malloc(sizeof(float) * n * nh * hd);
+    double *ref = malloc(sizeof(double) * n * nh * hd);
+    for (int ri = 0; ri < 2; ri++)
+        for (int pi = 0; pi < 4; pi++) {
+            int rd = rope_dims[ri], pos = poss[pi];
+            fill(x, (size_t)n * nh * hd, -1, 1);
+            memcpy(y, x, sizeof(float) * n * nh * hd);
+            ref_rope(ref, x, n, pos, nh, hd, rd, 10000.0);
+            sd_cpu_rope(c, y, n, pos, nh, hd, rd, 10000.0f);
+            double tol = 2e-5 + 2e-7 * (pos + n);
+            for (int k = 0; k < n * nh * hd; k++) {
+                cr_assert_leq(fabs(y[k] - ref[k]), tol, "rope_dim %d pos %d [%d]: %g vs %g", rd, pos, k,
+                              y[k], ref[k]);
+                if (k % hd >= rd) cr_assert_eq(y[k], x[k]); /* dims past rope_dim untouched */
+            }
+        }
+    free(x), free(y), free(ref);
+    sd_cpu_destroy(c);
+}
+
+static void attn_case(sd_cpu *c, int n, int pos, int nh, int nkv, int hd) {
+    sd_err e = {{0}};
+    int len = pos + n;
+    float *q = malloc(sizeof(float) * n * nh * hd), *k = malloc(sizeof(float) * len * nkv * hd),
+          *v = malloc(sizeof(float) * len * nkv * hd), *out = malloc(sizeof(float) * n * nh * hd);
+    double *ref = malloc(sizeof(double) * n * nh * hd);
+    fill(q, (size_t)n * nh * hd, -1, 1);
+    fill(k, (size_t)len * nkv * hd, -1, 1);
+    fill(v, (size_t)len * nkv * hd, -1, 1);
+    for (int d = 0; d < hd; d++) q[d] *= 8; /* a peaked softmax for row 0 */
+    ref_attention(ref, q, k, v, n, pos, nh, nkv, hd);
+    for (int isa = 0; isa < n_isas(); isa++) {
+        sd_cpu_set_isa(c, isa);
+        for (int m = 0; m < n * nh * hd; m++) out[m] = NAN;
+        cr_assert_eq(sd_cpu_attention(c, out, q, k, v, n, pos, nh, nkv, hd, &e), 0, "%s", e.msg);
+        for (int m = 0; m < n * nh * hd; m++)
+            cr_assert_leq(fabs(out[m] - ref[m]), 2e-5, "attn n=%d pos=%d heads %d/%d hd %d isa %s [%d]: %g vs %g",
+                          n, pos, nh, nkv, hd, sd_isa_name(isa), m, out[m], ref[m]);
+    }
+    free(q), free(k), free(v), free(out), free(ref);
+}
+
+Test(cpu, attention) {
+    sd_err e = {{0}};
+    sd_cpu *c1 = sd_cpu_create(1, &e), *c2 = sd_cpu_create(2, &e);
+    const int gqa[][2] = {{3, 3}, {4, 2}, {6, 2}, {9, 3}};
+    for (int g = 0; g < 4; g++)
+        for (int ci = 0; ci < 2; ci++) {
+            sd_cpu *c = ci ? c2 : c1;
+            attn_case(c, 1, 0, gqa[g][0], gqa[g][1], 64);
+            attn_case(c, 1, 37, gqa[g][0], gqa[g][1], 64);
+            attn_case(c, 5, 20, gqa[g][0], gqa[g][1], 64);
+            attn_case(c, 17, 0, gqa[g][0], gqa[g][1], 32);
+            attn_case(c, 3, 9, gqa[g][0], gqa[g][1], 12); /* not a multiple of 8 */
+            attn_case(c, 4, 3, gqa[g][0], gqa[g][1], 40);
+        }
+    attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows */
+    attn_case(c2, 130, 0, 9, 3, 64);
+    cr_assert_eq(sd_cpu_attention(c1, NULL, NULL, NULL, NULL, 1, 0, 3, 2, 64, &e), -1);
+    sd_cpu_destroy(c1);
+    sd_cpu_destroy(c2);
+}
+
+Test(cpu, swiglu) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(1, &e);
+    enum { N = 1000 };
+    float g[N], u[N], o[N];
+    double ref[N];
+    fill(g, N, -10, 10);
+    fill(u, N, -3, 3);
+    ref_swiglu(ref, g, u, N);
+    sd_cpu_swiglu(c, o, g, u, N);
+    for (int k = 0; k < N; k++) cr_assert_leq(fabs(o[k] - ref[k]), 1e-6 * fabs(ref[k]) + 1e-7);
+    sd_cpu_swiglu(c, g, g, u, N); /* out aliases gate */
+    cr_assert_eq(memcmp(g, o, sizeof o), 0);
+    sd_cpu_destroy(c);
+}
+
+Test(cpu, embed) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(1, &e);
+    const int64_t cols = 64;
+    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+        uint32_t t = all_types[ti];
+        sd_weight w = make_weight(t, 10, cols);
+        int32_t ids[4] = {3, 0, 9, 3};
+        float x[4 * 64];
+        double ref[64];
+        cr_assert_eq(sd_cpu_embed(c, x, &w, ids, 4, &e), 0, "%s", e.msg);
+        for (int i = 0; i < 4; i++) {
+            ref_dequant_row(t, (const uint8_t *)w.data + ids[i] * w.row_bytes, ref, cols);
+            for (int k = 0; k < cols; k++) cr_assert_leq(fabs(x[i * cols + k] - ref[k]), 1e-6 * fabs(ref[k]));
+        }
+        ids[1] = 10;
+        cr_assert_eq(sd_cpu_embed(c, x, &w, ids, 4, &e), -1);
+        cr_assert(strstr(e.msg, "range"), "%s", e.msg);
+        free((void *)w.data);
+    }
+    sd_cpu_destroy(c);
+}

@@ -1,0 +1,642 @@
+/* CUDA backend vs CPU backend, op by op and through a whole (tiny, random)
+ * model, on random data. Without a usable GPU every test is skipped and one
+ * line says why.
+ *
+ * Error measure: max |cuda - cpu| / max |cpu| over the output (NaN or inf
+ * in the CUDA output fails). Outputs are poisoned with NaN before each call,
+ * so an element the kernel forgot to write fails too. Bounds and why:
+ *   matmul, F32/F16/BF16 weights   1e-4  both sides convert the weights
+ *                                        exactly and multiply F32
+ *                                        activations: only the summation
+ *                                        order differs (~1e-6 seen in theory)
+ *   matmul, Q8_0/Q4_0/Q4_1         1e-3  both quantise the activations to the
+ *                                        same int8 blocks and form the same
+ *                                        integer block sums; summation order
+ *                                        again, with room for a rare
+ *                                        activation rounding tie
+ *   qkv_rope                       as matmul (the rotation is the CPU's
+ *                                        arithmetic, cosf/sinf within 2 ulp)
+ *   ffn_swiglu                     2x matmul's (product of two projections)
+ *   attention                      1e-4  F32 throughout; online softmax and
+ *                                        split combination reorder sums
+ *   rmsnorm                        1e-6  the same double-precision scale
+ *   embed                          exact the same dequantisation arithmetic
+ *   argmax                         exact index, the engine's tie rule
+ *   whole model, float weights     1e-4; quantised weights 1e-2: a tiny
+ *                                        difference in the residual stream
+ *                                        can move one activation across an
+ *                                        int8 rounding boundary in a later
+ *                                        layer, worth ~1/127 of a block term */
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/backend.h"
+#include "../engine/backend_cuda.h"
+#include "../engine/gguf.h"
+#include "../kernels/cpu/cpu.h"
+
+static sd_backend *cpu, *gpu;
+
+static void setup(void) {
+    char why[256];
+    if (!sd_cuda_available(why, sizeof why)) cr_skip_test("%s", why);
+    sd_err e = {{0}};
+    cpu = sd_backend_cpu(0, &e);
+    cr_assert(cpu, "cpu backend: %s", e.msg);
+    gpu = sd_backend_cuda(0, &e);
+    cr_assert(gpu, "%s", e.msg);
+}
+
+static void teardown(void) {
+    if (gpu) gpu->destroy(gpu);
+    if (cpu) cpu->destroy(cpu);
+    gpu = cpu = NULL;
+}
+
+TestSuite(cuda, .init = setup, .fini = teardown);
+
+/* One line for the whole suite when it was skipped (runs in the runner
+ * process after every test process has exited, so touching CUDA here
+ * cannot disturb a forked test). */
+ReportHook(POST_ALL)(struct criterion_global_stats *st) {
+    if (!st->tests_skipped) return;
+    char why[256];
+    sd_cuda_available(why, sizeof why);
+    printf("[SKIP] test_cuda: %zu of %zu tests skipped: %s\n", st->tests_skipped, st->nb_tests, why);
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+#define OK(call)                                                 \
+    do {                                                         \
+        sd_err e_ = {{0}};                                       \
+        sd_err *e = &e_;                                         \
+        cr_assert((call) == 0, "%s: %s", #call, e_.msg);         \
+    } while (0)
+
+static uint64_t rng_state;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *hrand(size_t n, float scale) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert(p);
+    for (size_t i = 0; i < n; i++) p[i] = scale * frand();
+    return p;
+}
+
+/* n floats of device memory holding init, or NaN when init is NULL. */
+static float *dbuf(size_t n, const float *init) {
+    sd_err e = {{0}};
+    float *d = gpu->alloc(gpu, n * sizeof *d, &e);
+    cr_assert(d, "alloc: %s", e.msg);
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    cr_assert(h);
+    for (size_t i = 0; i < n; i++) h[i] = init ? init[i] : NAN;
+    OK(sd_cuda_from_host(gpu, d, h, n * sizeof *h, e));
+    free(h);
+    return d;
+}
+
+static float *hcopy(const float *src, size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert(p);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
+static float *fetch(const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    cr_assert(h);
+    OK(gpu->to_host(gpu, h, d, n * sizeof *h, e));
+    return h;
+}
+
+static double rel_err(const float *got, const float *ref, size_t n) {
+    double mx = 0, ref_max = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        double d = fabs((double)got[i] - ref[i]);
+        if (d > mx) mx = d;
+        if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
+    }
+    return mx / (ref_max > 0 ? ref_max : 1.0);
+}
+
+static int is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+
+/* A weight in both backends: the CPU's points at host rows quantised with
+ * sd_quantize_row, the CUDA one is the same rows uploaded. */
+typedef struct wpair {
+    sd_weight c, g;
+    void *host;
+} wpair;
+
+static void wpair_from(wpair *p, uint32_t type, int64_t rows, int64_t cols, const float *f) {
+    size_t rb = (size_t)sd_row_bytes(type, (uint64_t)cols);
+    p->host = malloc(rb * (size_t)rows);
+    cr_assert(p->host);
+    for (int64_t r = 0; r < rows; r++)
+        cr_assert(sd_quantize_row(type, f + r * cols, (uint8_t *)p->host + r * rb, cols) == 0);
+    p->c = (sd_weight){type, rows, cols, rb, p->host};
+    p->g = p->c;
+    OK(gpu->upload_weight(gpu, &p->g, e));
+}
+
+static void wpair_rand(wpair *p, uint32_t type, int64_t rows, int64_t cols, float scale) {
+    float *f = hrand((size_t)rows * (size_t)cols, scale);
+    wpair_from(p, type, rows, cols, f);
+    free(f);
+}
+
+static void wpair_free(wpair *p) {
+    gpu->release_weight(gpu, &p->g);
+    free(p->host);
+}
+
+static const uint32_t all_types[] = {SD_F32, SD_F16, SD_BF16, SD_Q8_0, SD_Q4_0, SD_Q4_1};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+static double mm_tol(uint32_t t) { return is_quant(t) ? 1e-3 : 1e-4; }
+
+/* ---- matmul --------------------------------------------------------------------- */
+static void check_matmul(uint32_t type, int rows, int cols, int n, int accumulate) {
+    wpair w;
+    wpair_rand(&w, type, rows, cols, 1.0f);
+    float *x = hrand((size_t)n * cols, 1.0f);
+    float *init = hrand((size_t)n * rows, 4.0f);
+    float *ref = hcopy(init, (size_t)n * rows);
+    OK(cpu->matmul(cpu, ref, &w.c, x, n, accumulate, e));
+    float *dx = dbuf((size_t)n * cols, x), *dout = dbuf((size_t)n * rows, accumulate ? init : NULL);
+    OK(gpu->matmul(gpu, dout, &w.g, dx, n, accumulate, e));
+    float *got = fetch(dout, (size_t)n * rows);
+    double err = rel_err(got, ref, (size_t)n * rows);
+    cr_expect(err <= mm_tol(type), "matmul %s %dx%d n=%d accumulate=%d: error %.3g > %.1g",
+              sd_wtype_name(type), rows, cols, n, accumulate, err, mm_tol(type));
+    gpu->release(gpu, dx);
+    gpu->release(gpu, dout);
+    free(x), free(init), free(ref), free(got);
+    wpair_free(&w);
+}
+
+static void matmul_type(uint32_t type) {
+    rng_state = 0x9e3779b97f4a7c15ull ^ type;
+    static const int shapes[][2] = {{1, 32}, {7, 96}, {192, 576}, {576, 1536}, {1000, 576},
+                                    {64, 4096}, {130, 172}};
+    static const int ns[] = {1, 3, 9, 64};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        if (shapes[s][1] % 32 && is_quant(type)) continue; /* no such quantised row */
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (int acc = 0; acc < 2; acc++) check_matmul(type, shapes[s][0], shapes[s][1], ns[k], acc);
+    }
+}
+
+Test(cuda, matmul_f32) { matmul_type(SD_F32); }
+Test(cuda, matmul_f16) { matmul_type(SD_F16); }
+Test(cuda, matmul_bf16) { matmul_type(SD_BF16); }
+Test(cuda, matmul_q8_0) { matmul_type(SD_Q8_0); }
+Test(cuda, matmul_q4_0) { matmul_type(SD_Q4_0); }
+Test(cuda, matmul_q4_1) { matmul_type(SD_Q4_1); }
+
+/* ---- rmsnorm -------------------------------------------------------------------- */
+Test(cuda, rmsnorm) {
+    rng_state = 11;
+    static const int dims[] = {64, 576, 2048, 3072};
+    static const int ns[] = {1, 9, 64};
+    for (size_t d = 0; d < 4; d++)
+        for (size_t k = 0; k < 3; k++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const int dim = dims[d], n = ns[k];
+                float *wf = hrand((size_t)dim, 0.5f);
+                for (int i = 0; i < dim; i++) wf[i] += 1.0f;
+                wpair w;
+                wpair_from(&w, SD_F32, 1, dim, wf);
+                float *x = hrand((size_t)n * dim, 3.0f), *ref = malloc((size_t)n * dim * 4);
+                cr_assert(ref);
+                OK(cpu->rmsnorm(cpu, ref, x, &w.c, n, dim, 1e-5f, e));
+                float *dx = dbuf((size_t)n * dim, x), *dout = in_place ? dx : dbuf((size_t)n * dim, NULL);
+                OK(gpu->rmsnorm(gpu, dout, dx, &w.g, n, dim, 1e-5f, e));
+                float *got = fetch(dout, (size_t)n * dim);
+                double err = rel_err(got, ref, (size_t)n * dim);
+                cr_expect(err <= 1e-6, "rmsnorm n=%d dim=%d in_place=%d: error %.3g", n, dim,
+                          in_place, err);
+                if (!in_place) gpu->release(gpu, dout);
+                gpu->release(gpu, dx);
+                free(wf), free(x), free(ref), free(got);
+                wpair_free(&w);
+            }
+}
+
+/* ---- qkv_rope --------------------------------------------------------------------- */
+/* Writes K/V rows at positions pos.. of a cache whose other rows hold a
+ * sentinel that must survive. */
+static void check_qkv(const uint32_t types[3], sd_attn_shape s, int n, int pos) {
+    const int dim = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim, len = pos + n;
+    wpair wq, wk, wv;
+    wpair_rand(&wq, types[0], dim, dim, 1.0f);
+    wpair_rand(&wk, types[1], kv, dim, 1.0f);
+    wpair_rand(&wv, types[2], kv, dim, 1.0f);
+    float *x = hrand((size_t)n * dim, 1.0f);
+    float *q_ref = malloc((size_t)n * dim * 4), *kc_ref = malloc((size_t)len * kv * 4),
+          *vc_ref = malloc((size_t)len * kv * 4);
+    cr_assert(q_ref && kc_ref && vc_ref);
+    for (size_t i = 0; i < (size_t)len * kv; i++) kc_ref[i] = vc_ref[i] = 12345.0f;
+    OK(cpu->qkv_rope(cpu, &s, q_ref, kc_ref + (size_t)pos * kv, vc_ref + (size_t)pos * kv, &wq.c,
+                     &wk.c, &wv.c, x, n, pos, e));
+    float *sentinel = malloc((size_t)len * kv * 4);
+    cr_assert(sentinel);
+    for (size_t i = 0; i < (size_t)len * kv; i++) sentinel[i] = i < (size_t)pos * kv ? 12345.0f : NAN;
+    float *dx = dbuf((size_t)n * dim, x), *dq = dbuf((size_t)n * dim, NULL);
+    float *dk = dbuf((size_t)len * kv, sentinel), *dv = dbuf((size_t)len * kv, sentinel);
+    OK(gpu->qkv_rope(gpu, &s, dq, dk + (size_t)pos * kv, dv + (size_t)pos * kv, &wq.g, &wk.g,
+                     &wv.g, dx, n, pos, e));
+    float *q = fetch(dq, (size_t)n * dim), *k = fetch(dk, (size_t)len * kv), *v = fetch(dv, (size_t)len * kv);
+    const double tol = is_quant(types[0]) || is_quant(types[1]) || is_quant(types[2]) ? 1e-3 : 1e-4;
+    double eq = rel_err(q, q_ref, (size_t)n * dim), ek = rel_err(k, kc_ref, (size_t)len * kv),
+           ev = rel_err(v, vc_ref, (size_t)len * kv);
+    cr_expect(eq <= tol && ek <= tol && ev <= tol,
+              "qkv_rope %s/%s/%s heads %d/%d dim %d rope %d base %g n=%d pos=%d: errors q %.3g k "
+              "%.3g v %.3g > %.1g",
+              sd_wtype_name(types[0]), sd_wtype_name(types[1]), sd_wtype_name(types[2]), s.n_head,
+              s.n_kv, s.head_dim, s.rope_dim, s.rope_base, n, pos, eq, ek, ev, tol);
+    gpu->release(gpu, dx), gpu->release(gpu, dq), gpu->release(gpu, dk), gpu->release(gpu, dv);
+    free(x), free(q_ref), free(kc_ref), free(vc_ref), free(sentinel), free(q), free(k), free(v);
+    wpair_free(&wq), wpair_free(&wk), wpair_free(&wv);
+}
+
+Test(cuda, qkv_rope) {
+    rng_state = 23;
+    static const sd_attn_shape shapes[] = {
+        {9, 3, 64, 64, 10000.0f},   /* SmolLM2-135M */
+        {6, 2, 128, 128, 500000.0f}, /* Llama-3 style, GQA 3 */
+        {4, 4, 64, 32, 10000.0f},   /* partial rotary */
+        {8, 4, 8, 8, 10000.0f},     /* stories260K's tiny heads */
+    };
+    static const int ns[] = {1, 3, 9}, poss[] = {0, 17, 1000};
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (size_t s = 0; s < 4; s++)
+            for (size_t k = 0; k < 3; k++)
+                for (size_t p = 0; p < 3; p++) {
+                    const uint32_t types[3] = {all_types[t], all_types[t], all_types[t]};
+                    check_qkv(types, shapes[s], ns[k], poss[p]);
+                }
+}
+
+Test(cuda, qkv_rope_mixed_types) {
+    rng_state = 29;
+    const uint32_t types[3] = {SD_Q8_0, SD_Q4_1, SD_F16};
+    const sd_attn_shape s = {9, 3, 64, 64, 10000.0f};
+    check_qkv(types, s, 9, 17);
+    check_qkv(types, s, 1, 0);
+}
+
+/* ---- attention -------------------------------------------------------------------- */
+static void check_attention(sd_attn_shape s, int n, int pos) {
+    const int qd = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim, len = pos + n;
+    float *q = hrand((size_t)n * qd, 1.0f), *kc = hrand((size_t)len * kv, 1.0f),
+          *vc = hrand((size_t)len * kv, 1.0f), *ref = malloc((size_t)n * qd * 4);
+    cr_assert(ref);
+    OK(cpu->attention(cpu, &s, ref, q, kc, vc, n, pos, e));
+    float *dq = dbuf((size_t)n * qd, q), *dk = dbuf((size_t)len * kv, kc),
+          *dv = dbuf((size_t)len * kv, vc), *dout = dbuf((size_t)n * qd, NULL);
+    OK(gpu->attention(gpu, &s, dout, dq, dk, dv, n, pos, e));
+    float *got = fetch(dout, (size_t)n * qd);
+    double err = rel_err(got, ref, (size_t)n * qd);
+    cr_expect(err <= 1e-4, "attention heads %d/%d dim %d n=%d pos=%d: error %.3g", s.n_head,
+              s.n_kv, s.head_dim, n, pos, err);
+    gpu->release(gpu, dq), gpu->release(gpu, dk), gpu->release(gpu, dv), gpu->release(gpu, dout);
+    free(q), free(kc), free(vc), free(ref), free(got);
+}
+
+static const sd_attn_shape attn_shapes[] = {
+    {4, 4, 64, 64, 1e4f},   /* GQA ratio 1 */
+    {6, 2, 128, 128, 1e4f}, /* GQA ratio 3, Llama-3.2-3B's head */
+    {9, 3, 64, 64, 1e4f},   /* SmolLM2 */
+    {32, 8, 64, 64, 1e4f},  /* Llama-3.2-1B */
+    {8, 4, 8, 8, 1e4f},     /* stories260K */
+};
+
+Test(cuda, attention) {
+    rng_state = 31;
+    static const int poss[] = {0, 17, 1000};
+    for (size_t s = 0; s < sizeof attn_shapes / sizeof attn_shapes[0]; s++)
+        for (int n = 1; n <= 9; n++)
+            for (size_t p = 0; p < 3; p++) check_attention(attn_shapes[s], n, poss[p]);
+}
+
+Test(cuda, attention_long_and_prefill) {
+    rng_state = 37;
+    check_attention(attn_shapes[1], 1, 4000); /* many splits */
+    check_attention(attn_shapes[1], 9, 4000);
+    check_attention(attn_shapes[3], 64, 0);   /* prefill: many query tiles */
+    check_attention(attn_shapes[3], 128, 300);
+}
+
+/* ---- ffn ------------------------------------------------------------------------------ */
+static void check_ffn(uint32_t t1, uint32_t t3, int ffn, int dim, int n) {
+    wpair w1, w3;
+    wpair_rand(&w1, t1, ffn, dim, 1.0f);
+    wpair_rand(&w3, t3, ffn, dim, 1.0f);
+    float *x = hrand((size_t)n * dim, 0.3f);
+    float *ref = malloc((size_t)n * ffn * 4), *tmp = malloc((size_t)n * ffn * 4);
+    cr_assert(ref && tmp);
+    OK(cpu->ffn_swiglu(cpu, ref, tmp, &w1.c, &w3.c, x, n, e));
+    float *dx = dbuf((size_t)n * dim, x), *dh = dbuf((size_t)n * ffn, NULL),
+          *dt = dbuf((size_t)n * ffn, NULL);
+    OK(gpu->ffn_swiglu(gpu, dh, dt, &w1.g, &w3.g, dx, n, e));
+    float *got = fetch(dh, (size_t)n * ffn);
+    const double tol = 2 * (is_quant(t1) || is_quant(t3) ? 1e-3 : 1e-4);
+    double err = rel_err(got, ref, (size_t)n * ffn);
+    cr_expect(err <= tol, "ffn_swiglu %s/%s %dx%d n=%d: error %.3g > %.1g", sd_wtype_name(t1),
+              sd_wtype_name(t3), ffn, dim, n, err, tol);
+    gpu->release(gpu, dx), gpu->release(gpu, dh), gpu->release(gpu, dt);
+    free(x), free(ref), free(tmp), free(got);
+    wpair_free(&w1), wpair_free(&w3);
+}
+
+Test(cuda, ffn_swiglu) {
+    rng_state = 41;
+    static const int ns[] = {1, 3, 9, 64};
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (size_t k = 0; k < 4; k++) {
+            check_ffn(all_types[t], all_types[t], 1536, 576, ns[k]);
+            check_ffn(all_types[t], all_types[t], 172, 64, ns[k]);
+        }
+}
+
+Test(cuda, ffn_swiglu_mixed_types) {
+    rng_state = 43;
+    check_ffn(SD_Q8_0, SD_Q4_0, 1536, 576, 1);
+    check_ffn(SD_BF16, SD_Q4_1, 1536, 576, 9);
+}
+
+/* ---- embed ------------------------------------------------------------------------------ */
+Test(cuda, embed) {
+    rng_state = 47;
+    const int vocab = 1000, n = 9;
+    const int32_t ids[9] = {0, 999, 17, 17, 512, 3, 998, 1, 640};
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (int dim = 64; dim <= 576; dim += 512) {
+            wpair w;
+            wpair_rand(&w, all_types[t], vocab, dim, 2.0f);
+            float *ref = malloc((size_t)n * dim * 4);
+            cr_assert(ref);
+            OK(cpu->embed(cpu, ref, &w.c, ids, n, e));
+            float *dx = dbuf((size_t)n * dim, NULL);
+            OK(gpu->embed(gpu, dx, &w.g, ids, n, e));
+            float *got = fetch(dx, (size_t)n * dim);
+            cr_expect(memcmp(got, ref, (size_t)n * dim * 4) == 0, "embed %s dim %d differs",
+                      sd_wtype_name(all_types[t]), dim);
+            const int32_t bad = vocab;
+            sd_err e = {{0}};
+            cr_expect(gpu->embed(gpu, dx, &w.g, &bad, 1, &e) != 0 && strstr(e.msg, "out of range"),
+                      "embed of id %d: '%s'", bad, e.msg);
+            gpu->release(gpu, dx);
+            free(ref), free(got);
+            wpair_free(&w);
+        }
+}
+
+/* ---- argmax ---------------------------------------------------------------------------------- */
+static int32_t host_argmax(const float *x, int n) { /* engine/generate/common.c */
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void check_argmax(const float *x, int n, const char *what) {
+    float *d = dbuf((size_t)n, x);
+    int32_t id = -1;
+    OK(sd_cuda_argmax(gpu, d, n, &id, e));
+    cr_expect(id == host_argmax(x, n), "argmax %s (n=%d): %d, host says %d", what, n, id,
+              host_argmax(x, n));
+    gpu->release(gpu, d);
+}
+
+Test(cuda, argmax) {
+    rng_state = 53;
+    const int n = 128256;
+    float *x = hrand((size_t)n, 10.0f);
+    check_argmax(x, n, "random");
+    check_argmax(x, 1, "one element");
+    check_argmax(x, 1000, "short row");
+    x[n - 1] = 100.0f;
+    check_argmax(x, n, "last");
+    x[77] = 100.0f;
+    check_argmax(x, n, "tie (lowest index wins)");
+    x[5] = NAN;
+    x[n - 2] = NAN;
+    check_argmax(x, n, "NaNs ignored");
+    x[0] = NAN;
+    check_argmax(x, n, "NaN first");
+    for (int i = 0; i < n; i++) x[i] = -INFINITY;
+    check_argmax(x, n, "all -inf");
+    free(x);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+Test(cuda, errors_name_the_op) {
+    sd_err e = {{0}};
+    const sd_attn_shape s = {2, 2, 256, 256, 1e4f}; /* head dim over the kernel's 128 */
+    float *d = dbuf(4096, NULL);
+    cr_expect(gpu->attention(gpu, &s, d, d, d, d, 1, 0, &e) != 0 && strstr(e.msg, "cuda: attention"),
+              "'%s'", e.msg);
+    uint8_t raw[34] = {0};
+    sd_weight w = {SD_F32, 1, 8, 32, raw};
+    sd_weight bad = {99, 1, 32, 128, raw};
+    cr_expect(gpu->upload_weight(gpu, &bad, &e) != 0 && strstr(e.msg, "cuda: upload"), "'%s'",
+              e.msg);
+    cr_expect(gpu->rmsnorm(gpu, d, d, &w, 1, 16, 1e-5f, &e) != 0 && strstr(e.msg, "cuda: rmsnorm"),
+              "'%s'", e.msg);
+    int32_t id;
+    cr_expect(sd_cuda_argmax(cpu, d, 4, &id, &e) != 0, "argmax on the CPU backend must fail");
+    gpu->release(gpu, d);
+}
+
+/* ---- whole model ---------------------------------------------------------------------------------
+ * A 2-layer random Llama run through the op table exactly as
+ * engine/model.c's forward pass does (embed, per layer norm, qkv_rope
+ * into the cache, attention, wo accumulate, norm, swiglu, w2 accumulate;
+ * final norm and LM head), on any backend. compare_backends runs the same
+ * weights on two backends for a prefill, a gamma+1 verification and a
+ * decode step and compares the logits. */
+enum { TL = 2, TDIM = 256, THEAD = 8, TKV = 2, THD = 32, TFFN = 512, TVOCAB = 1024, TCTX = 64 };
+
+typedef struct tiny_host { /* F32 master weights, scaled for unit-size activations */
+    float *emb, *norm[2 * TL + 1], *wq[TL], *wk[TL], *wv[TL], *wo[TL], *w1[TL], *w3[TL], *w2[TL], *out;
+} tiny_host;
+
+typedef struct tiny {
+    sd_backend *b;
+    sd_weight emb, out_norm, output, attn_norm[TL], ffn_norm[TL], wq[TL], wk[TL], wv[TL], wo[TL],
+        w1[TL], w3[TL], w2[TL];
+    void *host[64];
+    int n_host;
+    float *kc[TL], *vc[TL], *x, *xb, *q, *att, *hb, *hb2, *logits;
+} tiny;
+
+static void tiny_weight(tiny *t, sd_weight *w, uint32_t type, int rows, int cols, const float *f) {
+    size_t rb = (size_t)sd_row_bytes(type, (uint64_t)cols);
+    uint8_t *h = malloc(rb * (size_t)rows);
+    cr_assert(h && t->n_host < 64);
+    for (int r = 0; r < rows; r++) cr_assert(sd_quantize_row(type, f + (size_t)r * cols, h + r * rb, cols) == 0);
+    t->host[t->n_host++] = h;
+    *w = (sd_weight){type, rows, cols, rb, h};
+    OK(t->b->upload_weight(t->b, w, e));
+}
+
+static float *tiny_buf(tiny *t, size_t n) {
+    sd_err e = {{0}};
+    float *p = t->b->alloc(t->b, n * sizeof(float), &e);
+    cr_assert(p, "%s alloc: %s", t->b->name, e.msg);
+    return p;
+}
+
+static void tiny_make(tiny *t, sd_backend *b, const tiny_host *m, uint32_t type) {
+    memset(t, 0, sizeof *t);
+    t->b = b;
+    const int kv = TKV * THD;
+    tiny_weight(t, &t->emb, type, TVOCAB, TDIM, m->emb);
+    tiny_weight(t, &t->out_norm, SD_F32, 1, TDIM, m->norm[2 * TL]);
+    tiny_weight(t, &t->output, type, TVOCAB, TDIM, m->out);
+    for (int l = 0; l < TL; l++) {
+        tiny_weight(t, &t->attn_norm[l], SD_F32, 1, TDIM, m->norm[2 * l]);
+        tiny_weight(t, &t->ffn_norm[l], SD_F32, 1, TDIM, m->norm[2 * l + 1]);
+        tiny_weight(t, &t->wq[l], type, TDIM, TDIM, m->wq[l]);
+        tiny_weight(t, &t->wk[l], type, kv, TDIM, m->wk[l]);
+        tiny_weight(t, &t->wv[l], type, kv, TDIM, m->wv[l]);
+        tiny_weight(t, &t->wo[l], type, TDIM, TDIM, m->wo[l]);
+        tiny_weight(t, &t->w1[l], type, TFFN, TDIM, m->w1[l]);
+        tiny_weight(t, &t->w3[l], type, TFFN, TDIM, m->w3[l]);
+        tiny_weight(t, &t->w2[l], type, TDIM, TFFN, m->w2[l]);
+        t->kc[l] = tiny_buf(t, (size_t)TCTX * kv);
+        t->vc[l] = tiny_buf(t, (size_t)TCTX * kv);
+    }
+    t->x = tiny_buf(t, (size_t)TCTX * TDIM);
+    t->xb = tiny_buf(t, (size_t)TCTX * TDIM);
+    t->q = tiny_buf(t, (size_t)TCTX * TDIM);
+    t->att = tiny_buf(t, (size_t)TCTX * TDIM);
+    t->hb = tiny_buf(t, (size_t)TCTX * TFFN);
+    t->hb2 = tiny_buf(t, (size_t)TCTX * TFFN);
+    t->logits = tiny_buf(t, (size_t)TCTX * TVOCAB);
+}
+
+static void tiny_free(tiny *t) {
+    sd_backend *b = t->b;
+    sd_weight *ws[] = {&t->emb, &t->out_norm, &t->output};
+    for (int i = 0; i < 3; i++) b->release_weight(b, ws[i]);
+    for (int l = 0; l < TL; l++) {
+        sd_weight *lw[] = {&t->attn_norm[l], &t->ffn_norm[l], &t->wq[l], &t->wk[l], &t->wv[l],
+                           &t->wo[l], &t->w1[l], &t->w3[l], &t->w2[l]};
+        for (int i = 0; i < 9; i++) b->release_weight(b, lw[i]);
+        b->release(b, t->kc[l]);
+        b->release(b, t->vc[l]);
+    }
+    float *bufs[] = {t->x, t->xb, t->q, t->att, t->hb, t->hb2, t->logits};
+    for (int i = 0; i < 7; i++) b->release(b, bufs[i]);
+    for (int i = 0; i < t->n_host; i++) free(t->host[i]);
+}
+
+/* logits_host[n][vocab] for tokens at positions pos..pos+n-1 (engine/model.c's order). */
+static void tiny_forward(tiny *t, const int32_t *tok, int n, int pos, float *logits_host) {
+    sd_backend *b = t->b;
+    const sd_attn_shape s = {THEAD, TKV, THD, THD, 10000.0f};
+    const size_t off = (size_t)pos * TKV * THD;
+    const float eps = 1e-5f;
+    OK(b->embed(b, t->x, &t->emb, tok, n, e));
+    for (int l = 0; l < TL; l++) {
+        OK(b->rmsnorm(b, t->xb, t->x, &t->attn_norm[l], n, TDIM, eps, e));
+        OK(b->qkv_rope(b, &s, t->q, t->kc[l] + off, t->vc[l] + off, &t->wq[l], &t->wk[l], &t->wv[l],
+                       t->xb, n, pos, e));
+        OK(b->attention(b, &s, t->att, t->q, t->kc[l], t->vc[l], n, pos, e));
+        OK(b->matmul(b, t->x, &t->wo[l], t->att, n, 1, e));
+        OK(b->rmsnorm(b, t->xb, t->x, &t->ffn_norm[l], n, TDIM, eps, e));
+        OK(b->ffn_swiglu(b, t->hb, t->hb2, &t->w1[l], &t->w3[l], t->xb, n, e));
+        OK(b->matmul(b, t->x, &t->w2[l], t->hb, n, 1, e));
+    }
+    OK(b->rmsnorm(b, t->xb, t->x, &t->out_norm, n, TDIM, eps, e));
+    OK(b->matmul(b, t->logits, &t->output, t->xb, n, 0, e));
+    OK(b->to_host(b, logits_host, t->logits, (size_t)n * TVOCAB * sizeof(float), e));
+}
+
+static void tiny_host_make(tiny_host *m) {
+    const float sd = 1.0f / sqrtf((float)TDIM), sf = 1.0f / sqrtf((float)TFFN);
+    const size_t kv = (size_t)TKV * THD;
+    m->emb = hrand((size_t)TVOCAB * TDIM, 1.0f);
+    m->out = hrand((size_t)TVOCAB * TDIM, sd);
+    for (int i = 0; i < 2 * TL + 1; i++) {
+        m->norm[i] = hrand(TDIM, 0.2f);
+        for (int k = 0; k < TDIM; k++) m->norm[i][k] += 1.0f;
+    }
+    for (int l = 0; l < TL; l++) {
+        m->wq[l] = hrand((size_t)TDIM * TDIM, 2 * sd);
+        m->wk[l] = hrand(kv * TDIM, 2 * sd);
+        m->wv[l] = hrand(kv * TDIM, sd);
+        m->wo[l] = hrand((size_t)TDIM * TDIM, sd);
+        m->w1[l] = hrand((size_t)TFFN * TDIM, sd);
+        m->w3[l] = hrand((size_t)TFFN * TDIM, sd);
+        m->w2[l] = hrand((size_t)TDIM * TFFN, sf);
+    }
+}
+
+static void tiny_host_free(tiny_host *m) {
+    free(m->emb), free(m->out);
+    for (int i = 0; i < 2 * TL + 1; i++) free(m->norm[i]);
+    for (int l = 0; l < TL; l++)
+        free(m->wq[l]), free(m->wk[l]), free(m->wv[l]), free(m->wo[l]), free(m->w1[l]),
+            free(m->w3[l]), free(m->w2[l]);
+}
+
+/* Same weights, same tokens on ref and dut: max relative logit error over a
+ * 7-token prefill, a 4-token verification at 7 and a decode step at 11.
+ * Also checks sd_cuda_argmax on dut's last logits row when dut is CUDA. */
+static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) {
+    tiny_host m;
+    tiny_host_make(&m);
+    tiny a, b;
+    tiny_make(&a, ref, &m, type);
+    tiny_make(&b, dut, &m, type);
+    const int32_t toks[12] = {1, 900, 33, 512, 7, 1023, 64, 2, 77, 300, 5, 811};
+    const int steps[3][2] = {{0, 7}, {7, 4}, {11, 1}}; /* pos, n */
+    float *la = malloc((size_t)7 * TVOCAB * 4), *lb = malloc((size_t)7 * TVOCAB * 4);
+    cr_assert(la && lb);
+    double worst = 0;
+    for (int s = 0; s < 3; s++) {
+        const int pos = steps[s][0], n = steps[s][1];
+        tiny_forward(&a, toks + pos, n, pos, la);
+        tiny_forward(&b, toks + pos, n, pos, lb);
+        double err = rel_err(lb, la, (size_t)n * TVOCAB);
+        if (err > worst) worst = err;
+    }
+    if (dut->name && strcmp(dut->name, "cuda") == 0) {
+        int32_t id = -1;
+        OK(sd_cuda_argmax(dut, b.logits, TVOCAB, &id, e));
+        cr_expect(id == host_argmax(lb, TVOCAB), "model argmax %d, host %d", id, host_argmax(lb, TVOCAB));
+    }
+    free(la), free(lb);
+    tiny_free(&a), tiny_free(&b);
+    tiny_host_free(&m);
+    return worst;
+}
+
+static void model_type(uint32_t type) {
+    rng_state = 0x5eed ^ type;
+    const double tol = is_quant(type) ? 1e-2 : 1e-4;
+    double err = compare_backends(cpu, gpu, type);
+    cr_expect(err <= tol, "tiny model %s: logits error %.3g > %.1g", sd_wtype_name(type), err, tol);
+}
+
+Test(cuda, model_f32) { model_type(SD_F32); }
+Test(cuda, model_bf16) { model_type(SD_BF16); }
+Test(cuda, model_q8_0) { model_type(SD_Q8_0); }
+Test(cuda, model_q4_1) { model_type(SD_Q4_1); }

@@ -1,0 +1,438 @@
+/* Plugin discovery and loading. Every way a plugin can be broken is built
+ * here, from one C template compiled with different -D flags into its own
+ * directory under tests/tmp/loader/, and must come back as the warning
+ * "<file>: <reason>" without stopping the other plugins. Also: duplicates,
+ * search order, and the min_p example from plugins/example (built by make). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../engine/samplers.h"
+
+#define ROOT "tests/tmp/loader"
+
+/* A sampler with a switch for each defect. The default build is a working
+ * sampler named by PLUGIN_NAME (default "good"). */
+static const char template_src[] =
+    "#include \"logits_processor.h\"\n"
+    "#define STR2(x) #x\n"
+    "#define STR(x) STR2(x)\n"
+    "#ifndef PLUGIN_NAME\n"
+    "#define PLUGIN_NAME good\n"
+    "#endif\n"
+    "#if defined(NAME_NULL)\n"
+    "#define NAME NULL\n"
+    "#elif defined(NAME_EMPTY)\n"
+    "#define NAME \"\"\n"
+    "#elif defined(NAME_SPACE)\n"
+    "#define NAME \"two words\"\n"
+    "#else\n"
+    "#define NAME STR(PLUGIN_NAME)\n"
+    "#endif\n"
+    "#ifndef ABI\n"
+    "#define ABI SD_LP_ABI_VERSION\n"
+    "#endif\n"
+    "#ifndef SIZE\n"
+    "#define SIZE sizeof(sd_logits_processor)\n"
+    "#endif\n"
+    "#ifndef FLAGS\n"
+    "#define FLAGS 0\n"
+    "#endif\n"
+    "#ifndef PTYPE\n"
+    "#define PTYPE SD_LP_FLOAT\n"
+    "#endif\n"
+    "#ifndef PDEF\n"
+    "#define PDEF 1.0\n"
+    "#endif\n"
+    "#ifndef PNAME2\n"
+    "#define PNAME2 \"scale\"\n"
+    "#endif\n"
+    "#ifndef NPARAMS\n"
+    "#define NPARAMS 2\n"
+    "#endif\n"
+    "static const sd_lp_param params[2] = {\n"
+    "    {\"temperature\", PTYPE, SD_LP_MIN_EXCLUSIVE, PDEF, 0.0, 10.0, \"t\"},\n"
+    "    {PNAME2, SD_LP_FLOAT, 0, 0.5, 0.0, 1.0, \"unused\"},\n"
+    "};\n"
+    "typedef struct h { double t; } h;\n"
+    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "    (void)max_vocab;\n"
+    "#ifdef CREATE_FAILS\n"
+    "    (void)v;\n"
+    "    sd_lp_set_error(err, errlen, \"no luck today\");\n"
+    "    return NULL;\n"
+    "#else\n"
+    "    h *x = malloc(sizeof *x);\n"
+    "    if (!x) { sd_lp_set_error(err, errlen, \"out of memory\"); return NULL; }\n"
+    "    x->t = v[0].f;\n"
+    "    return x;\n"
+    "#endif\n"
+    "}\n"
+    "static void destroy(void *x) { free(x); }\n"
+    "static int process(void *x, const float *l, float *p, int rows, int n) {\n"
+    "    const h *s = x;\n"
+    "#ifdef PROCESS_FAILS\n"
+    "    return -1;\n"
+    "#endif\n"
+    "    for (int r = 0; r < rows; r++)\n"
+    "        if (sd_lp_softmax(l + (size_t)r * n, p + (size_t)r * n, n, s->t)) return -1;\n"
+    "#ifdef PROCESS_NAN\n"
+    "    p[0] = NAN;\n"
+    "#endif\n"
+    "#ifdef PROCESS_HALF\n"
+    "    for (int i = 0; i < rows * n; i++) p[i] *= 0.5f;\n"
+    "#endif\n"
+    "    return 0;\n"
+    "}\n"
+    "static int32_t sample(void *x, const float *p, int n, sd_lp_rng *rng) {\n"
+    "    (void)x;\n"
+    "#ifdef SAMPLE_OUT_OF_RANGE\n"
+    "    (void)p; (void)rng;\n"
+    "    return n;\n"
+    "#else\n"
+    "    return sd_lp_sample_cdf(p, n, rng);\n"
+    "#endif\n"
+    "}\n"
+    "static const sd_logits_processor d = {\n"
+    "    ABI, SIZE, NAME, \"a test sampler\", FLAGS, NPARAMS, params,\n"
+    "#ifdef NO_SAMPLE\n"
+    "    create, destroy, process, NULL,\n"
+    "#else\n"
+    "    create, destroy, process, sample,\n"
+    "#endif\n"
+    "};\n"
+    "#ifdef UNDEFINED_REF\n"
+    "extern int sd_no_such_function(void);\n"
+    "int call_it(void) { return sd_no_such_function(); }\n"
+    "#endif\n"
+    "#if defined(NO_SYMBOL)\n"
+    "const sd_logits_processor *sd_logits_processor_v2(void) { return &d; }\n"
+    "#elif defined(NULL_DESCRIPTOR)\n"
+    "const sd_logits_processor *sd_logits_processor_v1(void) { return NULL; }\n"
+    "#else\n"
+    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n"
+    "#endif\n";
+
+static void run(const char *cmd) {
+    int rc = system(cmd);
+    cr_assert_eq(rc, 0, "command failed (%d): %s", rc, cmd);
+}
+
+/* Empties ROOT/<dir> (creating it). */
+static void fresh_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '" ROOT "/%s' && mkdir -p '" ROOT "/%s'", dir, dir);
+    run(cmd);
+}
+
+/* Compiles the template with defs into ROOT/<dir>/<file>. */
+static void build(const char *dir, const char *file, const char *defs) {
+    char src[256], cmd[1024];
+    snprintf(src, sizeof src, ROOT "/%s/%s.c", dir, file);
+    FILE *f = fopen(src, "w");
+    cr_assert(f, "cannot write %s: %s", src, strerror(errno));
+    fputs(template_src, f);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -O1 -fPIC -shared -Isamplers %s '%s' -lm "
+             "-o '" ROOT "/%s/%s'",
+             defs, src, dir, file);
+    run(cmd);
+}
+
+static sd_sampler_set *open_dirs(const char *a, const char *b) {
+    const char *dirs[2] = {a, b};
+    sd_err e = {""};
+    sd_sampler_set *s = sd_samplers_open(dirs, b ? 2 : 1, &e);
+    cr_assert(s, "open: %s", e.msg);
+    return s;
+}
+
+/* Builds one broken plugin alone in its directory and checks that loading
+ * it gives exactly one warning "<file>: <reason...>" and no sampler. */
+static void expect_rejected(const char *dir, const char *defs, const char *reason) {
+    fresh_dir(dir);
+    build(dir, "bad.so", defs);
+    char d[256], want[512];
+    snprintf(d, sizeof d, ROOT "/%s", dir);
+    snprintf(want, sizeof want, ROOT "/%s/bad.so: %s", dir, reason);
+    sd_sampler_set *s = open_dirs(d, NULL);
+    cr_assert_eq(sd_samplers_count(s), 0, "%s: loaded anyway", dir);
+    cr_assert_eq(sd_samplers_n_warnings(s), 1, "%s: %d warnings", dir, sd_samplers_n_warnings(s));
+    const char *w = sd_samplers_warning(s, 0);
+    cr_assert(!strncmp(w, want, strlen(want)), "%s: warning '%s', expected '%s...'", dir, w, want);
+    sd_samplers_close(s);
+}
+
+Test(loader, good_template_loads) {
+    fresh_dir("good");
+    build("good", "good.so", "");
+    sd_sampler_set *s = open_dirs(ROOT "/good", NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert_str_eq(sd_samplers_name(s, 0), "good");
+    cr_assert_str_eq(sd_samplers_file(s, 0), ROOT "/good/good.so");
+    sd_samplers_close(s);
+}
+
+Test(loader, not_an_elf_file) {
+    fresh_dir("not_elf");
+    FILE *f = fopen(ROOT "/not_elf/bad.so", "w");
+    cr_assert(f);
+    fputs("This is a text file that someone named bad.so, not a shared object at all.\n", f);
+    fclose(f);
+    sd_sampler_set *s = open_dirs(ROOT "/not_elf", NULL);
+    cr_assert_eq(sd_samplers_count(s), 0);
+    cr_assert_eq(sd_samplers_n_warnings(s), 1);
+    const char *w = sd_samplers_warning(s, 0);
+    const char *want = ROOT "/not_elf/bad.so: dlopen failed: ";
+    cr_assert(!strncmp(w, want, strlen(want)), "%s", w);
+    cr_assert(strstr(w, "invalid ELF header"), "%s", w);
+    sd_samplers_close(s);
+}
+
+Test(loader, dlopen_error_undefined_symbol) {
+    expect_rejected("undefined", "-DUNDEFINED_REF",
+                    "dlopen failed: undefined symbol: sd_no_such_function");
+}
+
+Test(loader, missing_entry_symbol) {
+    expect_rejected("no_symbol", "-DNO_SYMBOL", "missing symbol sd_logits_processor_v1");
+}
+
+Test(loader, entry_returns_null) {
+    expect_rejected("null_desc", "-DNULL_DESCRIPTOR", "sd_logits_processor_v1() returned NULL");
+}
+
+Test(loader, wrong_abi_version) {
+    expect_rejected("abi", "-DABI=2", "ABI version 2, this engine supports 1");
+}
+
+Test(loader, struct_size_too_small) {
+    expect_rejected("size", "-DSIZE=16", "descriptor struct_size 16 is smaller than");
+}
+
+Test(loader, missing_or_invalid_name) {
+    expect_rejected("name_null", "-DNAME_NULL", "missing name");
+    expect_rejected("name_empty", "-DNAME_EMPTY", "missing name");
+    expect_rejected("name_space", "-DNAME_SPACE", "invalid name 'two words'");
+}
+
+Test(loader, missing_function) {
+    expect_rejected("no_sample", "-DNO_SAMPLE", "missing sample function");
+}
+
+Test(loader, bad_parameter_tables) {
+    expect_rejected("p_default", "-DPDEF=20.0",
+                    "bad parameter table: default 20 of 'temperature' is outside (0, 10]");
+    expect_rejected("p_dup", "-DPNAME2='\"temperature\"'",
+                    "bad parameter table: parameter 'temperature' appears twice");
+    expect_rejected("p_type", "-DPTYPE=7",
+                    "bad parameter table: parameter 'temperature' has unknown type 7");
+    expect_rejected("p_name", "-DPNAME2='\"Bad-Name\"'",
+                    "bad parameter table: entry 1 has an invalid name");
+    expect_rejected("p_count", "-DNPARAMS=17", "bad parameter table: n_params = 17");
+    expect_rejected("p_int", "-DPTYPE=SD_LP_INT -DPDEF=1.5",
+                    "bad parameter table: parameter 'temperature' has invalid bounds or default");
+}
+
+Test(loader, create_failure) {
+    expect_rejected("create", "-DCREATE_FAILS",
+                    "create with the default parameters failed: no luck today");
+}
+
+Test(loader, process_failure) {
+    expect_rejected("proc_fail", "-DPROCESS_FAILS", "process failed on the self-test rows");
+}
+
+Test(loader, process_nan) {
+    expect_rejected("proc_nan", "-DPROCESS_NAN",
+                    "process does not return a distribution: row 0: probs[0] = nan");
+}
+
+Test(loader, process_not_summing_to_one) {
+    expect_rejected("proc_half", "-DPROCESS_HALF",
+                    "process does not return a distribution: row 0 sums to 0.5, not 1");
+}
+
+Test(loader, sample_out_of_range) {
+    expect_rejected("sample", "-DSAMPLE_OUT_OF_RANGE", "sample returned 64, outside [0, 64)");
+}
+
+Test(loader, argmax_flag_must_be_true) {
+    expect_rejected("argmax", "-DFLAGS=SD_LP_FLAG_ARGMAX",
+                    "declares SD_LP_FLAG_ARGMAX but sample returned");
+}
+
+/* Bad plugins next to good ones: each bad one is one warning, in file
+ * order, and the good ones load. */
+Test(loader, bad_plugins_do_not_stop_others) {
+    fresh_dir("mixed");
+    build("mixed", "a_good.so", "-DPLUGIN_NAME=first");
+    build("mixed", "b_abi.so", "-DABI=9");
+    build("mixed", "c_nan.so", "-DPROCESS_NAN -DPLUGIN_NAME=nan");
+    build("mixed", "d_nosym.so", "-DNO_SYMBOL");
+    build("mixed", "e_good.so", "-DPLUGIN_NAME=second");
+    FILE *f = fopen(ROOT "/mixed/f_empty.so", "w");
+    cr_assert(f);
+    fclose(f);
+    sd_sampler_set *s = open_dirs(ROOT "/mixed", NULL);
+    cr_assert_eq(sd_samplers_count(s), 2);
+    cr_assert_str_eq(sd_samplers_name(s, 0), "first");
+    cr_assert_str_eq(sd_samplers_name(s, 1), "second");
+    cr_assert_eq(sd_samplers_n_warnings(s), 4);
+    const char *prefix[] = {ROOT "/mixed/b_abi.so: ABI version 9", ROOT "/mixed/c_nan.so: process",
+                            ROOT "/mixed/d_nosym.so: missing symbol",
+                            ROOT "/mixed/f_empty.so: dlopen failed"};
+    for (int i = 0; i < 4; i++)
+        cr_assert(!strncmp(sd_samplers_warning(s, i), prefix[i], strlen(prefix[i])), "%s",
+                  sd_samplers_warning(s, i));
+    sd_err e;
+    sd_processor *p = sd_processor_create(s, "second", NULL, 0, 10, &e);
+    cr_assert(p, "%s", e.msg);
+    sd_processor_destroy(p);
+    sd_samplers_close(s);
+}
+
+Test(loader, duplicate_names_first_wins) {
+    fresh_dir("dup_a");
+    fresh_dir("dup_b");
+    build("dup_a", "z_last.so", "-DPLUGIN_NAME=dup");
+    build("dup_a", "m_mid.so", "-DPLUGIN_NAME=dup");
+    build("dup_b", "a_first.so", "-DPLUGIN_NAME=dup");
+    sd_sampler_set *s = open_dirs(ROOT "/dup_a", ROOT "/dup_b");
+    cr_assert_eq(sd_samplers_count(s), 1);
+    /* Directory order first, then sorted file names within it. */
+    cr_assert_str_eq(sd_samplers_file(s, 0), ROOT "/dup_a/m_mid.so");
+    cr_assert_eq(sd_samplers_n_warnings(s), 2);
+    cr_assert_str_eq(sd_samplers_warning(s, 0),
+                     ROOT "/dup_a/z_last.so: sampler 'dup' is already provided by " ROOT
+                          "/dup_a/m_mid.so; ignored");
+    cr_assert_str_eq(sd_samplers_warning(s, 1),
+                     ROOT "/dup_b/a_first.so: sampler 'dup' is already provided by " ROOT
+                          "/dup_a/m_mid.so; ignored");
+    sd_samplers_close(s);
+}
+
+Test(loader, same_directory_twice_loads_once) {
+    fresh_dir("twice");
+    build("twice", "one.so", "");
+    sd_sampler_set *s = open_dirs(ROOT "/twice", ROOT "/twice/");
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    sd_samplers_close(s);
+}
+
+Test(loader, missing_directory_is_a_warning) {
+    sd_sampler_set *s = open_dirs(ROOT "/does_not_exist", "plugins");
+    cr_assert_eq(sd_samplers_n_warnings(s), 1);
+    cr_assert_str_eq(sd_samplers_warning(s, 0),
+                     ROOT "/does_not_exist: cannot open plugin directory: No such file or "
+                          "directory");
+    cr_assert_geq(sd_samplers_count(s), 5);
+    sd_samplers_close(s);
+}
+
+/* "<directory of this test binary>/plugins" */
+static void exe_plugins(char *buf, size_t cap) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(n, 0);
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(buf, cap, "%s/plugins", exe);
+}
+
+Test(loader, search_order) {
+    cr_assert_eq(setenv(SD_PLUGIN_PATH_ENV, "/env/one::/env/two:/flag/a", 1), 0);
+    const char *flags[] = {"/flag/a", "/flag/b"};
+    char **dirs;
+    int n;
+    sd_err e;
+    cr_assert_eq(sd_plugin_dirs(flags, 2, &dirs, &n, &e), 0, "%s", e.msg);
+    cr_assert_eq(n, 5);
+    cr_assert_str_eq(dirs[0], "/flag/a");
+    cr_assert_str_eq(dirs[1], "/flag/b");
+    cr_assert_str_eq(dirs[2], "/env/one");
+    cr_assert_str_eq(dirs[3], "/env/two");
+    char own[4200];
+    exe_plugins(own, sizeof own);
+    cr_assert_str_eq(dirs[4], own);
+    cr_assert(strstr(own, "/tests/plugins"), "%s", own);
+    sd_plugin_dirs_free(dirs, n);
+    cr_assert_eq(unsetenv(SD_PLUGIN_PATH_ENV), 0);
+    cr_assert_eq(sd_plugin_dirs(NULL, 0, &dirs, &n, &e), 0, "%s", e.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(dirs[0], own);
+    sd_plugin_dirs_free(dirs, n);
+}
+
+/* The first directory of the search list wins over later ones. */
+Test(loader, earlier_directory_overrides_builtin) {
+    fresh_dir("override");
+    build("override", "mine.so", "-DPLUGIN_NAME=top_k");
+    sd_sampler_set *s = open_dirs(ROOT "/override", "plugins");
+    int i = sd_samplers_find(s, "top_k");
+    cr_assert_geq(i, 0);
+    cr_assert_str_eq(sd_samplers_file(s, i), ROOT "/override/mine.so");
+    int found = 0;
+    for (int k = 0; k < sd_samplers_n_warnings(s); k++)
+        found |= !strcmp(sd_samplers_warning(s, k),
+                         "plugins/top_k.so: sampler 'top_k' is already provided by " ROOT
+                         "/override/mine.so; ignored");
+    cr_assert(found);
+    sd_samplers_close(s);
+}
+
+Test(loader, min_p_example_loads_and_filters) {
+    sd_sampler_set *s = open_dirs("plugins/example", NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    int i = sd_samplers_find(s, "min_p");
+    cr_assert_geq(i, 0, "plugins/example/min_p.so did not load (run make)");
+    cr_assert_str_eq(sd_samplers_file(s, i), "plugins/example/min_p.so");
+    const char *kv[] = {"min_p=0.1", "temperature=0.5"};
+    sd_err e;
+    sd_processor *p = sd_processor_create(s, "min_p", kv, 2, 8, &e);
+    cr_assert(p, "%s", e.msg);
+    char d[96];
+    sd_processor_describe(p, d, sizeof d);
+    cr_assert_str_eq(d, "min_p(temperature=0.5, min_p=0.1)");
+    /* ln(0.1) = -2.303: logits >= 3 - 2.303 are kept. */
+    float x[8] = {3, 1, 0.8f, 2.5f, -INFINITY, 0.6f, 3, 0.7f}, probs[8];
+    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 8, &e), 0, "%s", e.msg);
+    int kept[8] = {1, 1, 1, 1, 0, 0, 1, 1};
+    double z = 0;
+    for (int k = 0; k < 8; k++)
+        if (kept[k])
+            z += exp((x[k] - 3.0) / 0.5);
+    for (int k = 0; k < 8; k++) {
+        if (!kept[k])
+            cr_assert(probs[k] == 0, "token %d: %g", k, (double)probs[k]);
+        else
+            cr_assert_float_eq(probs[k], exp((x[k] - 3.0) / 0.5) / z, 1e-6, "token %d", k);
+    }
+    sd_processor_destroy(p);
+    sd_samplers_close(s);
+}
+
+Test(loader, listing) {
+    sd_sampler_set *s = open_dirs("plugins", "plugins/example");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f);
+    sd_samplers_list(s, f);
+    fclose(f);
+    cr_assert(strstr(buf, "top_k_nucleus  (plugins/top_k_nucleus.so)"), "%s", buf);
+    cr_assert(strstr(buf, "min_p  (plugins/example/min_p.so)"), "%s", buf);
+    cr_assert(strstr(buf, "top_p"), "%s", buf);
+    cr_assert(strstr(buf, "(0, 1]"), "%s", buf);
+    cr_assert(strstr(buf, "[1, 2147483647]"), "%s", buf);
+    free(buf);
+    sd_samplers_close(s);
+}

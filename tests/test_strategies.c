@@ -1,0 +1,370 @@
+/* Correctness plan items 3-5 for the strategies:
+ *   - greedy speculative (draft model and self-speculative) and NASD output
+ *     equal greedy autoregressive output token for token, gamma 1..8, cache
+ *     on and off, on every stories260K variant;
+ *   - the target as its own drafter accepts every draft;
+ *   - stochastic speculative decoding preserves the target distribution
+ *     (chi-square over seeded runs, two samplers);
+ *   - beam search: one beam equals greedy; with every beam and candidate
+ *     kept it finds the exhaustive optimum. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/generate/generate.h"
+#include "../engine/generate/ngram.h"
+#include "util/synth_model.h"
+
+#define MODELS "tests/data/models/"
+#define GEN 48
+
+static const char *files[] = {"stories260K.gguf", "stories260K-f16.gguf", "stories260K-q8_0.gguf"};
+static const int32_t prompt[] = {1, 403, 407, 261, 378}; /* "Once upon a time" */
+static const int32_t synth_prompt[] = {1, 300, 301};
+#define NP 5
+
+static sd_model *load(const char *file) {
+    char path[256];
+    snprintf(path, sizeof path, MODELS "%s", file);
+    sd_err e = {{0}};
+    sd_model_opts o = {256, 1};
+    sd_model *m = sd_model_load(path, &o, &e);
+    cr_assert(m, "%s", e.msg);
+    return m;
+}
+
+/* A synthetic model kept alive with its bytes. */
+typedef struct synth {
+    uint8_t *bytes;
+    sd_model *m;
+} synth;
+
+static synth make_synth(synth_cfg c) {
+    synth s = {0};
+    size_t len;
+    sd_err e = {{0}};
+    cr_assert_eq(synth_model_bytes(&c, &s.bytes, &len, &e), 0, "%s", e.msg);
+    gguf_file *f = gguf_open_mem(s.bytes, len, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {64, 1};
+    s.m = sd_model_from_gguf(f, &o, &e);
+    cr_assert(s.m, "%s", e.msg);
+    return s;
+}
+
+static void free_synth(synth *s) {
+    sd_model_free(s->m);
+    free(s->bytes);
+}
+
+static int greedy_ar(sd_model *m, int use_cache, int32_t *out) {
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = use_cache};
+    sd_gen_stats st;
+    sd_err e;
+    int n = sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, out, &st, &e);
+    cr_assert_eq(n, GEN, "%s", e.msg);
+    return n;
+}
+
+Test(speculative, greedy_equals_autoregressive) {
+    for (int t = 0; t < 3; t++) {
+        sd_model *target = load(files[t]);
+        int32_t want[GEN], got[GEN];
+        greedy_ar(target, 1, want);
+        for (int d = 0; d < 3; d++) {
+            sd_model *draft = load(files[d]);
+            sd_err e;
+            cr_assert_eq(sd_check_vocab(draft, target, &e), 0, "%s", e.msg);
+            sd_lm tl = {target, target->kv, 0}, dl = {draft, draft->kv, 0};
+            for (int cache = 0; cache < 2; cache++)
+                for (int g = 1; g <= 8; g++) {
+                    sd_spec_opts o = {g, 0, g % 2};
+                    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
+                    sd_gen_stats st;
+                    int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
+                    cr_assert_eq(n, GEN, "%s", e.msg);
+                    cr_assert_arr_eq(got, want, sizeof want, "target %s draft %s gamma %d cache %d",
+                                     files[t], files[d], g, cache);
+                    cr_assert(st.drafted > 0 && st.accepted <= st.drafted);
+                    if (t == d) cr_assert_eq(st.accepted, st.drafted, "own drafter must accept all");
+                }
+            sd_model_free(draft);
+        }
+        sd_model_free(target);
+    }
+}
+
+Test(speculative, self_speculative_equals_autoregressive) {
+    for (int t = 0; t < 3; t++) {
+        sd_model *m = load(files[t]);
+        int32_t want[GEN], got[GEN];
+        greedy_ar(m, 1, want);
+        for (int k = 1; k <= m->hp.n_layers; k++) {
+            sd_err e;
+            sd_kv *kv = sd_kv_create(m->be, k, m->kv->kv_dim, m->n_ctx, &e);
+            cr_assert(kv, "%s", e.msg);
+            sd_lm tl = {m, m->kv, 0}, dl = {m, kv, k};
+            for (int g = 1; g <= 8; g++) {
+                sd_spec_opts o = {g, 0, 1};
+                sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+                sd_gen_stats st;
+                cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN);
+                cr_assert_arr_eq(got, want, sizeof want, "%s layers %d gamma %d", files[t], k, g);
+                if (k == m->hp.n_layers) cr_assert_eq(st.accepted, st.drafted);
+            }
+            sd_kv_free(kv);
+        }
+        sd_model_free(m);
+    }
+}
+
+Test(nasd, greedy_equals_autoregressive) {
+    for (int t = 0; t < 3; t++) {
+        sd_model *m = load(files[t]);
+        int32_t want[GEN], got[GEN];
+        greedy_ar(m, 1, want);
+        sd_lm tl = {m, m->kv, 0};
+        for (int kind = 0; kind < 2; kind++)
+            for (int stop = 0; stop < 2; stop++)
+                for (int cache = 0; cache < 2; cache++)
+                    for (int g = 1; g <= 8; g++) {
+                        sd_err e;
+                        sd_ngram *s = sd_ngram_create(kind, 2 + g % 3, 64, &e);
+                        cr_assert(s, "%s", e.msg);
+                        sd_nasd_opts o = {g, 3, stop, 0, (g + cache) % 2};
+                        sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
+                        sd_gen_stats st;
+                        int n = sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, GEN, &cfg, got, &st, &e);
+                        cr_assert_eq(n, GEN, "%s", e.msg);
+                        cr_assert_arr_eq(got, want, sizeof want, "%s kind %d stop %d cache %d gamma %d",
+                                         files[t], kind, stop, cache, g);
+                        cr_assert(st.accepted <= st.drafted);
+                        sd_ngram_free(s);
+                    }
+        sd_model_free(m);
+    }
+}
+
+/* Stories repeat themselves, so the store must pay off on a long run. */
+Test(nasd, accepts_drafts_on_repetitive_text) {
+    sd_model *m = load("stories260K.gguf");
+    sd_lm tl = {m, m->kv, 0};
+    sd_err e;
+    sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
+    int32_t out[200];
+    sd_nasd_opts o = {4, 3, 0, 0, 1};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, 200, &cfg, out, &st, &e), 200);
+    cr_assert(st.accepted > 20, "accepted %ld of %ld", st.accepted, st.drafted);
+    cr_assert(st.target_calls < 200);
+    sd_ngram_free(s);
+    sd_model_free(m);
+}
+
+Test(speculative, vocabulary_mismatch_is_named) {
+    sd_model *target = load("stories260K.gguf");
+    synth s = make_synth(synth_default());
+    sd_err e;
+    cr_assert_eq(sd_check_vocab(s.m, target, &e), -1);
+    cr_assert(strstr(e.msg, "320 tokens") && strstr(e.msg, "512"), "%s", e.msg);
+    synth_cfg c = synth_default();
+    c.vocab = 512;
+    synth s2 = make_synth(c);
+    cr_assert_eq(sd_check_vocab(s2.m, target, &e), -1);
+    cr_assert(strstr(e.msg, "differ at token"), "%s", e.msg);
+    free_synth(&s);
+    free_synth(&s2);
+    sd_model_free(target);
+}
+
+Test(speculative, bad_gamma_and_context) {
+    sd_model *m = load("stories260K.gguf");
+    sd_lm tl = {m, m->kv, 0};
+    int32_t out[8];
+    sd_spec_opts o = {0, 0, 1};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, &e);
+    sd_lm dl = {m, kv, 1};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 8, &cfg, out, &st, &e), -1);
+    cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
+    /* a context of 256: the run stops at the limit and says so */
+    o.gamma = 5;
+    int32_t *big = malloc(400 * sizeof *big);
+    int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, 400, &cfg, big, &st, &e);
+    cr_assert(n > 0 && n <= 256 - NP, "%d: %s", n, e.msg);
+    cr_assert(st.hit_context);
+    free(big);
+    sd_kv_free(kv);
+    sd_model_free(m);
+}
+
+/* ---- distribution preservation ------------------------------------------------
+ * Two synthetic models with the same vocabulary but different weights (so
+ * the drafter is often wrong). first_target off: the first token itself
+ * comes out of draft + verify, so its law must be the target's exactly.
+ * Cells with expected count < 5 are pooled; the chi-square statistic must
+ * stay below the 0.999 quantile (normal approximation). */
+static double chi2_limit(int dof) {
+    double z = 3.09;
+    double h = 2.0 / (9.0 * dof);
+    return dof * pow(1 - h + z * sqrt(h), 3);
+}
+
+static void check_distribution(const char *sampler, const char *const *kv, int n_kv) {
+    synth_cfg c = synth_default();
+    c.seed = 11;
+    synth t = make_synth(c);
+    c.seed = 12;
+    synth d = make_synth(c);
+    sd_err e;
+    const char *dirs[] = {"plugins"};
+    sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
+    cr_assert(set, "%s", e.msg);
+    sd_processor *p = sd_processor_create(set, sampler, kv, n_kv, c.vocab, &e);
+    cr_assert(p, "%s", e.msg);
+    int V = c.vocab;
+    /* exact target law of the first token */
+    float *logits = malloc((size_t)V * sizeof *logits), *probs = malloc((size_t)V * sizeof *probs);
+    cr_assert_eq(sd_forward_ex(t.m, t.m->kv, synth_prompt, 3, 0, 0, logits, 1, &e), 0);
+    cr_assert_eq(sd_processor_probs(p, logits, probs, 1, V, &e), 0);
+    const int runs = 4000;
+    long *count = calloc((size_t)V, sizeof *count);
+    sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
+    long drafted = 0, accepted = 0;
+    for (int r = 0; r < runs; r++) {
+        sd_rng rng;
+        sd_rng_seed(&rng, 1000 + (uint64_t)r);
+        sd_gen_cfg cfg = {.proc = p, .rng = &rng, .pad_id = -1, .use_cache = 1};
+        sd_spec_opts o = {3, 0, 0};
+        sd_gen_stats st;
+        int32_t out[4];
+        cr_assert_eq(sd_speculative_generate(synth_prompt, 3, &dl, &tl, &o, 4, &cfg, out, &st, &e), 4,
+                     "%s", e.msg);
+        count[out[0]]++;
+        drafted += st.drafted;
+        accepted += st.accepted;
+    }
+    double chi = 0, pooled_o = 0, pooled_e = 0;
+    int cells = 0;
+    for (int i = 0; i < V; i++) {
+        double ex = probs[i] * runs;
+        if (ex < 5) {
+            pooled_o += count[i];
+            pooled_e += ex;
+            continue;
+        }
+        chi += (count[i] - ex) * (count[i] - ex) / ex;
+        cells++;
+    }
+    if (pooled_e >= 5) {
+        chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+        cells++;
+    } else {
+        cr_assert(pooled_o <= pooled_e + 10, "mass on near-zero tokens: %g", pooled_o);
+    }
+    cr_assert(cells >= 5, "too few cells (%d)", cells);
+    cr_assert(chi < chi2_limit(cells - 1), "%s: chi2 %g over %d cells (limit %g)", sampler, chi,
+              cells, chi2_limit(cells - 1));
+    cr_assert(accepted < drafted, "the test needs rejections");
+    cr_log_info("%s: chi2 %.1f, %d cells, acceptance %.2f", sampler, chi, cells,
+                (double)accepted / drafted);
+    free(count);
+    free(logits);
+    free(probs);
+    sd_processor_destroy(p);
+    sd_samplers_close(set);
+    free_synth(&t);
+    free_synth(&d);
+}
+
+Test(speculative, preserves_distribution_multinomial) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1);
+}
+
+Test(speculative, preserves_distribution_top_k) {
+    const char *kv[] = {"temperature=0.7", "top_k=20"};
+    check_distribution("top_k", kv, 2);
+}
+
+/* ---- beam search ---------------------------------------------------------------- */
+Test(beam, one_beam_is_greedy) {
+    for (int t = 0; t < 3; t++) {
+        sd_model *m = load(files[t]);
+        int32_t want[GEN], got[GEN];
+        greedy_ar(m, 1, want);
+        sd_beam_opts o = {1, 3, 5.0, 1.2};
+        sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+        sd_gen_stats st;
+        sd_err e;
+        cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+        cr_assert_arr_eq(got, want, sizeof want, "%s", files[t]);
+        sd_model_free(m);
+    }
+}
+
+static double lsm(const float *x, int n, int i) {
+    double mx = -INFINITY, s = 0;
+    for (int j = 0; j < n; j++) mx = fmax(mx, x[j]);
+    for (int j = 0; j < n; j++) s += exp(x[j] - mx);
+    return x[i] - mx - log(s);
+}
+
+Test(beam, finds_exhaustive_optimum) {
+    synth s = make_synth(synth_default());
+    sd_model *m = s.m;
+    int V = m->hp.vocab;
+    int32_t eos = 2;
+    double minl = 1.0, alpha = 1.5;
+    /* exhaustive over every sequence of 2 tokens (or 1 ending in EOS) */
+    float *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)V * sizeof *l2);
+    sd_err e;
+    cr_assert_eq(sd_forward_ex(m, m->kv, synth_prompt, 3, 0, 0, l1, 1, &e), 0);
+    double best = -INFINITY;
+    int32_t bt[2] = {-1, -1};
+    for (int a = 0; a < V; a++) {
+        double la = lsm(l1, V, a);
+        if (a == eos) {
+            if (la > best) best = la, bt[0] = a, bt[1] = -1;
+            continue;
+        }
+        int32_t seq[4] = {synth_prompt[0], synth_prompt[1], synth_prompt[2], a};
+        cr_assert_eq(sd_forward_ex(m, m->kv, seq, 4, 0, 0, l2, 1, &e), 0);
+        double pen = pow((minl + 2) / (minl + 1), alpha);
+        for (int b = 0; b < V; b++) {
+            double sc = (la + lsm(l2, V, b)) / pen;
+            if (sc > best) best = sc, bt[0] = a, bt[1] = b;
+        }
+    }
+    sd_beam_opts o = {V, V, minl, alpha};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1, .eos_ids = &eos, .n_eos = 1};
+    sd_gen_stats st;
+    int32_t out[2];
+    int n = sd_beam_search_generate(synth_prompt, 3, m, &o, 2, &cfg, out, &st, &e);
+    cr_assert(n >= 1, "%s", e.msg);
+    cr_assert_eq(out[0], bt[0]);
+    if (bt[1] >= 0) cr_assert_eq(out[1], bt[1]);
+    else cr_assert_eq(n, 1);
+    free(l1);
+    free(l2);
+    free_synth(&s);
+}
+
+Test(beam, more_beams_score_at_least_greedy) {
+    sd_model *m = load("stories260K.gguf");
+    sd_beam_opts o = {4, 3, 5.0, 1.2};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    int32_t out[32];
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, 32, &cfg, out, &st, &e), 32, "%s", e.msg);
+    cr_assert_eq(st.target_calls, 32);
+    o.num_beams = 0;
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, 32, &cfg, out, &st, &e), -1);
+    cr_assert(strstr(e.msg, "num_beams 0"), "%s", e.msg);
+    sd_model_free(m);
+}
