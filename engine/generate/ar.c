@@ -40,15 +40,10 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         int32_t id;
         if (sd_pick_token(cfg, logits, probs, vocab, &id, e)) goto done;
         if (count == 0) st->prefill_s = sd_now() - t0;
-        seq[len] = out[count++] = id;
-        if (cfg->on_token) cfg->on_token(cfg->ud, id);
-        if (sd_is_eos(cfg, id)) break;
+        seq[len] = id;
+        if (sd_emit(cfg, out, &count, id)) break;
     }
-    st->total_s = sd_now() - t0;
-    st->new_tokens = count;
-    if (cfg->pad_id >= 0)
-        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
-    rc = count;
+    rc = sd_gen_finish(cfg, st, t0, out, count, max_gen_len);
 done:
     free(seq);
     free(logits);

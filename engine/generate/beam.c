@@ -37,28 +37,13 @@ static int cand_cmp(const void *a, const void *b) {
     return x->tok - y->tok;
 }
 
-/* log_softmax of one row, in place into out. */
-static void log_softmax(const float *x, double *out, int n) {
+/* log of the softmax normaliser of one row: logp(i) = x[i] - lse. */
+static double log_sum_exp(const float *x, int n) {
     double mx = -INFINITY, sum = 0;
     for (int i = 0; i < n; i++)
         if (x[i] > mx) mx = x[i];
     for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
-    double lse = mx + log(sum);
-    for (int i = 0; i < n; i++) out[i] = (double)x[i] - lse;
-}
-
-/* Indices of the k largest values (descending, lowest id first on ties). */
-static void top_k(const double *x, int n, int k, int32_t *idx) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (m == k && x[i] <= x[idx[m - 1]]) continue;
-        int j = m < k ? m++ : m - 1;
-        while (j > 0 && x[idx[j - 1]] < x[i]) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = i;
-    }
+    return mx + log(sum);
 }
 
 int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
@@ -90,13 +75,12 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     beam *beams = calloc((size_t)B, sizeof *beams), *next = calloc((size_t)B, sizeof *next);
     cand *cands = malloc((size_t)B * (size_t)K * sizeof *cands);
     float *logits = malloc((size_t)B * V * sizeof *logits);
-    double *lp = malloc((size_t)V * sizeof *lp);
     int32_t *idx = malloc((size_t)(K > B ? K : B) * sizeof *idx), *last = malloc((size_t)B * sizeof *last);
     int *claimed = malloc((size_t)B * sizeof *claimed);
     sd_kv **pool = calloc((size_t)B, sizeof *pool), **kvs = calloc((size_t)B, sizeof *kvs);
     sd_kv **spare = calloc((size_t)B, sizeof *spare);
     int rc = -1, count = 0;
-    if (!beams || !next || !cands || !logits || !lp || !idx || !last || !claimed || !pool || !kvs ||
+    if (!beams || !next || !cands || !logits || !idx || !last || !claimed || !pool || !kvs ||
         !spare) {
         sd_fail(e, "out of memory");
         goto done;
@@ -116,13 +100,13 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     if (sd_forward_ex(m, beams[0].kv, inputs, n_inputs, 0, 0, logits, 1, e)) goto done;
     st->target_calls++;
     st->prefill_s = sd_now() - t0;
-    log_softmax(logits, lp, V);
-    top_k(lp, V, B, idx);
+    double lse = log_sum_exp(logits, V);
+    sd_top_k(logits, V, B, idx);
     for (int i = 0; i < B; i++) {
         if (i > 0 && sd_kv_copy(beams[i].kv, beams[0].kv, e)) goto done;
         beams[i].toks[0] = idx[i];
         beams[i].len = 1;
-        beams[i].logp = lp[idx[i]];
+        beams[i].logp = logits[idx[i]] - lse;
         beams[i].score = beams[i].logp / penalty(1, o->min_length, o->alpha);
         beams[i].finished = sd_is_eos(cfg, idx[i]);
     }
@@ -148,11 +132,12 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                 cands[nc++] = (cand){bm->score, bm->logp, i, -1, 1};
                 continue;
             }
-            log_softmax(logits + (size_t)r++ * V, lp, V);
-            top_k(lp, V, K, idx);
+            const float *row = logits + (size_t)r++ * V;
+            double lse_r = log_sum_exp(row, V);
+            sd_top_k(row, V, K, idx);
             double pen = penalty(len + 1, o->min_length, o->alpha);
             for (int k = 0; k < K; k++) {
-                double l = bm->logp + lp[idx[k]];
+                double l = bm->logp + (row[idx[k]] - lse_r);
                 cands[nc++] = (cand){l / pen, l, i, idx[k], sd_is_eos(cfg, idx[k])};
             }
         }
@@ -192,11 +177,7 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     memcpy(out, beams[best].toks, (size_t)count * sizeof(int32_t));
     if (cfg->on_token)
         for (int i = 0; i < count; i++) cfg->on_token(cfg->ud, out[i]);
-    st->total_s = sd_now() - t0;
-    st->new_tokens = count;
-    if (cfg->pad_id >= 0)
-        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
-    rc = count;
+    rc = sd_gen_finish(cfg, st, t0, out, count, max_gen_len);
 done:
     for (int i = 0; beams && next && i < B; i++) {
         free(beams[i].toks);
@@ -207,7 +188,6 @@ done:
     free(next);
     free(cands);
     free(logits);
-    free(lp);
     free(idx);
     free(last);
     free(claimed);

@@ -76,3 +76,32 @@ int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
     }
     return 0;
 }
+
+int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id) {
+    out[(*count)++] = id;
+    if (cfg->on_token) cfg->on_token(cfg->ud, id);
+    return sd_is_eos(cfg, id);
+}
+
+int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,
+                  int max_gen_len) {
+    st->total_s = sd_now() - t0;
+    st->new_tokens = count;
+    if (cfg->pad_id >= 0)
+        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
+    return count;
+}
+
+int sd_top_k(const float *x, int n, int k, int32_t *idx) {
+    int m = 0;
+    for (int i = 0; i < n && k > 0; i++) {
+        if (m == k && x[i] <= x[idx[m - 1]]) continue;
+        int j = m < k ? m++ : m - 1;
+        while (j > 0 && x[idx[j - 1]] < x[i]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    return m;
+}

@@ -68,6 +68,14 @@ int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int 
 /* Draws from one distribution row with the configured rng (argmax when greedy). */
 int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e);
 int sd_is_greedy(const sd_gen_cfg *cfg);
+/* Appends id to out, streams it; returns 1 when it ends generation (EOS). */
+int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id);
+/* Closes a run's stats (time, count), pads out when asked; returns count. */
+int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,
+                  int max_gen_len);
+/* Indices of the k largest x (descending, lowest index first on ties);
+ * O(n k), for the small k of fillers and beams. Returns min(k, n). */
+int sd_top_k(const float *x, int n, int k, int32_t *idx);
 int sd_is_eos(const sd_gen_cfg *cfg, int32_t id);
 double sd_now(void);
 

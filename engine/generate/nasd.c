@@ -14,27 +14,11 @@
 #include "generate.h"
 #include "ngram.h"
 
-static int emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id) {
-    out[(*count)++] = id;
-    if (cfg->on_token) cfg->on_token(cfg->ud, id);
-    return sd_is_eos(cfg, id);
-}
-
 /* Adds the k highest logits of row as continuations of seq[0..len). */
 static int add_fillers(sd_ngram *s, const int32_t *seq, int len, const float *row, int vocab,
                        int k, sd_err *e) {
     int32_t top[64];
-    int n = 0;
-    if (k > 64) k = 64;
-    for (int i = 0; i < vocab; i++) {
-        if (n == k && row[i] <= row[top[n - 1]]) continue;
-        int j = n < k ? n++ : n - 1;
-        while (j > 0 && row[top[j - 1]] < row[i]) {
-            top[j] = top[j - 1];
-            j--;
-        }
-        top[j] = i;
-    }
+    int n = sd_top_k(row, vocab, k < 64 ? k : 64, top);
     for (int i = 0; i < n; i++)
         if (sd_ngram_observe(s, seq, len, top[i], e)) return -1;
     return 0;
@@ -81,7 +65,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
         st->target_calls++;
         st->prefill_s = sd_now() - t0;
         seq[cur++] = t;
-        if (emit(cfg, out, &count, t)) goto finished;
+        if (sd_emit(cfg, out, &count, t)) goto finished;
     }
     while (cur < total) {
         int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, g = 0;
@@ -109,7 +93,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
                 goto done;
         for (int i = 0; i < n; i++) {
             if (sd_ngram_observe(store, seq, cur + i, seq[cur + i], e)) goto done;
-            if (emit(cfg, out, &count, seq[cur + i])) {
+            if (sd_emit(cfg, out, &count, seq[cur + i])) {
                 if (cfg->debug) sd_debug_step(target->m->tok, seq + cur, i + 1, -1, -1);
                 goto finished;
             }
@@ -135,14 +119,10 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
         seq[cur + n] = x;
         if (sd_ngram_observe(store, seq, cur + n, x, e)) goto done;
         cur += n + 1;
-        if (emit(cfg, out, &count, x)) break;
+        if (sd_emit(cfg, out, &count, x)) break;
     }
 finished:
-    st->total_s = sd_now() - t0;
-    st->new_tokens = count;
-    if (cfg->pad_id >= 0)
-        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
-    rc = count;
+    rc = sd_gen_finish(cfg, st, t0, out, count, max_gen_len);
 done:
     free(seq);
     free(tlog);

@@ -27,12 +27,6 @@ static void spec_free(spec_buf *b) {
     free(b->resid);
 }
 
-static int emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id) {
-    out[(*count)++] = id;
-    if (cfg->on_token) cfg->on_token(cfg->ud, id);
-    return sd_is_eos(cfg, id);
-}
-
 /* norm(max(0, p - q)); falls back to p when the two are equal everywhere. */
 static const float *residual(const float *p, const float *q, float *out, int vocab) {
     double sum = 0;
@@ -87,7 +81,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         st->target_calls++;
         st->prefill_s = sd_now() - t0;
         b.seq[cur++] = t;
-        if (emit(cfg, out, &count, t)) goto finished;
+        if (sd_emit(cfg, out, &count, t)) goto finished;
     }
     while (cur < total) {
         int g = total - cur - 1 < gamma ? total - cur - 1 : gamma;
@@ -119,7 +113,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         st->accepted += n;
         int32_t rejected = n < g ? b.seq[cur + n] : -1;
         for (int i = 0; i < n; i++) {
-            if (emit(cfg, out, &count, b.seq[cur + i])) {
+            if (sd_emit(cfg, out, &count, b.seq[cur + i])) {
                 if (cfg->debug) sd_debug_step(target->m->tok, b.seq + cur, i + 1, -1, -1);
                 goto finished;
             }
@@ -135,14 +129,10 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         if (cfg->debug) sd_debug_step(target->m->tok, b.seq + cur, n, rejected, x);
         b.seq[cur + n] = x;
         cur += n + 1;
-        if (emit(cfg, out, &count, x)) break;
+        if (sd_emit(cfg, out, &count, x)) break;
     }
 finished:
-    st->total_s = sd_now() - t0;
-    st->new_tokens = count;
-    if (cfg->pad_id >= 0)
-        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
-    rc = count;
+    rc = sd_gen_finish(cfg, st, t0, out, count, max_gen_len);
 done:
     spec_free(&b);
     return rc;
