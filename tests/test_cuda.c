@@ -67,7 +67,8 @@ ReportHook(POST_ALL)(struct criterion_global_stats *st) {
     if (!st->tests_skipped) return;
     char why[256];
     sd_cuda_available(why, sizeof why);
-    printf("[SKIP] test_cuda: %zu of %zu tests skipped: %s\n", st->tests_skipped, st->nb_tests, why);
+    fprintf(stderr, "[SKIP] test_cuda: %zu of %zu tests skipped: %s\n", st->tests_skipped,
+            st->nb_tests, why);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

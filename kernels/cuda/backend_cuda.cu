@@ -255,7 +255,10 @@ extern "C" int sd_cuda_available(char *why, size_t cap) {
     char buf[256];
     int n = 0, ok = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess) {
+    if (err == cudaErrorInsufficientDriver) {
+        snprintf(buf, sizeof buf, "no CUDA device: no NVIDIA driver, or one older than CUDA %d.%d",
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    } else if (err != cudaSuccess) {
         snprintf(buf, sizeof buf, "no CUDA device: %s", cudaGetErrorString(err));
     } else if (n == 0) {
         snprintf(buf, sizeof buf, "no CUDA device: none found");

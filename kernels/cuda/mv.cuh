@@ -83,7 +83,6 @@ __device__ __forceinline__ MvX mv_ldx(const MvAct &A, int i, int c) {
     return x;
 }
 
-template <int T>
 __device__ __forceinline__ uint4 mv_ldw(const MvRow &r, int c) {
     return __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
 }
@@ -203,8 +202,8 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
             w[0][u] = w[1][u] = make_uint4(0, 0, 0, 0);
             dm[0][u] = dm[1][u] = make_float2(0.f, 0.f);
             if (c < nch) {
-                w[0][u] = mv_ldw<T>(r0, c);
-                w[1][u] = mv_ldw<T>(r1, c);
+                w[0][u] = mv_ldw(r0, c);
+                w[1][u] = mv_ldw(r1, c);
                 dm[0][u] = mv_lds<T>(r0, c);
                 dm[1][u] = mv_lds<T>(r1, c);
             }
