@@ -60,6 +60,9 @@ struct sd_backend {
     /* out (+)= x W^T */
     int (*matmul)(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
                   int accumulate, sd_err *e);
+    /* *id = index of the first maximum of x[0..n) (backend memory), so
+     * greedy decoding copies one id per step instead of a logits row. */
+    int (*argmax)(sd_backend *b, const float *x, int n, int32_t *id, sd_err *e);
     /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
     int (*ffn_swiglu)(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
                       const sd_weight *w3, const float *x, int n, sd_err *e);

@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include "backend_cuda.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +158,17 @@ void sd_model_free(sd_model *m) {
     free(m);
 }
 
+/* --device: auto picks CUDA when a GPU is usable; cuda without one is an
+ * error that says why. */
+static int open_backend(sd_model *m, const sd_model_opts *o, sd_err *e) {
+    int dev = o ? o->device : SD_DEVICE_AUTO;
+    char why[256];
+    int gpu = dev != SD_DEVICE_CPU && sd_cuda_available(why, sizeof why);
+    if (dev == SD_DEVICE_CUDA && !gpu) return sd_fail(e, "--device cuda: %s", why);
+    m->be = gpu ? sd_backend_cuda(0, e) : sd_backend_cpu(o ? o->n_threads : 0, e);
+    return m->be ? 0 : -1;
+}
+
 static void *scratch(sd_model *m, size_t floats, sd_err *e) {
     return m->be->alloc(m->be, floats * sizeof(float), e);
 }
@@ -189,8 +202,7 @@ sd_model *sd_model_from_gguf(gguf_file *f, const sd_model_opts *o, sd_err *e) {
     for (int l = 0; l < hp->n_layers; l++)
         if (bind_layer(f, hp, l, &m->layers[l], e)) goto fail;
 
-    m->be = sd_backend_cpu(o ? o->n_threads : 0, e);
-    if (!m->be) goto fail;
+    if (open_backend(m, o, e)) goto fail;
     if (for_each_weight(m, m->be->upload_weight, e)) goto fail;
     if (hp->tied_output) m->output = m->tok_embd;
 
@@ -281,13 +293,20 @@ int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos,
         if (lo >= c + nb) continue;
         int rows = c + nb - lo;
         const float *xr = m->x + (size_t)(lo - c) * hp->dim;
-        float *dst = logits + (size_t)(lo - first_logit) * hp->vocab;
         if (b->rmsnorm(b, m->xb, xr, &m->out_norm, rows, hp->dim, hp->eps, e) ||
-            b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e) ||
-            b->to_host(b, dst, m->logits, (size_t)rows * hp->vocab * sizeof(float), e))
+            b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
             return -1;
+        if (!logits) continue;
+        float *dst = logits + (size_t)(lo - first_logit) * hp->vocab;
+        if (b->to_host(b, dst, m->logits, (size_t)rows * hp->vocab * sizeof(float), e)) return -1;
     }
     return 0;
+}
+
+int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                      int32_t *id, sd_err *e) {
+    if (sd_forward_ex(m, kv, tokens, n, pos, n_layers, NULL, 1, e)) return -1;
+    return m->be->argmax(m->be, m->logits, m->hp.vocab, id, e);
 }
 
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {

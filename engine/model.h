@@ -37,9 +37,12 @@ typedef struct sd_model {
     float *krows, *vrows; /* [max_batch][kv_dim], for sd_forward_multi */
 } sd_model;
 
+enum sd_device { SD_DEVICE_AUTO = 0, SD_DEVICE_CPU = 1, SD_DEVICE_CUDA = 2 };
+
 typedef struct sd_model_opts {
     int n_ctx;      /* <= 0: min(context_length, 4096) */
     int n_threads;  /* CPU threads, <= 0: all cores */
+    int device;     /* enum sd_device; AUTO: CUDA when a GPU is usable, else CPU */
 } sd_model_opts;
 
 /* Loads path; on failure e->msg reads "<path>: <reason>". */
@@ -62,6 +65,12 @@ int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits
  * rows, attention per sequence. logits: [n][vocab] on the host. */
 int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
                      float *logits, sd_err *e);
+
+/* Greedy step without copying logits off the device: *id = argmax of the
+ * last row of the most recent forward call that was asked for n_logits = 0
+ * (its logits stay in backend memory). */
+int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                      int32_t *id, sd_err *e);
 
 /* Weight bytes one decode step reads (every matrix once, the norms, one
  * embedding row). */

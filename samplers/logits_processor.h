@@ -249,6 +249,15 @@ SD_LP_EXPORT const sd_logits_processor *sd_logits_processor_v1(void);
  *
  * Ordering: tokens are ranked by logit, descending, ties by lower id first
  * (a stable sort); top-k keeps every token tied with the k-th.
+ *
+ * Precision: weights are float exponentials (relative error < 3e-7) summed
+ * in double, and the top-p comparison against p * sum is exact, so a flat
+ * row whose cumulative mass equals p exactly is decided as in real
+ * arithmetic; only boundaries closer than ~1e-6 (relative) to p can differ
+ * from a double-precision computation.
+ *
+ * Filters run on the row last given to sd_lp_begin(), any number of them, in
+ * any order; each sees only the candidates the previous ones kept.
  * ======================================================================== */
 
 #define SD_LP_BUCKETS 2048          /* histogram size */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/json.h"
 
@@ -29,22 +30,28 @@ static char *slurp(const char *path) {
     return b;
 }
 
-/* Runs "./specdec ARGS" with stdin from `input` (NULL: /dev/null). */
+/* Runs "$SPECDEC_BIN ARGS" (default ./specdec) with stdin from `input`
+ * (NULL: /dev/null); files are per process, so tests may run in parallel. */
 static run_out run(const char *args, const char *input) {
-    char cmd[4096];
-    system("mkdir -p tests/tmp");
+    char cmd[4096], in[64], out[64], err[64];
+    int pid = (int)getpid();
+    snprintf(in, sizeof in, "tests/tmp/cli_in.%d", pid);
+    snprintf(out, sizeof out, "tests/tmp/cli_out.%d", pid);
+    snprintf(err, sizeof err, "tests/tmp/cli_err.%d", pid);
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
     if (input) {
-        FILE *f = fopen("tests/tmp/cli_in.txt", "w");
+        FILE *f = fopen(in, "w");
         cr_assert(f);
         fputs(input, f);
         fclose(f);
     }
     const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
-    snprintf(cmd, sizeof cmd, "%s %s <%s >tests/tmp/cli_out.txt 2>tests/tmp/cli_err.txt", bin, args,
-             input ? "tests/tmp/cli_in.txt" : "/dev/null");
+    snprintf(cmd, sizeof cmd, "%s %s <%s >%s 2>%s", bin, args, input ? in : "/dev/null", out, err);
     int st = system(cmd);
-    run_out r = {slurp("tests/tmp/cli_out.txt"), slurp("tests/tmp/cli_err.txt"),
-                 WIFEXITED(st) ? WEXITSTATUS(st) : -1};
+    run_out r = {slurp(out), slurp(err), WIFEXITED(st) ? WEXITSTATUS(st) : -1};
+    remove(out);
+    remove(err);
+    if (input) remove(in);
     return r;
 }
 

@@ -39,7 +39,7 @@ static sd_model *load(const char *file, int threads) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {0, threads};
+    sd_model_opts o = {0, threads, SD_DEVICE_CPU};
     sd_model *m = sd_model_load(path, &o, &e);
     cr_assert(m, "load %s: %s", path, e.msg);
     return m;
@@ -205,7 +205,7 @@ Test(forward, bad_inputs) {
 
 Test(forward, context_full_stops_generation) {
     sd_err e;
-    sd_model_opts o = {16, 1};
+    sd_model_opts o = {16, 1, SD_DEVICE_CPU};
     sd_model *m = sd_model_load(MODELS "stories260K.gguf", &o, &e);
     cr_assert(m, "%s", e.msg);
     int32_t prompt[] = {1, 403, 407, 261, 378};
@@ -223,7 +223,7 @@ Test(forward, context_full_stops_generation) {
 
 Test(model, load_errors_name_the_file) {
     sd_err e;
-    sd_model_opts o = {0, 1};
+    sd_model_opts o = {0, 1, SD_DEVICE_CPU};
     cr_assert_null(sd_model_load("tests/data/no-such.gguf", &o, &e));
     cr_assert(strstr(e.msg, "tests/data/no-such.gguf: cannot open"), "%s", e.msg);
     cr_assert_null(sd_model_load("Makefile", &o, &e));

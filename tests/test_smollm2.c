@@ -32,7 +32,7 @@ static sd_model *load_or_skip(void) {
         return NULL;
     }
     sd_err e = {{0}};
-    sd_model_opts o = {1024, 2};
+    sd_model_opts o = {1024, 2, SD_DEVICE_CPU};
     sd_model *m = sd_model_load(SMOL, &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;

@@ -28,7 +28,7 @@ static sd_model *load(const char *file) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {256, 1};
+    sd_model_opts o = {256, 1, SD_DEVICE_CPU};
     sd_model *m = sd_model_load(path, &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
@@ -47,7 +47,7 @@ static synth make_synth(synth_cfg c) {
     cr_assert_eq(synth_model_bytes(&c, &s.bytes, &len, &e), 0, "%s", e.msg);
     gguf_file *f = gguf_open_mem(s.bytes, len, "synth", &e);
     cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {64, 1};
+    sd_model_opts o = {64, 1, SD_DEVICE_CPU};
     s.m = sd_model_from_gguf(f, &o, &e);
     cr_assert(s.m, "%s", e.msg);
     return s;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../generate/ngram.h"
+#include "../model.h"
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, sd_err *e) {
     char *end;
@@ -97,6 +98,8 @@ void sd_args_usage(FILE *out) {
         "      --no-cache            recompute the whole prefix every step (no KV cache)\n"
         "      --ctx N               context positions to allocate (default min(model, 4096))\n"
         "  -t, --threads N           CPU threads (default: all cores)\n"
+        "      --device D            auto, cpu or cuda (default auto: cuda when a GPU is usable)\n"
+        "      --draft-device D      backend of the draft model (default: as --device)\n"
         "speculative decoding and NASD\n"
         "      --gamma G             drafts per verification (default 4)\n"
         "      --skip-sample-adjustment  resample from p, not norm(max(0, p - q)), on rejection\n"
@@ -127,7 +130,15 @@ void sd_args_usage(FILE *out) {
         out);
 }
 
-typedef enum { F_BOOL, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE } ftype;
+typedef enum { F_BOOL, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
+
+static int parse_device(const char *flag, const char *v, int *out, sd_err *e) {
+    if (!strcmp(v, "auto")) *out = SD_DEVICE_AUTO;
+    else if (!strcmp(v, "cpu")) *out = SD_DEVICE_CPU;
+    else if (!strcmp(v, "cuda")) *out = SD_DEVICE_CUDA;
+    else return sd_fail(e, "%s: '%s' is not auto, cpu or cuda", flag, v);
+    return 0;
+}
 
 typedef struct flag {
     const char *s, *l; /* short and long spellings (either may be NULL) */
@@ -173,6 +184,8 @@ static const flag flags[] = {
     {NULL, "--plugin-dir", F_LIST, OFF(plugin_dirs), 0, 0, OFF(n_plugin_dirs)},
     {NULL, "--strategy", F_STRAT, OFF(strategies), 0, 0, 0},
     {NULL, "--ngram-store", F_STORE, OFF(ngram_kind), 0, 0, 0},
+    {NULL, "--device", F_DEVICE, OFF(device), 0, 0, 0},
+    {NULL, "--draft-device", F_DEVICE, OFF(draft_device), 0, 0, 0},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -195,6 +208,7 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
     a->beam_top_k = 3;
     a->min_length = 5.0;
     a->alpha = 1.2;
+    a->draft_device = -1;
     char *base = (char *)a;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -224,6 +238,7 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
             else if (!strcmp(v, "one")) a->ngram_kind = SD_NGRAM_ONE;
             else r = sd_fail(e, "--ngram-store: '%s' is not multi or one", v);
             break;
+        case F_DEVICE: r = parse_device(arg, v, (int *)(base + f->off), e); break;
         case F_BOOL: break;
         }
         if (r) return -1;

@@ -30,6 +30,8 @@ typedef struct sd_args {
     int n_predict;
     int threads;
     int n_ctx;
+    int device;       /* enum sd_device (engine/model.h) */
+    int draft_device; /* -1: same as device */
     int no_cache;
     int ignore_eos;
     int chat;

@@ -54,12 +54,13 @@ int sd_session_open(sd_session *s, const sd_args *a, sd_err *e) {
     if (!s->samplers) return -1;
     for (int i = 0; i < sd_samplers_n_warnings(s->samplers); i++)
         fprintf(stderr, "specdec: warning: %s\n", sd_samplers_warning(s->samplers, i));
-    sd_model_opts mo = {a->n_ctx, a->threads};
+    sd_model_opts mo = {a->n_ctx, a->threads, a->device};
     s->target = sd_model_load(a->model, &mo, e);
     if (!s->target) goto fail;
     s->target_lm = (sd_lm){s->target, s->target->kv, 0};
     if (a->draft) {
         mo.n_ctx = s->target->n_ctx;
+        if (a->draft_device >= 0) mo.device = a->draft_device;
         s->draft = sd_model_load(a->draft, &mo, e);
         if (!s->draft) goto fail;
         if (sd_check_vocab(s->draft, s->target, e)) {
@@ -328,6 +329,8 @@ void sd_session_describe(const sd_session *s, FILE *out) {
     fprintf(out, "\nlength %d, gamma %d, cache %s, chat %s, debug %s, sampler %s, seed %llu\n",
             a->n_predict, a->gamma, a->no_cache ? "off" : "on", a->chat ? "on" : "off",
             a->debug ? "on" : "off", desc, (unsigned long long)s->seed);
+    fprintf(out, "target backend: %s%s%s\n", s->target->be->name, s->draft ? ", drafter backend: " : "",
+            s->draft ? s->draft->be->name : "");
     fprintf(out, "drafter: %s\n",
             s->draft ? a->draft : s->have_drafter ? "self (first layers of the target)" : "none");
     if (!s->draft && s->have_drafter) fprintf(out, "draft layers: %d\n", a->draft_layers);

@@ -1,7 +1,9 @@
 /* Autoregressive decoding, the baseline every other strategy is measured
  * against. With the cache, the prompt is one forward call and each later
  * token one call of n=1; without it, each step re-runs the whole prefix from
- * position 0 (the PyTorch original's use_cache=False, kept as an oracle). */
+ * position 0 (the PyTorch original's use_cache=False, kept as an oracle).
+ * Greedy steps take the argmax where the logits are (on the device for
+ * CUDA), so only the chosen id is copied. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +37,14 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
             st->hit_context = 1;
             break;
         }
-        if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, e)) goto done;
-        st->target_calls++;
         int32_t id;
-        if (sd_pick_token(cfg, logits, probs, vocab, &id, e)) goto done;
+        if (sd_is_greedy(cfg)) {
+            if (sd_lm_extend_argmax(lm, seq, len, cfg->use_cache, &id, e)) goto done;
+        } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, e) ||
+                   sd_pick_token(cfg, logits, probs, vocab, &id, e)) {
+            goto done;
+        }
+        st->target_calls++;
         if (count == 0) st->prefill_s = sd_now() - t0;
         seq[len] = id;
         if (sd_emit(cfg, out, &count, id)) break;

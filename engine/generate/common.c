@@ -63,6 +63,13 @@ int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *l
                          n_logits, e);
 }
 
+int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
+                        sd_err *e) {
+    int start = use_cache ? lm->kv->n : 0;
+    if (start > len - 1) start = len - 1;
+    return sd_forward_argmax(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, id, e);
+}
+
 int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
     int nd = sd_tokenizer_n_vocab(draft->tok), nt = sd_tokenizer_n_vocab(target->tok);
     if (nd != nt)

@@ -50,6 +50,11 @@ typedef struct sd_lm {
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
                  int n_logits, sd_err *e);
 
+/* Greedy next token after seq[0..len) with the logits left in backend
+ * memory (one id crosses to the host). */
+int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
+                        sd_err *e);
+
 /* Debug view of one verification step on stderr: accepted drafts, the
  * rejected draft and the token that replaced it (or the bonus token). Colour
  * on a TTY, plain markers [+..] [-..] [>..] otherwise. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../engine/generate/generate.h"
+#include "../../engine/backend_cuda.h"
 #include "../../engine/model.h"
 
 #define PROMPT_TOKENS 128
@@ -68,9 +69,9 @@ static double copy_bandwidth(void) {
     return best / 1e9;
 }
 
-static int bench(const char *path, int threads, double read_bw) {
+static int bench(const char *path, int threads, int device, double read_bw) {
     sd_err e;
-    sd_model_opts o = {PROMPT_TOKENS + DECODE_TOKENS + 8, threads};
+    sd_model_opts o = {PROMPT_TOKENS + DECODE_TOKENS + 8, threads, device};
     sd_model *m = sd_model_load(path, &o, &e);
     if (!m) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
@@ -113,7 +114,9 @@ static int bench(const char *path, int threads, double read_bw) {
         double d = median(dec, REPEATS), p = median(pre, REPEATS);
         double gbs = d * bytes / 1e9;
         const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        printf("%-36s %7d %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", name, threads, p, d, bytes / 1e6,
+        char where[16];
+        snprintf(where, sizeof where, "%s/%d", m->be->name, threads);
+        printf("%-36s %7s %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", name, where, p, d, bytes / 1e6,
                gbs, 100.0 * gbs / read_bw);
     }
     free(logits);
@@ -131,10 +134,18 @@ int main(int argc, char **argv) {
            bw[1], bw[2], copy_bandwidth());
     printf("prefill: %d-token prompt; decode: %d tokens after it; median of %d runs\n",
            PROMPT_TOKENS, DECODE_TOKENS, REPEATS);
-    printf("%-36s %7s %12s %12s %12s %9s %9s\n", "model", "threads", "prefill t/s", "decode t/s",
+    printf("%-36s %7s %12s %12s %12s %9s %9s\n", "model", "where", "prefill t/s", "decode t/s",
            "MB/token", "GB/s", "of bound");
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        for (int t = 1; t <= 2; t++) rc |= bench(models[i], t, bw[t]);
+        for (int t = 1; t <= 2; t++) rc |= bench(models[i], t, SD_DEVICE_CPU, bw[t]);
+    char why[256];
+    if (sd_cuda_available(why, sizeof why)) {
+        /* GPU rows: % of bound is against the host figure only when no
+         * device copy bandwidth is known; make bench-kernels measures it */
+        for (int i = 0; i < n_models; i++) rc |= bench(models[i], 1, SD_DEVICE_CUDA, bw[1]);
+    } else {
+        printf("cuda: skipped (%s)\n", why);
+    }
     return rc ? 1 : 0;
 }

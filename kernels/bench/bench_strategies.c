@@ -29,7 +29,7 @@ static int cmp(const void *a, const void *b) {
 
 static int run_case(const bench_case *c) {
     sd_err e;
-    sd_model_opts mo = {2048, 0};
+    sd_model_opts mo = {2048, 0, SD_DEVICE_AUTO};
     sd_model *t = sd_model_load(c->target, &mo, &e), *d = NULL;
     if (!t) {
         fprintf(stderr, "bench_strategies: %s\n", e.msg);

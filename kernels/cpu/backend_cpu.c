@@ -97,6 +97,16 @@ static int cpu_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *
     return 0;
 }
 
+static int cpu_argmax(sd_backend *b, const float *x, int n, int32_t *id, sd_err *e) {
+    (void)b;
+    if (n < 1) return sd_fail(e, "argmax over no values");
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    *id = best;
+    return 0;
+}
+
 sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
     sd_backend *b = calloc(1, sizeof *b);
     if (!b) {
@@ -122,6 +132,7 @@ sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
     b->qkv_rope_same_pos = cpu_qkv_rope_same_pos;
     b->attention = cpu_attention;
     b->matmul = cpu_matmul;
+    b->argmax = cpu_argmax;
     b->ffn_swiglu = cpu_ffn_swiglu;
     return b;
 }

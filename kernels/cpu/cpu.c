@@ -7,6 +7,7 @@
  * Scratch: a context owns a few growable 64-byte-aligned buffers (one per
  * use, see SD_SCRATCH_*); after the first call of the largest shape no
  * kernel allocates. */
+#include <cpuid.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -31,11 +32,17 @@ struct sd_cpu {
     size_t scratch_size[SD_SCRATCH_N];
 };
 
-/* ---- ISA detection ------------------------------------------------------ */
+/* ---- ISA detection ------------------------------------------------------
+ * F16C is read from CPUID leaf 1 (ECX bit 29) directly: clang's
+ * __builtin_cpu_supports does not know the name (the fuzz build uses clang). */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 int sd_cpu_isa_detect(void) {
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (!avx2) return SD_ISA_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))

@@ -435,7 +435,7 @@ void SD_FN(sd_cpu_qact)(const float *x, int64_t cols, int8_t *q, float *d, float
         const float amax = _mm_cvtss_f32(m4);
         const float dd = amax / 127.0f, id = dd ? 1.0f / dd : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
-        const int rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        enum { rnd = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }; /* a constant for clang */
         const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rnd));
         const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rnd));
         const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rnd));

@@ -334,6 +334,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     b->attention = cuda_attention;
     b->matmul = cuda_matmul;
     b->ffn_swiglu = cuda_ffn_swiglu;
+    b->argmax = sd_cuda_argmax;
     return b;
 }
 
