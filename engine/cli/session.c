@@ -276,6 +276,7 @@ int sd_session_run(sd_session *s, const char *prompt, FILE *out, sd_err *e) {
         if (!a->json) {
             if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fputs(prompt, out);
+            if (a->chat) fputc('\n', out); /* the answer is a new turn, not a continuation */
             fflush(out);
         }
         r->n = run_one(s, strat, ids, n_ids, &cfg, r->ids, &r->st, e);
