@@ -98,6 +98,62 @@ bench-kernels:
 endif
 # ---- end CUDA ----
 
+# ---- fuzzing ----
+# `make fuzz FUZZ_SECONDS=N` builds each libFuzzer harness in tests/fuzz/
+# with clang into build-fuzz/ and runs it for N seconds on its seed corpus
+# (tests/fuzz/corpus/<harness>/; what it discovers goes to build-fuzz/, not
+# into the repository). Any crash, leak, sanitizer report, hang or memory
+# blow-up fails the target and leaves the input in build-fuzz/artifacts/:
+# minimise it, keep it in tests/fuzz/regress/<harness>/ (replayed by
+# tests/test_fuzz_regress.c), then fix the bug. The library is rebuilt here
+# with coverage hooks (fuzzer-no-link) and always without CUDA, whose
+# runtime the sanitizers cannot see into. (-Wno-constant-logical-operand:
+# clang flags the kernels' `cond && SD_PF` compile-time prefetch switches.)
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build-fuzz
+FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC \
+                -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+                -fsanitize=fuzzer-no-link,address,undefined -Wno-constant-logical-operand
+FUZZ_LDLIBS  := -lpcre2-8 -lm -ldl
+FUZZ_NAMES   := fuzz_gguf fuzz_tokenizer fuzz_sampler_args fuzz_cli
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
+FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard engine/*.c engine/generate/*.c \
+                kernels/cpu/*.c) engine/cli/args.c $(TUTIL_SRC) tests/fuzz/cli_body.c)
+# The regression suite replays fuzz_cli's inputs too, so it links the
+# argument parser and that body on top of what every test links.
+FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/tests/fuzz/cli_body.o
+$(BUILD)/tests/test_fuzz_regress: $(FUZZ_REGRESS_OBJ)
+$(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
+.PHONY: fuzz
+.SECONDARY: $(FUZZ_OBJ)
+
+$(FUZZ_BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ $(FUZZ_LDLIBS) -o $@
+
+# Harnesses run one after another (-rss_limit_mb/-timeout make a blow-up or
+# a hang a failure too); the plugins must exist for fuzz_sampler_args.
+fuzz: $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
+	@for f in $(FUZZ_NAMES); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
+	    echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_BUILD)/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
+	        $(FUZZ_BUILD)/corpus/$$f tests/fuzz/corpus/$$f >$(FUZZ_BUILD)/$$f.log 2>&1 \
+	        || { tail -n 60 $(FUZZ_BUILD)/$$f.log; echo "fuzz: $$f FAILED (log: $(FUZZ_BUILD)/$$f.log)"; exit 1; }; \
+	    grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' $(FUZZ_BUILD)/$$f.log; \
+	done
+# ---- end fuzzing ----
+
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
@@ -115,6 +171,13 @@ $(LIB): $(LIB_OBJ)
 $(BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -ledit -o $@
+ifeq ($(SANITIZE),1)
+# The sanitized binary finds its plugins beside itself, as the shipped one does.
+$(BIN): | $(BUILD)/plugins
+$(BUILD)/plugins:
+	@mkdir -p $(dir $@)
+	ln -sfn ../plugins $@
+endif
 
 # Plugins see nothing of the engine: the ABI header is all they include.
 plugins/%.so: samplers/%.c samplers/logits_processor.h
@@ -148,6 +211,6 @@ bench-strategies: all $(MODEL) $(BUILD)/bench/bench_strategies
 	$(BUILD)/bench/bench_strategies
 
 clean:
-	rm -rf build build-san specdec $(PLUGINS) $(EXAMPLES)
+	rm -rf build build-san build-fuzz specdec $(PLUGINS) $(EXAMPLES)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

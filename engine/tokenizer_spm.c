@@ -96,8 +96,12 @@ int sd_spm_encode(const sd_tokenizer *t, const char *text, size_t len, int add_p
     }
     int n_sym = 0;
     for (size_t off = 0; off < n;) {
-        size_t l = (size_t)utf8_len((unsigned char)buf[off]);
-        if (l > n - off) l = n - off;
+        /* A lead byte takes only the continuation bytes that follow it: with
+         * invalid UTF-8 (a lead byte before a space's U+2581) a symbol could
+         * otherwise end inside the separator and leave its tail as extra
+         * symbols, more than the len + 1 that sym and the heap are sized for. */
+        size_t l = 1, want = (size_t)utf8_len((unsigned char)buf[off]);
+        while (l < want && off + l < n && ((unsigned char)buf[off + l] & 0xC0) == 0x80) l++;
         sym[n_sym] = (spm_sym){(int)off, (int)l, n_sym - 1, off + l == n ? -1 : n_sym + 1};
         n_sym++;
         off += l;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # memcheck.sh BIN: valgrind memcheck over one short run of every strategy
-# with a plugin sampler; any error or definitely/indirectly lost byte fails.
+# with a plugin sampler, and a few runs that fail (bad context, sampler
+# argument, drafter file); any error or definitely/indirectly lost byte fails.
 set -u
 bin=$1
 m=tests/data/models
@@ -22,9 +23,25 @@ run -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p "Once upon a time" -n 
 run -m $m/stories260K.gguf --draft-layers 2 -p "Once upon a time" -n 12 -t 1 \
     --strategy spec,nasd --sampler nucleus --sampler-arg top_p=0.9 --seed 2 --no-cache --json
 run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-samplers
+# Error paths free what they made too: each of these must exit 1 (a
+# memcheck error or leak exits 99 instead).
+run_fail() {
+    echo "memcheck (must fail): $*"
+    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+        --show-leak-kinds=definite,indirect "$bin" "$@" >/dev/null 2>tests/tmp/memcheck.log
+    rc=$?
+    if [ $rc -ne 1 ]; then
+        cat tests/tmp/memcheck.log >&2
+        echo "memcheck: FAILED (exit $rc, expected 1): $*" >&2
+        exit 1
+    fi
+}
+run_fail -m $m/stories260K.gguf -p "Once upon a time" --ctx 4 -t 1
+run_fail -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
+run_fail -m $m/stories260K.gguf -d tests/data/README.md -p hi -t 1
 printf '/length 6\n/ngram\n/processor multinomial temperature=0.8\nOnce upon a time\n/quit\n' >tests/tmp/memcheck.in
 echo "memcheck: interactive"
 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
     "$bin" -m $m/stories260K.gguf -i <tests/tmp/memcheck.in >/dev/null 2>tests/tmp/memcheck.log \
     || { cat tests/tmp/memcheck.log >&2; echo "memcheck: FAILED: interactive" >&2; exit 1; }
-echo "memcheck: 4 runs, 0 errors, 0 bytes definitely or indirectly lost"
+echo "memcheck: 7 runs, 0 errors, 0 bytes definitely or indirectly lost"

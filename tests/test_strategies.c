@@ -195,7 +195,7 @@ Test(speculative, bad_gamma_and_context) {
     o.gamma = 5;
     int32_t *big = malloc(400 * sizeof *big);
     int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, 400, &cfg, big, &st, &e);
-    cr_assert(n > 0 && n <= 256 - NP, "%d: %s", n, e.msg);
+    cr_assert(n > 0 && n <= 256 - NP + 1, "%d: %s", n, e.msg);
     cr_assert(st.hit_context);
     free(big);
     sd_kv_free(kv);

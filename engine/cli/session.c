@@ -159,7 +159,7 @@ static int run_one(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_g
     }
 }
 
-static double rate(int n, double s) { return s > 0 ? n / s : 0; }
+static double rate(int n, double s) { return s > 0 && n > 0 ? n / s : 0; }
 
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar) {
@@ -247,6 +247,13 @@ int sd_session_run(sd_session *s, const char *prompt, FILE *out, sd_err *e) {
     if (n_ids == 0) {
         free(ids);
         return sd_fail(e, "the prompt is empty and the model has no BOS token to start from");
+    }
+    /* Checked before anything is printed, so the error is not lost after
+     * the echoed prompt (each strategy checks it again for library callers). */
+    if (n_ids > s->target->n_ctx) {
+        free(ids);
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d; --ctx, at most %d "
+                          "for this model)", n_ids, s->target->n_ctx, s->target->hp.ctx_train);
     }
     for (int i = 0; i < N_ORDER; i++) n_runs += (a->strategies & order[i]) != 0;
     if ((a->strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter) {

@@ -37,9 +37,11 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     int limit = target->kv->n_ctx;
     if (n_inputs > limit)
         return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, limit);
+    /* The last token comes from the logits at position limit - 1 and is never
+     * fed back, so a full context ends at limit + 1 tokens, as in ar.c. */
     int total = n_inputs + max_gen_len;
-    if (total > limit) {
-        total = limit;
+    if (total > limit + 1) {
+        total = limit + 1;
         st->hit_context = 1;
     }
     size_t V = (size_t)vocab, G = (size_t)gamma;

@@ -13,8 +13,10 @@
 
 #define RUNS 3
 
-enum { AR, SPEC, NASD, BEAM, DRAFT, N_STRAT };
-static const char *names[] = {"ar", "spec", "nasd", "beam", "draft"};
+/* NASD2 is NASD with twice the gamma: with high acceptance, longer drafts
+ * pay for the wider verification call. */
+enum { AR, SPEC, NASD, NASD2, BEAM, DRAFT, N_STRAT };
+static const char *names[] = {"ar", "spec", "nasd", "nasd2g", "beam", "draft"};
 
 typedef struct bench_case {
     const char *title, *target, *draft;
@@ -74,12 +76,12 @@ static int run_case(const bench_case *c) {
         for (int k = 0; k < RUNS; k++) {
             sd_gen_cfg cfg = {.eos_ids = stop, .n_eos = n_stop, .pad_id = -1, .use_cache = 1};
             sd_spec_opts so = {c->gamma, 0, 1};
-            sd_nasd_opts no = {c->gamma, 3, 0, 0, 1};
+            sd_nasd_opts no = {s == NASD2 ? 2 * c->gamma : c->gamma, 3, 0, 0, 1};
             sd_beam_opts bo = {4, 3, 5.0, 1.2};
             sd_ngram_reset(store);
             int n = s == AR     ? sd_autoregressive_generate_lm(ids, n_ids, &tl, c->gen, &cfg, out[s], &st, &e)
                     : s == SPEC ? sd_speculative_generate(ids, n_ids, &dl, &tl, &so, c->gen, &cfg, out[s], &st, &e)
-                    : s == NASD ? sd_ngram_assisted_generate(ids, n_ids, store, &tl, &no, c->gen, &cfg, out[s], &st, &e)
+                    : s == NASD || s == NASD2 ? sd_ngram_assisted_generate(ids, n_ids, store, &tl, &no, c->gen, &cfg, out[s], &st, &e)
                     : s == BEAM ? sd_beam_search_generate(ids, n_ids, t, &bo, c->gen, &cfg, out[s], &st, &e)
                                 : sd_autoregressive_generate_lm(ids, n_ids, &dl, c->gen, &cfg, out[s], &st, &e);
             if (n < 0) goto done;

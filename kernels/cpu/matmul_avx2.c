@@ -394,8 +394,11 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
             if (quant) {
                 const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb,
                                j->xs + (size_t)i * nb, cols, nb};
-                const int8_t *qp = j->xqp + (size_t)i * cols;
-                const float *ds8 = j->xds8 + (size_t)i * (cols / 64) * 16;
+                /* the paired layout exists only when a 4-bit weight is in the job
+                 * (xqp is NULL otherwise, and NULL + offset is undefined) */
+                const int q4 = type == SD_Q4_1 || type == SD_Q4_0;
+                const int8_t *qp = q4 ? j->xqp + (size_t)i * cols : NULL;
+                const float *ds8 = q4 ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
                 if (type == SD_Q4_1) run_q41(A, wp, &xq, qp, ds8, res);
                 else if (type == SD_Q4_0) run_q40(A, wp, &xq, qp, ds8, res);
                 else run_q80(A, wp, &xq, res);
