@@ -27,8 +27,9 @@
  * Float types: F32 loads, F16 by vcvtph2ps, BF16 by zero-extending to 32
  * bits and shifting left 16; 4 x A accumulators of 8 lanes each.
  *
- * Decode (n = 1) streams weights from DRAM: the tiles prefetch SD_PF bytes
- * ahead in each of their 4 row streams (all of a thread's rows are one
+ * The first activation group over a tile's rows streams the weights from
+ * DRAM (decode, and the few rows of a speculative verification): it
+ * prefetches SD_PF bytes ahead in each of its 4 row streams (all of a thread's rows are one
  * contiguous range), which took Q4_1 matvecs from ~8 to ~12 GB/s a core
  * here. Tails: a group of fewer than 4 rows repeats its last row (the
  * extra results are dropped), so every tile has the same shape. */
@@ -137,7 +138,7 @@ AI void tile_q4_one(const int A, const int q41, const uint8_t *const *w, const q
  * every lane one complete (row, block) sum, scaled by d*d_x and offset by
  * m*s_x from the precomputed ds8 vectors. */
 AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *x,
-                 const int8_t *xqp, const float *xds8, float (*res)[4]) {
+                 const int8_t *xqp, const float *xds8, float (*res)[4], const int pf) {
     const int bs = q41 ? 20 : 18, qo = q41 ? 4 : 2;
     const int64_t nb = x->nb, np = nb / 2, cols = x->cols;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -167,7 +168,7 @@ AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *
     const __m256i h##k = _mm256_and_si256(_mm256_srli_epi16(v##k, 4), m4);
         UNPACK(0) UNPACK(1) UNPACK(2) UNPACK(3)
 #undef UNPACK
-        if (A == 1 && SD_PF) { /* decode streams from DRAM: fetch ahead */
+        if (pf) { /* the first pass over these rows streams them from DRAM */
             _mm_prefetch((const char *)w0 + SD_PF, _MM_HINT_T0);
             _mm_prefetch((const char *)w1 + SD_PF, _MM_HINT_T0);
             _mm_prefetch((const char *)w2 + SD_PF, _MM_HINT_T0);
@@ -198,7 +199,7 @@ AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *
     }
 }
 
-AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[4]) {
+AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[4], const int pf) {
     const int64_t nb = x->nb;
     __m256 acc[SD_QA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
@@ -211,7 +212,7 @@ AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[
                       s1 = _mm256_loadu_si256((const __m256i *)(w1 + 2)),
                       s2 = _mm256_loadu_si256((const __m256i *)(w2 + 2)),
                       s3 = _mm256_loadu_si256((const __m256i *)(w3 + 2));
-        if (A == 1 && SD_PF) {
+        if (pf) {
             _mm_prefetch((const char *)w0 + SD_PF, _MM_HINT_T0);
             _mm_prefetch((const char *)w1 + SD_PF, _MM_HINT_T0);
             _mm_prefetch((const char *)w2 + SD_PF, _MM_HINT_T0);
@@ -262,7 +263,7 @@ AI __m128 hsum4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
 }
 
 AI void tile_f(const int A, const int type, const uint8_t *const *w, const float *x,
-               int64_t cols, float (*res)[4]) {
+               int64_t cols, float (*res)[4], const int pf) {
     __m256 acc[SD_FA][4];
     for (int a = 0; a < A; a++)
         for (int k = 0; k < 4; k++) acc[a][k] = _mm256_setzero_ps();
@@ -270,7 +271,7 @@ AI void tile_f(const int A, const int type, const uint8_t *const *w, const float
     for (int64_t c = 0; c < c8; c += 8) {
         const __m256 v0 = ldw8(type, w[0], c), v1 = ldw8(type, w[1], c),
                      v2 = ldw8(type, w[2], c), v3 = ldw8(type, w[3], c);
-        if (A == 1 && SD_PF && (c & 15) == 0) { /* one line per row every 64 bytes of F16 */
+        if (pf && (c & 15) == 0) { /* one line per row every 64 bytes of F16 */
             const int64_t off = (type == SD_F32 ? 4 : 2) * c + SD_PF;
             _mm_prefetch((const char *)w[0] + off, _MM_HINT_T0);
             _mm_prefetch((const char *)w[1] + off, _MM_HINT_T0);
@@ -323,19 +324,19 @@ AI void tile_f(const int A, const int type, const uint8_t *const *w, const float
 #endif
 
 static void run_q41(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                    const float *xds8, float (*res)[4]) {
-#define C(k) tile_q4p(k, 1, w, x, xqp, xds8, res)
+                    const float *xds8, float (*res)[4], int pf) {
+#define C(k) tile_q4p(k, 1, w, x, xqp, xds8, res, pf)
     QCASES(C)
 #undef C
 }
 static void run_q40(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                    const float *xds8, float (*res)[4]) {
-#define C(k) tile_q4p(k, 0, w, x, xqp, xds8, res)
+                    const float *xds8, float (*res)[4], int pf) {
+#define C(k) tile_q4p(k, 0, w, x, xqp, xds8, res, pf)
     QCASES(C)
 #undef C
 }
-static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]) {
-#define C(k) tile_q8(k, w, x, res)
+static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4], int pf) {
+#define C(k) tile_q8(k, w, x, res, pf)
     QCASES(C)
 #undef C
 }
@@ -351,18 +352,21 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
     default: CALL(4); break;                                                               \
     }
 #endif
-static void run_f32(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
-#define C(k) tile_f(k, SD_F32, w, x, cols, res)
+static void run_f32(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4],
+                    int pf) {
+#define C(k) tile_f(k, SD_F32, w, x, cols, res, pf)
     FCASES(C)
 #undef C
 }
-static void run_f16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
-#define C(k) tile_f(k, SD_F16, w, x, cols, res)
+static void run_f16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4],
+                    int pf) {
+#define C(k) tile_f(k, SD_F16, w, x, cols, res, pf)
     FCASES(C)
 #undef C
 }
-static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4]) {
-#define C(k) tile_f(k, SD_BF16, w, x, cols, res)
+static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t cols, float (*res)[4],
+                    int pf) {
+#define C(k) tile_f(k, SD_BF16, w, x, cols, res, pf)
     FCASES(C)
 #undef C
 }
@@ -376,7 +380,7 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const int quant = type == SD_Q8_0 || type == SD_Q4_0 || type == SD_Q4_1;
     const int amax = quant ? SD_QA : SD_FA;
     float res[SD_QA > SD_FA ? SD_QA : SD_FA][4];
-    if (j->n <= 2 && SD_PF) {
+    if (SD_PF) {
         /* The tiles prefetch SD_PF bytes ahead of where they read; start
          * that window here, or the first SD_PF bytes of the range (a large
          * share of a small matrix's slice) arrive one demand miss at a time. */
@@ -391,6 +395,7 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
         for (int k = 0; k < 4; k++) wp[k] = base + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
         for (int i = 0; i < j->n;) {
             const int A = j->n - i < amax ? j->n - i : amax;
+            const int pf = SD_PF && i == 0; /* later groups find the rows in L1 */
             if (quant) {
                 const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb,
                                j->xs + (size_t)i * nb, cols, nb};
@@ -399,14 +404,14 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
                 const int q4 = type == SD_Q4_1 || type == SD_Q4_0;
                 const int8_t *qp = q4 ? j->xqp + (size_t)i * cols : NULL;
                 const float *ds8 = q4 ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
-                if (type == SD_Q4_1) run_q41(A, wp, &xq, qp, ds8, res);
-                else if (type == SD_Q4_0) run_q40(A, wp, &xq, qp, ds8, res);
-                else run_q80(A, wp, &xq, res);
+                if (type == SD_Q4_1) run_q41(A, wp, &xq, qp, ds8, res, pf);
+                else if (type == SD_Q4_0) run_q40(A, wp, &xq, qp, ds8, res, pf);
+                else run_q80(A, wp, &xq, res, pf);
             } else {
                 const float *xa = j->x + (size_t)i * cols;
-                if (type == SD_F32) run_f32(A, wp, xa, cols, res);
-                else if (type == SD_F16) run_f16(A, wp, xa, cols, res);
-                else run_bf16(A, wp, xa, cols, res);
+                if (type == SD_F32) run_f32(A, wp, xa, cols, res, pf);
+                else if (type == SD_F16) run_f16(A, wp, xa, cols, res, pf);
+                else run_bf16(A, wp, xa, cols, res, pf);
             }
             for (int a = 0; a < A; a++) {
                 float *o = j->out + (size_t)(i + a) * j->ldo + r;
