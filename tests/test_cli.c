@@ -5,60 +5,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/json.h"
+#include "util/test_util.h"
 
 #define M "tests/data/models/"
 
-typedef struct run_out {
-    char *out, *err;
-    int rc;
-} run_out;
+typedef tu_run run_out;
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert(b);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
-}
-
-/* Runs "$SPECDEC_BIN ARGS" (default ./specdec) with stdin from `input`
- * (NULL: /dev/null); files are per process, so tests may run in parallel. */
+/* Runs the binary; a run that could not even be made fails the test. */
 static run_out run(const char *args, const char *input) {
-    char cmd[4096], in[64], out[64], err[64];
-    int pid = (int)getpid();
-    snprintf(in, sizeof in, "tests/tmp/cli_in.%d", pid);
-    snprintf(out, sizeof out, "tests/tmp/cli_out.%d", pid);
-    snprintf(err, sizeof err, "tests/tmp/cli_err.%d", pid);
-    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
-    if (input) {
-        FILE *f = fopen(in, "w");
-        cr_assert(f);
-        fputs(input, f);
-        fclose(f);
-    }
-    const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
-    snprintf(cmd, sizeof cmd, "%s %s <%s >%s 2>%s", bin, args, input ? in : "/dev/null", out, err);
-    int st = system(cmd);
-    run_out r = {slurp(out), slurp(err), WIFEXITED(st) ? WEXITSTATUS(st) : -1};
-    remove(out);
-    remove(err);
-    if (input) remove(in);
+    run_out r = tu_specdec(args, input);
+    cr_assert(r.out && r.err, "could not run specdec %s", args);
     return r;
 }
 
-static void done(run_out *r) {
-    free(r->out);
-    free(r->err);
-}
+static void done(run_out *r) { tu_run_free(r); }
 
 Test(cli, help_lists_every_flag) {
     run_out r = run("--help", NULL);

@@ -16,11 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include "../engine/fp16.h"
 #include "../engine/gguf.h"
+#include "util/test_util.h"
 #include "util/gguf_writer.h"
 #include "util/synth_model.h"
 
@@ -29,20 +28,10 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Case-insensitive PCRE2 search, so a reason is checked by its words, not
- * by the reader's exact phrasing. */
 static int matches(const char *pattern, const char *s) {
-    int errc;
-    PCRE2_SIZE erroff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_CASELESS,
-                                   &errc, &erroff, NULL);
-    cr_assert(re, "bad test regex '%s'", pattern);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    cr_assert(md, "out of memory");
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    pcre2_code_free(re);
-    return rc >= 0;
+    int r = tu_matches(pattern, s);
+    cr_assert(r >= 0, "bad test regex '%s'", pattern);
+    return r;
 }
 
 static void serialise(gw *w, uint8_t **b, size_t *n) {

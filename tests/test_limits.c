@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../engine/generate/generate.h"
@@ -18,50 +17,22 @@
 #include "../engine/samplers.h"
 #include "util/gguf_writer.h"
 #include "util/json.h"
+#include "util/test_util.h"
 #include "util/synth_model.h"
 
 #define M "tests/data/models/"
 #define TMP "tests/tmp/limits"
 
 /* ---- the binary ---------------------------------------------------------- */
-typedef struct run_out {
-    char *out, *err;
-    int rc;
-} run_out;
+typedef tu_run run_out;
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert(b);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
-}
-
-/* Runs "$SPECDEC_BIN ARGS" with stdin from /dev/null; per-process files. */
 static run_out run(const char *args) {
-    char cmd[4096], out[64], err[64];
-    int pid = (int)getpid();
-    snprintf(out, sizeof out, TMP "_out.%d", pid);
-    snprintf(err, sizeof err, TMP "_err.%d", pid);
-    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
-    const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
-    snprintf(cmd, sizeof cmd, "%s %s </dev/null >%s 2>%s", bin, args, out, err);
-    int st = system(cmd);
-    run_out r = {slurp(out), slurp(err), WIFEXITED(st) ? WEXITSTATUS(st) : -1};
-    remove(out);
-    remove(err);
+    run_out r = tu_specdec(args, NULL);
+    cr_assert(r.out && r.err, "could not run specdec %s", args);
     return r;
 }
 
-static void done(run_out *r) {
-    free(r->out);
-    free(r->err);
-}
+static void done(run_out *r) { tu_run_free(r); }
 
 /* The binary fails with exit code rc and msg on stderr. */
 static void expect_error(const char *args, int rc, const char *msg) {

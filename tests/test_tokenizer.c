@@ -23,11 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include "../engine/gguf.h"
 #include "../engine/tokenizer.h"
+#include "util/test_util.h"
 #include "util/gguf_writer.h"
 #include "util/json.h"
 
@@ -38,17 +37,9 @@
 /* ---- helpers ------------------------------------------------------------ */
 
 static int matches(const char *pattern, const char *s) {
-    int errc;
-    PCRE2_SIZE erroff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_CASELESS,
-                                   &errc, &erroff, NULL);
-    cr_assert(re, "bad test regex '%s'", pattern);
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    cr_assert(md, "out of memory");
-    int rc = pcre2_match(re, (PCRE2_SPTR)s, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    pcre2_code_free(re);
-    return rc >= 0;
+    int r = tu_matches(pattern, s);
+    cr_assert(r >= 0, "bad test regex '%s'", pattern);
+    return r;
 }
 
 typedef struct loaded {

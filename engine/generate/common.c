@@ -112,3 +112,15 @@ int sd_top_k(const float *x, int n, int k, int32_t *idx) {
     }
     return m;
 }
+
+int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {
+    if (n_inputs > n_ctx)
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, n_ctx);
+    /* the last token comes from the logits at position n_ctx - 1 and is never
+     * fed back, so a full context ends at n_ctx + 1 tokens */
+    if (max_gen_len > n_ctx + 1 - n_inputs) {
+        st->hit_context = 1;
+        return n_ctx + 1;
+    }
+    return n_inputs + max_gen_len;
+}

@@ -78,6 +78,10 @@ int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id);
 /* Closes a run's stats (time, count), pads out when asked; returns count. */
 int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,
                   int max_gen_len);
+/* Sequence length a run may reach (prompt + generated) within a cache of
+ * n_ctx positions; sets st->hit_context when max_gen_len is clamped. -1 and
+ * a message when the prompt alone does not fit. */
+int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). */
 int sd_top_k(const float *x, int n, int k, int32_t *idx);

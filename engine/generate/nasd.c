@@ -34,16 +34,8 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     if (o->filler_top_k < 0) return sd_fail(e, "nasd: filler_top_k %d < 0", o->filler_top_k);
     if (n_inputs < 1) return sd_fail(e, "nasd: empty prompt");
     if (max_gen_len < 0) return sd_fail(e, "nasd: max_gen_len %d < 0", max_gen_len);
-    int limit = target->kv->n_ctx;
-    if (n_inputs > limit)
-        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, limit);
-    /* The last token comes from the logits at position limit - 1 and is never
-     * fed back, so a full context ends at limit + 1 tokens, as in ar.c. */
-    int total = n_inputs + max_gen_len;
-    if (total > limit + 1) {
-        total = limit + 1;
-        st->hit_context = 1;
-    }
+    int total = sd_gen_total(n_inputs, max_gen_len, target->kv->n_ctx, st, e);
+    if (total < 0) return -1;
     size_t V = (size_t)vocab, G = (size_t)gamma;
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     float *tlog = malloc((G + 1) * V * sizeof *tlog);

@@ -54,15 +54,8 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         return sd_fail(e, "speculative: drafter vocabulary %d differs from the target's %d",
                        drafter->m->hp.vocab, vocab);
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
-    if (n_inputs > limit)
-        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, limit);
-    /* The last token comes from the logits at position limit - 1 and is never
-     * fed back, so a full context ends at limit + 1 tokens, as in ar.c. */
-    int total = n_inputs + max_gen_len;
-    if (total > limit + 1) {
-        total = limit + 1;
-        st->hit_context = 1;
-    }
+    int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
+    if (total < 0) return -1;
     size_t V = (size_t)vocab, G = (size_t)gamma;
     spec_buf b = {malloc(((size_t)total + 1) * sizeof(int32_t)), malloc(G * V * sizeof(float)),
                   malloc((G + 1) * V * sizeof(float)), malloc((G + 1) * V * sizeof(float)),
