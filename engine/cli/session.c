@@ -279,7 +279,7 @@ int sd_session_run(sd_session *s, const char *prompt, FILE *out, sd_err *e) {
         stream st = {.tok = s->target->tok, .out = out};
         sd_gen_cfg cfg = {.proc = s->proc, .rng = &s->rng, .eos_ids = stop, .n_eos = n_stop,
                           .pad_id = -1, .use_cache = !a->no_cache, .debug = a->debug,
-                          .on_token = a->json ? NULL : on_token, .ud = &st};
+                          .on_token = a->json || a->debug ? NULL : on_token, .ud = &st};
         if (!a->json) {
             if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fputs(prompt, out);
@@ -300,9 +300,18 @@ int sd_session_run(sd_session *s, const char *prompt, FILE *out, sd_err *e) {
             free(text);
             text = NULL;
         } else {
-            char tail[64];
-            int nt = sd_detok_flush(&st.st, tail, sizeof tail);
-            fwrite(tail, 1, (size_t)nt, out);
+            if (a->debug) {
+                /* the step lines on stderr were the live view; the text
+                 * comes whole, so the two never interleave on a terminal */
+                if (sd_detokenize(s->target->tok, r->ids, r->n, 0, &text, e)) goto done;
+                fputs(text, out);
+                free(text);
+                text = NULL;
+            } else {
+                char tail[64];
+                int nt = sd_detok_flush(&st.st, tail, sizeof tail);
+                fwrite(tail, 1, (size_t)nt, out);
+            }
             fputc('\n', out);
             const sd_gen_stats *g = &r->st;
             fprintf(stderr,
