@@ -47,11 +47,15 @@ TUTIL_OBJ  := $(TUTIL_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC  := $(wildcard kernels/bench/*.c)
 BENCH_BIN  := $(BENCH_SRC:kernels/bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps model run test bench bench-strategies memcheck clean
+.PHONY: all deps deps-dev model run test bench bench-strategies memcheck clean
 all: deps $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
 	@sh scripts/deps.sh
+
+# The checkers' tools (valgrind, clang with libFuzzer), for memcheck and fuzz.
+deps-dev:
+	@sh scripts/deps.sh dev
 
 model: $(MODEL)
 $(MODEL):
@@ -142,7 +146,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 
 # Harnesses run one after another (-rss_limit_mb/-timeout make a blow-up or
 # a hang a failure too); the plugins must exist for fuzz_sampler_args.
-fuzz: $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
+fuzz: deps-dev $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
 	@for f in $(FUZZ_NAMES); do \
 	    mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
 	    echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
@@ -196,7 +200,7 @@ $(BUILD)/bench/%: kernels/bench/%.c $(LIB)
 test: all $(MODEL) $(TEST_BIN)
 	@SPECDEC_BIN=./$(BIN) sh scripts/run-tests.sh $(TEST_BIN)
 
-memcheck: all
+memcheck: all deps-dev
 	@sh scripts/memcheck.sh ./$(BIN)
 
 run: all $(MODEL)
