@@ -6,36 +6,30 @@ set -u
 bin=$1
 m=tests/data/models
 command -v valgrind >/dev/null 2>&1 || { echo "memcheck: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
-run() {
-    echo "memcheck: $*"
+# check WANT ARGS...: one valgrind run that must exit WANT (0 for a run
+# that succeeds, 1 for a bad-input run; a memcheck error or leak gives 99).
+check() {
+    want=$1
+    shift
+    echo "memcheck (exit $want): $*"
     valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
         --show-leak-kinds=definite,indirect "$bin" "$@" >/dev/null 2>tests/tmp/memcheck.log
     rc=$?
-    if [ $rc -ne 0 ]; then
+    if [ $rc -ne "$want" ]; then
         cat tests/tmp/memcheck.log >&2
-        echo "memcheck: FAILED (exit $rc): $*" >&2
+        echo "memcheck: FAILED (exit $rc, expected $want): $*" >&2
         exit 1
     fi
 }
+run() { check 0 "$@"; }
+run_fail() { check 1 "$@"; }
 mkdir -p tests/tmp
 run -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p "Once upon a time" -n 12 -t 2 \
     --strategy ar,spec,nasd,beam,draft --sampler top_k --sampler-arg top_k=20 --seed 1
 run -m $m/stories260K.gguf --draft-layers 2 -p "Once upon a time" -n 12 -t 1 \
     --strategy spec,nasd --sampler nucleus --sampler-arg top_p=0.9 --seed 2 --no-cache --json
 run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-samplers
-# Error paths free what they made too: each of these must exit 1 (a
-# memcheck error or leak exits 99 instead).
-run_fail() {
-    echo "memcheck (must fail): $*"
-    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
-        --show-leak-kinds=definite,indirect "$bin" "$@" >/dev/null 2>tests/tmp/memcheck.log
-    rc=$?
-    if [ $rc -ne 1 ]; then
-        cat tests/tmp/memcheck.log >&2
-        echo "memcheck: FAILED (exit $rc, expected 1): $*" >&2
-        exit 1
-    fi
-}
+# Error paths free what they made too.
 run_fail -m $m/stories260K.gguf -p "Once upon a time" --ctx 4 -t 1
 run_fail -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
 run_fail -m $m/stories260K.gguf -d tests/data/README.md -p hi -t 1

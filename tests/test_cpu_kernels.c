@@ -44,17 +44,6 @@ static void fill(float *x, size_t n, float lo, float hi) {
 }
 
 static const uint32_t all_types[] = {SD_F32, SD_F16, SD_BF16, SD_Q8_0, SD_Q4_0, SD_Q4_1};
-static const char *tname(uint32_t t) {
-    switch (t) {
-    case SD_F32: return "F32";
-    case SD_F16: return "F16";
-    case SD_BF16: return "BF16";
-    case SD_Q8_0: return "Q8_0";
-    case SD_Q4_0: return "Q4_0";
-    case SD_Q4_1: return "Q4_1";
-    }
-    return "?";
-}
 static int is_q(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
 static size_t row_bytes(uint32_t t, int64_t cols) {
     switch (t) {
@@ -115,7 +104,7 @@ Test(cpu, dequantize_matches_reference) {
             ref_dequant_row(t, row, ref, cols);
             for (int c = 0; c < cols; c++)
                 cr_assert_leq(fabs(out[c] - ref[c]), 1e-6 * fabs(ref[c]), "%s [%d] %g vs %g",
-                              tname(t), c, out[c], ref[c]);
+                              sd_wtype_name(t), c, out[c], ref[c]);
         }
         free((void *)w.data);
     }
@@ -155,7 +144,7 @@ Test(cpu, quantize_round_trip) {
                 if (t == SD_F32) tol = 0;
                 for (int k = 0; k < 32; k++)
                     cr_assert_leq(fabs((double)y[32 * b + k] - x[32 * b + k]), tol,
-                                  "%s trial %d elem %d: %g -> %g", tname(t), trial, (int)(32 * b + k),
+                                  "%s trial %d elem %d: %g -> %g", sd_wtype_name(t), trial, (int)(32 * b + k),
                                   x[32 * b + k], y[32 * b + k]);
             }
         }
@@ -287,7 +276,7 @@ static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *c
                 else for (size_t k = 0; k < no; k++) out[k] = NAN;
                 for (int g = 0; g < 16; g++) out[no + g] = 12345.0f;
                 char what[160];
-                snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", tname(t),
+                snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", sd_wtype_name(t),
                          (long long)rows, (long long)cols, n, sd_isa_name(isa), th + 1, acc);
                 cr_assert_eq(sd_cpu_matmul(c, out, &w, x, n, acc, &e), 0, "%s: %s", what, e.msg);
                 check_out(out, init, &R, &w, n, acc, what);
@@ -358,7 +347,7 @@ Test(matmul, multi) {
                     cr_assert_eq(sd_cpu_matmul_multi(ctx[th], 3, outs, wp, x, n, &e), 0, "%s", e.msg);
                     for (int k = 0; k < 3; k++) {
                         char what[96];
-                        snprintf(what, sizeof what, "multi %s w%d n=%d isa=%s thr=%d", tname(t), k, n,
+                        snprintf(what, sizeof what, "multi %s w%d n=%d isa=%s thr=%d", sd_wtype_name(t), k, n,
                                  sd_isa_name(isa), th + 1);
                         check_out(outs[k], NULL, &R[k], &w[k], n, 0, what);
                     }

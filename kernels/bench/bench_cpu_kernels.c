@@ -67,17 +67,6 @@ static const shape shapes[] = {
 };
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 
-static const char *tname(uint32_t t) {
-    switch (t) {
-    case SD_F32: return "F32";
-    case SD_F16: return "F16";
-    case SD_BF16: return "BF16";
-    case SD_Q8_0: return "Q8_0";
-    case SD_Q4_0: return "Q4_0";
-    case SD_Q4_1: return "Q4_1";
-    }
-    return "?";
-}
 
 int main(void) {
     sd_err e = {{0}};
@@ -141,7 +130,7 @@ int main(void) {
             }
             double t1 = median(tt, reps);
             t_dec[s][th] = t1;
-            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, tname(sh->type),
+            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, sd_wtype_name(sh->type),
                    (long long)sh->rows, (long long)sh->cols, 1, th + 1, t1 * 1e6, wbytes / t1 / 1e9,
                    2.0 * sh->rows * sh->cols / t1 / 1e9, tt[0] * 1e6);
             /* n = 128, warm */
@@ -156,7 +145,7 @@ int main(void) {
             }
             double t2 = median(tt, reps);
             t_pre[s][th] = t2;
-            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, tname(sh->type),
+            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, sd_wtype_name(sh->type),
                    (long long)sh->rows, (long long)sh->cols, 128, th + 1, t2 * 1e6, wbytes / t2 / 1e9,
                    2.0 * sh->rows * sh->cols * 128 / t2 / 1e9, tt[0] * 1e6);
         }
