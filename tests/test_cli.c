@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util/json.h"
-#include "util/test_util.h"
+#include "tests/util/json.h"
+#include "tests/util/test_util.h"
 
 #define M "tests/data/models/"
 

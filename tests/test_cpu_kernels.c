@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/fp16.h"
-#include "../engine/gguf.h"
-#include "../kernels/cpu/cpu.h"
-#include "util/ref_kernels.h"
+#include "kernels/common/fp16.h"
+#include "engine/format/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "tests/util/ref_kernels.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

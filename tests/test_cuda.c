@@ -35,10 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/backend.h"
-#include "../engine/backend_cuda.h"
-#include "../engine/gguf.h"
-#include "../kernels/cpu/cpu.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "engine/format/gguf.h"
+#include "kernels/cpu/cpu.h"
 
 static sd_backend *cpu, *gpu;
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/fuzz_bodies.h"
+#include "tests/util/fuzz_bodies.h"
 
 typedef void (*body_fn)(const uint8_t *, size_t);
 

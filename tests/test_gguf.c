@@ -17,11 +17,11 @@
 #include <unistd.h>
 
 
-#include "../engine/fp16.h"
-#include "../engine/gguf.h"
-#include "util/test_util.h"
-#include "util/gguf_writer.h"
-#include "util/synth_model.h"
+#include "kernels/common/fp16.h"
+#include "engine/format/gguf.h"
+#include "tests/util/test_util.h"
+#include "tests/util/gguf_writer.h"
+#include "tests/util/synth_model.h"
 
 #define MODEL_DIR "tests/data/models/"
 #define TMP_DIR "tests/tmp"

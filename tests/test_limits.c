@@ -11,14 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/generate/generate.h"
-#include "../engine/generate/ngram.h"
-#include "../engine/model.h"
-#include "../engine/samplers.h"
-#include "util/gguf_writer.h"
-#include "util/json.h"
-#include "util/test_util.h"
-#include "util/synth_model.h"
+#include "engine/decode/decode.h"
+#include "engine/decode/ngram.h"
+#include "engine/model/model.h"
+#include "engine/model/device.h"
+#include "engine/sampling/sampler_host.h"
+#include "tests/util/gguf_writer.h"
+#include "tests/util/json.h"
+#include "tests/util/test_util.h"
+#include "tests/util/synth_model.h"
 
 #define M "tests/data/models/"
 #define TMP "tests/tmp/limits"
@@ -44,8 +45,8 @@ static void expect_error(const char *args, int rc, const char *msg) {
 
 static sd_model *load(const char *name, int n_ctx) {
     sd_err e;
-    sd_model_opts o = {.n_ctx = n_ctx, .n_threads = 1, .device = SD_DEVICE_CPU};
-    sd_model *m = sd_model_load(name, &o, &e);
+    sd_model_opts o = {.n_ctx = n_ctx};
+    sd_model *m = sd_model_load(name, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
 }
@@ -172,15 +173,15 @@ Test(limits, sampler_parameters) {
     cr_assert(s, "%s", e.msg);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *kv[] = {bad[i].arg};
-        cr_assert_null(sd_processor_create(s, bad[i].sampler, kv, 1, 512, &e), "%s %s accepted",
+        cr_assert_null(sd_sampler_create(s, bad[i].sampler, kv, 1, 512, &e), "%s %s accepted",
                        bad[i].sampler, bad[i].arg);
         cr_assert(strstr(e.msg, bad[i].msg), "%s %s: '%s'", bad[i].sampler, bad[i].arg, e.msg);
     }
     /* the edges that are allowed */
     const char *ok[] = {"top_p=1", "temperature=1e-3"};
-    sd_processor *p = sd_processor_create(s, "nucleus", ok, 2, 512, &e);
+    sd_sampler *p = sd_sampler_create(s, "nucleus", ok, 2, 512, &e);
     cr_assert(p, "%s", e.msg);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 
     expect_error("-m " M "stories260K.gguf -p hi --sampler nucleus --sampler-arg top_p=0", 1,
@@ -193,7 +194,7 @@ Test(limits, sampler_parameters) {
  * misbehaves on the model's real rows: NaN probabilities or an id past the
  * vocabulary. Generation stops with the plugin named; nothing crashes. */
 static const char bad_plugin_src[] =
-    "#include \"logits_processor.h\"\n"
+    "#include \"samplers/sampler.h\"\n"
     "#define STR2(x) #x\n"
     "#define STR(x) STR2(x)\n"
     "static const sd_lp_param params[1] = {\n"
@@ -232,7 +233,7 @@ static void build_plugin(const char *dir, const char *name, const char *defs) {
     fputs(bad_plugin_src, f);
     cr_assert_eq(fclose(f), 0);
     snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -O1 -fPIC -shared -Isamplers -DNAME=%s %s '%s' -lm -o '%s/%s.so'", name,
+             "cc -std=c11 -O1 -fPIC -shared -I. -DNAME=%s %s '%s' -lm -o '%s/%s.so'", name,
              defs, src, dir, name);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
@@ -383,8 +384,8 @@ Test(limits, declared_shapes_disagree_with_the_tensors) {
         sd_err e;
         gguf_file *f = gguf_open_mem(b, len, "synth", &e);
         cr_assert(f, "%s", e.msg);
-        sd_model_opts o = {.n_ctx = 16, .n_threads = 1, .device = SD_DEVICE_CPU};
-        cr_assert_null(sd_model_from_gguf(f, &o, &e), "%s = %u accepted", cases[i].key,
+        sd_model_opts o = {.n_ctx = 16};
+        cr_assert_null(sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e), "%s = %u accepted", cases[i].key,
                        cases[i].value);
         cr_assert(strstr(e.msg, cases[i].msg), "%s = %u: '%s'", cases[i].key, cases[i].value,
                   e.msg);

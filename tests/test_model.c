@@ -24,9 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/generate/generate.h"
-#include "../engine/model.h"
-#include "util/json.h"
+#include "engine/decode/decode.h"
+#include "engine/model/model.h"
+#include "engine/model/device.h"
+#include "tests/util/json.h"
 
 #define GOLDEN "tests/data/greedy.jsonl"
 #define MODELS "tests/data/models/"
@@ -39,8 +40,8 @@ static sd_model *load(const char *file, int threads) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {0, threads, SD_DEVICE_CPU};
-    sd_model *m = sd_model_load(path, &o, &e);
+    sd_model_opts o = {0};
+    sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, threads, &e), &o, &e);
     cr_assert(m, "load %s: %s", path, e.msg);
     return m;
 }
@@ -205,8 +206,8 @@ Test(forward, bad_inputs) {
 
 Test(forward, context_full_stops_generation) {
     sd_err e;
-    sd_model_opts o = {16, 1, SD_DEVICE_CPU};
-    sd_model *m = sd_model_load(MODELS "stories260K.gguf", &o, &e);
+    sd_model_opts o = {16};
+    sd_model *m = sd_model_load(MODELS "stories260K.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     int32_t prompt[] = {1, 403, 407, 261, 378};
     int32_t out[64];
@@ -223,12 +224,12 @@ Test(forward, context_full_stops_generation) {
 
 Test(model, load_errors_name_the_file) {
     sd_err e;
-    sd_model_opts o = {0, 1, SD_DEVICE_CPU};
-    cr_assert_null(sd_model_load("tests/data/no-such.gguf", &o, &e));
+    sd_model_opts o = {0};
+    cr_assert_null(sd_model_load("tests/data/no-such.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
     cr_assert(strstr(e.msg, "tests/data/no-such.gguf: cannot open"), "%s", e.msg);
-    cr_assert_null(sd_model_load("Makefile", &o, &e));
+    cr_assert_null(sd_model_load("Makefile", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
     cr_assert(strstr(e.msg, "Makefile: not a GGUF file"), "%s", e.msg);
     o.n_ctx = 4096;
-    cr_assert_null(sd_model_load(MODELS "stories260K.gguf", &o, &e));
+    cr_assert_null(sd_model_load(MODELS "stories260K.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
     cr_assert(strstr(e.msg, "context_length 2048"), "%s", e.msg);
 }

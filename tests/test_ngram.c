@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "../engine/generate/ngram.h"
+#include "engine/decode/ngram.h"
 
 static sd_ngram *mk(int kind, int n) {
     sd_err e;

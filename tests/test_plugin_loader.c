@@ -11,14 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/samplers.h"
+#include "engine/sampling/sampler_host.h"
 
 #define ROOT "tests/tmp/loader"
 
 /* A sampler with a switch for each defect. The default build is a working
  * sampler named by PLUGIN_NAME (default "good"). */
 static const char template_src[] =
-    "#include \"logits_processor.h\"\n"
+    "#include \"samplers/sampler.h\"\n"
     "#define STR2(x) #x\n"
     "#define STR(x) STR2(x)\n"
     "#ifndef PLUGIN_NAME\n"
@@ -138,7 +138,7 @@ static void build(const char *dir, const char *file, const char *defs) {
     fputs(template_src, f);
     cr_assert_eq(fclose(f), 0);
     snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -O1 -fPIC -shared -Isamplers %s '%s' -lm "
+             "cc -std=c11 -O1 -fPIC -shared -I. %s '%s' -lm "
              "-o '" ROOT "/%s/%s'",
              defs, src, dir, file);
     run(cmd);
@@ -292,9 +292,9 @@ Test(loader, bad_plugins_do_not_stop_others) {
         cr_assert(!strncmp(sd_samplers_warning(s, i), prefix[i], strlen(prefix[i])), "%s",
                   sd_samplers_warning(s, i));
     sd_err e;
-    sd_processor *p = sd_processor_create(s, "second", NULL, 0, 10, &e);
+    sd_sampler *p = sd_sampler_create(s, "second", NULL, 0, 10, &e);
     cr_assert(p, "%s", e.msg);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
 
@@ -396,14 +396,14 @@ Test(loader, min_p_example_loads_and_filters) {
     cr_assert_str_eq(sd_samplers_file(s, i), "plugins/example/min_p.so");
     const char *kv[] = {"min_p=0.1", "temperature=0.5"};
     sd_err e;
-    sd_processor *p = sd_processor_create(s, "min_p", kv, 2, 8, &e);
+    sd_sampler *p = sd_sampler_create(s, "min_p", kv, 2, 8, &e);
     cr_assert(p, "%s", e.msg);
     char d[96];
-    sd_processor_describe(p, d, sizeof d);
+    sd_sampler_describe(p, d, sizeof d);
     cr_assert_str_eq(d, "min_p(temperature=0.5, min_p=0.1)");
     /* ln(0.1) = -2.303: logits >= 3 - 2.303 are kept. */
     float x[8] = {3, 1, 0.8f, 2.5f, -INFINITY, 0.6f, 3, 0.7f}, probs[8];
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 8, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 8, &e), 0, "%s", e.msg);
     int kept[8] = {1, 1, 1, 1, 0, 0, 1, 1};
     double z = 0;
     for (int k = 0; k < 8; k++)
@@ -415,7 +415,7 @@ Test(loader, min_p_example_loads_and_filters) {
         else
             cr_assert_float_eq(probs[k], exp((x[k] - 3.0) / 0.5) / z, 1e-6, "token %d", k);
     }
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/samplers.h"
+#include "engine/sampling/sampler_host.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
@@ -28,7 +28,7 @@ static sd_sampler_set *open_builtins(void) {
     return s;
 }
 
-static sd_processor *make(const sd_sampler_set *s, const char *name, int max_vocab,
+static sd_sampler *make(const sd_sampler_set *s, const char *name, int max_vocab,
                           const char *a, const char *b, const char *c) {
     const char *kv[3];
     int n = 0;
@@ -39,7 +39,7 @@ static sd_processor *make(const sd_sampler_set *s, const char *name, int max_voc
     if (c)
         kv[n++] = c;
     sd_err e = {""};
-    sd_processor *p = sd_processor_create(s, name, kv, n, max_vocab, &e);
+    sd_sampler *p = sd_sampler_create(s, name, kv, n, max_vocab, &e);
     cr_assert(p, "create %s: %s", name, e.msg);
     return p;
 }
@@ -206,16 +206,16 @@ static void check_sampler(const char *name, int filters) {
                     snprintf(ta, sizeof ta, "temperature=%.17g", temps[ti]);
                     snprintf(ka, sizeof ka, "top_k=%ld", ks[ki]);
                     snprintf(pa, sizeof pa, "top_p=%.17g", tops[pi]);
-                    sd_processor *p = make(s, name, n, ta, (filters & F_TOPK) ? ka : NULL,
+                    sd_sampler *p = make(s, name, n, ta, (filters & F_TOPK) ? ka : NULL,
                                            (filters & F_TOPP) ? pa : NULL);
                     snprintf(what, sizeof what, "%s row %d T=%g k=%ld p=%g", name, row,
                              temps[ti], ks[ki], tops[pi]);
                     sd_err e = {""};
-                    cr_assert_eq(sd_processor_probs(p, x, got, 1, n, &e), 0, "%s: %s", what,
+                    cr_assert_eq(sd_sampler_probs(p, x, got, 1, n, &e), 0, "%s: %s", what,
                                  e.msg);
                     reference(x, n, filters, temps[ti], ks[ki], tops[pi], want, kept);
                     expect_row(what, got, want, kept, n);
-                    sd_processor_destroy(p);
+                    sd_sampler_destroy(p);
                 }
         free(x);
         free(got);
@@ -261,27 +261,27 @@ Test(samplers, hand_checked_cases) {
     float probs[5];
     sd_err e;
     /* top_k=1 with a three-way tie at the top keeps all three. */
-    sd_processor *p = make(s, "top_k", 5, "top_k=1", NULL, NULL);
-    cr_assert_eq(sd_processor_probs(p, ties, probs, 1, 5, &e), 0, "%s", e.msg);
+    sd_sampler *p = make(s, "top_k", 5, "top_k=1", NULL, NULL);
+    cr_assert_eq(sd_sampler_probs(p, ties, probs, 1, 5, &e), 0, "%s", e.msg);
     cr_assert(probs[0] == 0 && probs[3] == 0);
     cr_assert_float_eq(probs[1], 1.0 / 3, 1e-6);
     cr_assert_float_eq(probs[4], 1.0 / 3, 1e-6);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     /* Four equal tokens, top_p=0.5: cumsum before each is 0, .25, .5, .75;
      * the fourth is removed (.75 > .5), the third kept (.5 is not > .5), and
      * the tie goes to the lower ids. */
     float flat[4] = {0, 0, 0, 0};
     p = make(s, "nucleus", 4, "top_p=0.5", NULL, NULL);
-    cr_assert_eq(sd_processor_probs(p, flat, probs, 1, 4, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_probs(p, flat, probs, 1, 4, &e), 0, "%s", e.msg);
     for (int i = 0; i < 3; i++)
         cr_assert_float_eq(probs[i], 1.0 / 3, 1e-6);
     cr_assert(probs[3] == 0);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     /* Tiny top_p keeps only the top token. */
     p = make(s, "nucleus", 5, "top_p=1e-9", NULL, NULL);
-    cr_assert_eq(sd_processor_probs(p, ties, probs, 1, 5, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_probs(p, ties, probs, 1, 5, &e), 0, "%s", e.msg);
     cr_assert(probs[1] == 1.0f && probs[2] == 0 && probs[4] == 0);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
 
@@ -293,14 +293,14 @@ Test(samplers, rows_are_independent) {
     x[N + 7] = -INFINITY;
     const char *names[] = {"greedy", "multinomial", "top_k", "nucleus", "top_k_nucleus"};
     for (int k = 0; k < 5; k++) {
-        sd_processor *p = make(s, names[k], N, NULL, NULL, NULL);
+        sd_sampler *p = make(s, names[k], N, NULL, NULL, NULL);
         sd_err e;
-        cr_assert_eq(sd_processor_probs(p, x, all, R, N, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_probs(p, x, all, R, N, &e), 0, "%s", e.msg);
         for (int r = 0; r < R; r++) {
-            cr_assert_eq(sd_processor_probs(p, x + r * N, one, 1, N, &e), 0, "%s", e.msg);
+            cr_assert_eq(sd_sampler_probs(p, x + r * N, one, 1, N, &e), 0, "%s", e.msg);
             cr_assert_arr_eq(one, all + r * N, sizeof one, "%s row %d", names[k], r);
         }
-        sd_processor_destroy(p);
+        sd_sampler_destroy(p);
     }
     sd_samplers_close(s);
 }
@@ -319,7 +319,7 @@ static double chi2_critical(int df) {
 /* Draws many tokens and tests the counts against probs. Bins with an
  * expected count below 5 are merged. Zero-probability tokens must never be
  * drawn. */
-static void chi_square(sd_processor *p, const float *probs, int n, int draws, uint64_t seed,
+static void chi_square(sd_sampler *p, const float *probs, int n, int draws, uint64_t seed,
                        const char *what) {
     long *count = calloc((size_t)n, sizeof *count);
     cr_assert(count);
@@ -328,7 +328,7 @@ static void chi_square(sd_processor *p, const float *probs, int n, int draws, ui
     sd_err e;
     for (int k = 0; k < draws; k++) {
         int32_t id;
-        cr_assert_eq(sd_processor_sample(p, probs, n, &r, &id, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_sample(p, probs, n, &r, &id, &e), 0, "%s", e.msg);
         count[id]++;
     }
     double stat = 0, rest_exp = 0, rest_obs = 0;
@@ -373,11 +373,11 @@ Test(samplers, sampling_frequencies_match_probs) {
         {"top_k_nucleus", "top_k=100", "top_p=0.7"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        sd_processor *p = make(s, cases[c].name, N, cases[c].a, cases[c].b, NULL);
+        sd_sampler *p = make(s, cases[c].name, N, cases[c].a, cases[c].b, NULL);
         sd_err e;
-        cr_assert_eq(sd_processor_probs(p, x, probs, 1, N, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_probs(p, x, probs, 1, N, &e), 0, "%s", e.msg);
         chi_square(p, probs, N, 60000, 1000 + c, cases[c].name);
-        sd_processor_destroy(p);
+        sd_sampler_destroy(p);
     }
     sd_samplers_close(s);
 }
@@ -396,14 +396,14 @@ Test(samplers, sampling_an_unnormalized_residual) {
     float norm[N];
     for (int i = 0; i < N; i++)
         norm[i] = (float)(probs[i] / z);
-    sd_processor *p = make(s, "top_k", N, "top_k=3", NULL, NULL);
+    sd_sampler *p = make(s, "top_k", N, "top_k=3", NULL, NULL);
     long count[N] = {0};
     sd_rng r;
     sd_rng_seed(&r, 9);
     sd_err e;
     for (int k = 0; k < 40000; k++) {
         int32_t id;
-        cr_assert_eq(sd_processor_sample(p, probs, N, &r, &id, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_sample(p, probs, N, &r, &id, &e), 0, "%s", e.msg);
         count[id]++;
     }
     double stat = 0;
@@ -418,41 +418,41 @@ Test(samplers, sampling_an_unnormalized_residual) {
         bins++;
     }
     cr_assert_lt(stat, chi2_critical(bins - 1), "chi-square %.2f", stat);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
 
 Test(samplers, greedy_takes_lowest_id_argmax) {
     sd_sampler_set *s = open_builtins();
     float x[6] = {1, 5, 2, 5, -INFINITY, 5}, probs[6];
-    sd_processor *p = make(s, "greedy", 6, "temperature=0.3", NULL, NULL);
-    cr_assert(sd_processor_is_greedy(p));
+    sd_sampler *p = make(s, "greedy", 6, "temperature=0.3", NULL, NULL);
+    cr_assert(sd_sampler_is_greedy(p));
     sd_err e;
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 6, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 6, &e), 0, "%s", e.msg);
     sd_rng r;
     sd_rng_seed(&r, 1);
     for (int k = 0; k < 20; k++) {
         int32_t id;
-        cr_assert_eq(sd_processor_sample(p, probs, 6, &r, &id, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_sample(p, probs, 6, &r, &id, &e), 0, "%s", e.msg);
         cr_assert_eq(id, 1);
     }
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     const char *others[] = {"multinomial", "top_k", "nucleus", "top_k_nucleus"};
     for (int i = 0; i < 4; i++) {
         p = make(s, others[i], 6, NULL, NULL, NULL);
-        cr_assert_not(sd_processor_is_greedy(p), "%s", others[i]);
-        sd_processor_destroy(p);
+        cr_assert_not(sd_sampler_is_greedy(p), "%s", others[i]);
+        sd_sampler_destroy(p);
     }
     sd_samplers_close(s);
 }
 
-static void draw_sequence(sd_processor *p, const float *probs, int n, uint64_t seed,
+static void draw_sequence(sd_sampler *p, const float *probs, int n, uint64_t seed,
                           int32_t *ids, int count) {
     sd_rng r;
     sd_rng_seed(&r, seed);
     sd_err e;
     for (int k = 0; k < count; k++)
-        cr_assert_eq(sd_processor_sample(p, probs, n, &r, &ids[k], &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_sample(p, probs, n, &r, &ids[k], &e), 0, "%s", e.msg);
 }
 
 Test(samplers, same_seed_same_sequence) {
@@ -462,16 +462,16 @@ Test(samplers, same_seed_same_sequence) {
     gaussian(x, N, 2.0, 3);
     const char *names[] = {"multinomial", "top_k", "nucleus", "top_k_nucleus"};
     for (int i = 0; i < 4; i++) {
-        sd_processor *p = make(s, names[i], N, "temperature=1.3", NULL, NULL);
+        sd_sampler *p = make(s, names[i], N, "temperature=1.3", NULL, NULL);
         sd_err e;
-        cr_assert_eq(sd_processor_probs(p, x, probs, 1, N, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_sampler_probs(p, x, probs, 1, N, &e), 0, "%s", e.msg);
         int32_t a[K], b[K], c[K];
         draw_sequence(p, probs, N, 2024, a, K);
         draw_sequence(p, probs, N, 2024, b, K);
         draw_sequence(p, probs, N, 2025, c, K);
         cr_assert_arr_eq(a, b, sizeof a, "%s: same seed, different ids", names[i]);
         cr_assert(memcmp(a, c, sizeof a) != 0, "%s: different seeds, same ids", names[i]);
-        sd_processor_destroy(p);
+        sd_sampler_destroy(p);
     }
     sd_samplers_close(s);
 }
@@ -498,7 +498,7 @@ static void expect_error(const sd_sampler_set *s, const char *name, const char *
                          const char *msg) {
     sd_err e = {""};
     const char *kv[1] = {arg};
-    sd_processor *p = sd_processor_create(s, name, kv, arg ? 1 : 0, 100, &e);
+    sd_sampler *p = sd_sampler_create(s, name, kv, arg ? 1 : 0, 100, &e);
     cr_assert_null(p, "%s %s: accepted", name, arg ? arg : "");
     cr_assert(strstr(e.msg, msg), "%s %s: message '%s' lacks '%s'", name, arg ? arg : "", e.msg,
               msg);
@@ -537,47 +537,47 @@ Test(samplers, parameter_errors) {
 
 Test(samplers, describe_and_last_value_wins) {
     sd_sampler_set *s = open_builtins();
-    sd_processor *p = make(s, "top_k", 100, "temperature=0.7", "top_k=5", "top_k=40");
+    sd_sampler *p = make(s, "top_k", 100, "temperature=0.7", "top_k=5", "top_k=40");
     char buf[128];
-    int n = sd_processor_describe(p, buf, sizeof buf);
+    int n = sd_sampler_describe(p, buf, sizeof buf);
     cr_assert_str_eq(buf, "top_k(temperature=0.7, top_k=40)");
     cr_assert_eq(n, (int)strlen(buf));
-    cr_assert_str_eq(sd_processor_name(p), "top_k");
+    cr_assert_str_eq(sd_sampler_name(p), "top_k");
     char small[8];
-    cr_assert_eq(sd_processor_describe(p, small, sizeof small), n);
+    cr_assert_eq(sd_sampler_describe(p, small, sizeof small), n);
     cr_assert_str_eq(small, "top_k(t");
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     p = make(s, "top_k_nucleus", 100, NULL, NULL, NULL);
-    sd_processor_describe(p, buf, sizeof buf);
+    sd_sampler_describe(p, buf, sizeof buf);
     cr_assert_str_eq(buf, "top_k_nucleus(temperature=1, top_k=40, top_p=0.9)");
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
 
 Test(samplers, checked_calls_reject_bad_input) {
     sd_sampler_set *s = open_builtins();
     sd_err e = {""};
-    cr_assert_null(sd_processor_create(s, "top_k", NULL, 0, 0, &e));
+    cr_assert_null(sd_sampler_create(s, "top_k", NULL, 0, 0, &e));
     cr_assert(strstr(e.msg, "max_vocab must be >= 1"), "%s", e.msg);
-    sd_processor *p = make(s, "nucleus", 8, NULL, NULL, NULL);
+    sd_sampler *p = make(s, "nucleus", 8, NULL, NULL, NULL);
     float x[16] = {0}, probs[16];
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 16, &e), -1);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 16, &e), -1);
     cr_assert(strstr(e.msg, "nucleus: bad shape 1 x 16 (n_vocab must be in [1, 8])"), "%s",
               e.msg);
     x[2] = NAN;
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 8, &e), -1);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 8, &e), -1);
     cr_assert(strstr(e.msg, "nucleus: process failed"), "%s", e.msg);
     x[2] = INFINITY;
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 8, &e), -1);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 8, &e), -1);
     for (int i = 0; i < 8; i++)
         x[i] = -INFINITY;
-    cr_assert_eq(sd_processor_probs(p, x, probs, 1, 8, &e), -1);
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 8, &e), -1);
     float zero[8] = {0};
     sd_rng r;
     sd_rng_seed(&r, 1);
     int32_t id;
-    cr_assert_eq(sd_processor_sample(p, zero, 8, &r, &id, &e), -1);
+    cr_assert_eq(sd_sampler_sample(p, zero, 8, &r, &id, &e), -1);
     cr_assert(strstr(e.msg, "nucleus: sample returned -1, outside [0, 8)"), "%s", e.msg);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(s);
 }

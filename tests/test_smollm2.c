@@ -20,8 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/generate/generate.h"
-#include "util/json.h"
+#include "engine/decode/decode.h"
+#include "engine/model/device.h"
+#include "tests/util/json.h"
 
 #define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define TOL 1.0
@@ -32,8 +33,8 @@ static sd_model *load_or_skip(void) {
         return NULL;
     }
     sd_err e = {{0}};
-    sd_model_opts o = {1024, 2, SD_DEVICE_CPU};
-    sd_model *m = sd_model_load(SMOL, &o, &e);
+    sd_model_opts o = {1024};
+    sd_model *m = sd_model_load(SMOL, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
 }

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/generate/generate.h"
-#include "../engine/generate/ngram.h"
-#include "util/synth_model.h"
+#include "engine/decode/decode.h"
+#include "engine/model/device.h"
+#include "engine/decode/ngram.h"
+#include "tests/util/synth_model.h"
 
 #define MODELS "tests/data/models/"
 #define GEN 48
@@ -28,8 +29,8 @@ static sd_model *load(const char *file) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {256, 1, SD_DEVICE_CPU};
-    sd_model *m = sd_model_load(path, &o, &e);
+    sd_model_opts o = {256};
+    sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
 }
@@ -47,8 +48,8 @@ static synth make_synth(synth_cfg c) {
     cr_assert_eq(synth_model_bytes(&c, &s.bytes, &len, &e), 0, "%s", e.msg);
     gguf_file *f = gguf_open_mem(s.bytes, len, "synth", &e);
     cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {64, 1, SD_DEVICE_CPU};
-    s.m = sd_model_from_gguf(f, &o, &e);
+    sd_model_opts o = {64};
+    s.m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(s.m, "%s", e.msg);
     return s;
 }
@@ -224,13 +225,13 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     const char *dirs[] = {"plugins"};
     sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
     cr_assert(set, "%s", e.msg);
-    sd_processor *p = sd_processor_create(set, sampler, kv, n_kv, c.vocab, &e);
+    sd_sampler *p = sd_sampler_create(set, sampler, kv, n_kv, c.vocab, &e);
     cr_assert(p, "%s", e.msg);
     int V = c.vocab;
     /* exact target law of the first token */
     float *logits = malloc((size_t)V * sizeof *logits), *probs = malloc((size_t)V * sizeof *probs);
     cr_assert_eq(sd_forward_ex(t.m, t.m->kv, synth_prompt, 3, 0, 0, logits, 1, &e), 0);
-    cr_assert_eq(sd_processor_probs(p, logits, probs, 1, V, &e), 0);
+    cr_assert_eq(sd_sampler_probs(p, logits, probs, 1, V, &e), 0);
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count);
     sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
@@ -238,7 +239,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     for (int r = 0; r < runs; r++) {
         sd_rng rng;
         sd_rng_seed(&rng, 1000 + (uint64_t)r);
-        sd_gen_cfg cfg = {.proc = p, .rng = &rng, .pad_id = -1, .use_cache = 1};
+        sd_gen_cfg cfg = {.sampler = p, .rng = &rng, .pad_id = -1, .use_cache = 1};
         sd_spec_opts o = {3, 0, 0};
         sd_gen_stats st;
         int32_t out[4];
@@ -275,7 +276,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     free(count);
     free(logits);
     free(probs);
-    sd_processor_destroy(p);
+    sd_sampler_destroy(p);
     sd_samplers_close(set);
     free_synth(&t);
     free_synth(&d);

@@ -24,11 +24,11 @@
 #include <time.h>
 
 
-#include "../engine/gguf.h"
-#include "../engine/tokenizer.h"
-#include "util/test_util.h"
-#include "util/gguf_writer.h"
-#include "util/json.h"
+#include "engine/format/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "tests/util/test_util.h"
+#include "tests/util/gguf_writer.h"
+#include "tests/util/json.h"
 
 #define DATA_DIR "tests/data/"
 #define STORIES DATA_DIR "models/stories260K.gguf"

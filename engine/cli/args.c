@@ -1,4 +1,4 @@
-#include "args.h"
+#include "engine/cli/args.h"
 
 #include <errno.h>
 #include <math.h>
@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../generate/ngram.h"
-#include "../model.h"
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, sd_err *e) {
     char *end;
@@ -46,38 +44,6 @@ static int push(const char *flag, const char **list, int *n, const char *v, sd_e
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int bit;
-} strategies[] = {{"ar", SD_STRAT_AR},     {"spec", SD_STRAT_SPEC}, {"nasd", SD_STRAT_NASD},
-                  {"beam", SD_STRAT_BEAM}, {"draft", SD_STRAT_DRAFT}};
-#define N_STRATEGIES (sizeof strategies / sizeof strategies[0])
-
-const char *sd_strategy_name(int bit) {
-    for (size_t i = 0; i < N_STRATEGIES; i++)
-        if (strategies[i].bit == bit) return strategies[i].name;
-    return "?";
-}
-
-int sd_parse_strategies(const char *list, int *bits, sd_err *e) {
-    int out = 0;
-    const char *p = list;
-    while (1) {
-        size_t n = strcspn(p, ",");
-        size_t i = 0;
-        for (; i < N_STRATEGIES; i++)
-            if (strlen(strategies[i].name) == n && !strncmp(p, strategies[i].name, n)) break;
-        if (i == N_STRATEGIES)
-            return sd_fail(e, "--strategy: unknown strategy '%.*s' (known: ar, spec, nasd, beam, draft)",
-                           (int)(n > 40 ? 40 : n), p);
-        out |= strategies[i].bit;
-        if (!p[n]) break;
-        p += n + 1;
-    }
-    *bits = out;
-    return 0;
-}
-
 void sd_args_usage(FILE *out) {
     fputs(
         "usage: specdec -m MODEL (-p PROMPT | -f FILE | -i) [options]\n"
@@ -107,7 +73,8 @@ void sd_args_usage(FILE *out) {
         "      --ngram-n N           NASD n-gram order (default 3)\n"
         "      --ngram-store KIND    multi (k-grams 2..N, longest wins) or one (N-grams only)\n"
         "      --filler-top-k K      target's top-K added to the store per position (default 3)\n"
-        "      --stop-if-unknown     stop drafting at an unknown context\n"
+        "      --fill-unknown        at an unknown context draft the store's most frequent token\n"
+        "                            (default: stop drafting there; --stop-if-unknown)\n"
         "      --keep-ngrams         keep the n-gram store between prompts\n"
         "      --debug               show accepted/rejected drafts of every step on stderr\n"
         "beam search\n"
@@ -130,7 +97,7 @@ void sd_args_usage(FILE *out) {
         out);
 }
 
-typedef enum { F_BOOL, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
+typedef enum { F_BOOL, F_OFF, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
 
 static int parse_device(const char *flag, const char *v, int *out, sd_err *e) {
     if (!strcmp(v, "auto")) *out = SD_DEVICE_AUTO;
@@ -151,41 +118,42 @@ typedef struct flag {
 #define OFF(f) offsetof(sd_args, f)
 static const flag flags[] = {
     {"-h", "--help", F_BOOL, OFF(help), 0, 0, 0},
-    {NULL, "--no-cache", F_BOOL, OFF(no_cache), 0, 0, 0},
-    {NULL, "--ignore-eos", F_BOOL, OFF(ignore_eos), 0, 0, 0},
-    {NULL, "--chat", F_BOOL, OFF(chat), 0, 0, 0},
+    {NULL, "--no-cache", F_BOOL, OFF(c.no_cache), 0, 0, 0},
+    {NULL, "--ignore-eos", F_BOOL, OFF(c.ignore_eos), 0, 0, 0},
+    {NULL, "--chat", F_BOOL, OFF(c.chat), 0, 0, 0},
     {NULL, "--json", F_BOOL, OFF(json), 0, 0, 0},
     {NULL, "--debug", F_BOOL, OFF(debug), 0, 0, 0},
     {"-i", "--interactive", F_BOOL, OFF(interactive), 0, 0, 0},
     {NULL, "--list-samplers", F_BOOL, OFF(list_samplers), 0, 0, 0},
-    {NULL, "--skip-sample-adjustment", F_BOOL, OFF(skip_sample_adjustment), 0, 0, 0},
-    {NULL, "--no-first-target", F_BOOL, OFF(no_first_target), 0, 0, 0},
-    {NULL, "--stop-if-unknown", F_BOOL, OFF(stop_if_unknown), 0, 0, 0},
-    {NULL, "--keep-ngrams", F_BOOL, OFF(keep_ngrams), 0, 0, 0},
-    {"-m", "--model", F_STR, OFF(model), 0, 0, 0},
-    {"-d", "--draft", F_STR, OFF(draft), 0, 0, 0},
+    {NULL, "--skip-sample-adjustment", F_BOOL, OFF(c.skip_sample_adjustment), 0, 0, 0},
+    {NULL, "--no-first-target", F_BOOL, OFF(c.no_first_target), 0, 0, 0},
+    {NULL, "--stop-if-unknown", F_BOOL, OFF(c.stop_if_unknown), 0, 0, 0},
+    {NULL, "--fill-unknown", F_OFF, OFF(c.stop_if_unknown), 0, 0, 0},
+    {NULL, "--keep-ngrams", F_BOOL, OFF(c.keep_ngrams), 0, 0, 0},
+    {"-m", "--model", F_STR, OFF(c.model), 0, 0, 0},
+    {"-d", "--draft", F_STR, OFF(c.draft), 0, 0, 0},
     {"-p", "--prompt", F_STR, OFF(prompt), 0, 0, 0},
     {"-f", "--file", F_STR, OFF(prompt_file), 0, 0, 0},
-    {NULL, "--system", F_STR, OFF(system), 0, 0, 0},
-    {NULL, "--sampler", F_STR, OFF(sampler), 0, 0, 0},
-    {"-n", "--n-predict", F_INT, OFF(n_predict), 0, 1 << 24, 0},
-    {"-t", "--threads", F_INT, OFF(threads), 1, 1024, 0},
-    {NULL, "--ctx", F_INT, OFF(n_ctx), 1, 1 << 24, 0},
-    {NULL, "--draft-layers", F_INT, OFF(draft_layers), 1, 1024, 0},
-    {NULL, "--gamma", F_INT, OFF(gamma), 1, 256, 0},
-    {NULL, "--ngram-n", F_INT, OFF(ngram_n), 2, SD_NGRAM_MAX_N, 0},
-    {NULL, "--filler-top-k", F_INT, OFF(filler_top_k), 0, 64, 0},
-    {NULL, "--beams", F_INT, OFF(beams), 1, 128, 0},
-    {NULL, "--beam-top-k", F_INT, OFF(beam_top_k), 1, 1 << 20, 0},
-    {NULL, "--min-length", F_NUM, OFF(min_length), 0, 1e6, 0},
-    {NULL, "--alpha", F_NUM, OFF(alpha), -100, 100, 0},
-    {NULL, "--seed", F_U64, OFF(seed), 0, 0, 0},
-    {NULL, "--sampler-arg", F_LIST, OFF(sampler_args), 0, 0, OFF(n_sampler_args)},
-    {NULL, "--plugin-dir", F_LIST, OFF(plugin_dirs), 0, 0, OFF(n_plugin_dirs)},
-    {NULL, "--strategy", F_STRAT, OFF(strategies), 0, 0, 0},
-    {NULL, "--ngram-store", F_STORE, OFF(ngram_kind), 0, 0, 0},
-    {NULL, "--device", F_DEVICE, OFF(device), 0, 0, 0},
-    {NULL, "--draft-device", F_DEVICE, OFF(draft_device), 0, 0, 0},
+    {NULL, "--system", F_STR, OFF(c.system), 0, 0, 0},
+    {NULL, "--sampler", F_STR, OFF(c.sampler), 0, 0, 0},
+    {"-n", "--n-predict", F_INT, OFF(c.n_predict), 0, 1 << 24, 0},
+    {"-t", "--threads", F_INT, OFF(c.threads), 1, 1024, 0},
+    {NULL, "--ctx", F_INT, OFF(c.n_ctx), 1, 1 << 24, 0},
+    {NULL, "--draft-layers", F_INT, OFF(c.draft_layers), 1, 1024, 0},
+    {NULL, "--gamma", F_INT, OFF(c.gamma), 1, 256, 0},
+    {NULL, "--ngram-n", F_INT, OFF(c.ngram_n), 2, SD_NGRAM_MAX_N, 0},
+    {NULL, "--filler-top-k", F_INT, OFF(c.filler_top_k), 0, 64, 0},
+    {NULL, "--beams", F_INT, OFF(c.beams), 1, 128, 0},
+    {NULL, "--beam-top-k", F_INT, OFF(c.beam_top_k), 1, 1 << 20, 0},
+    {NULL, "--min-length", F_NUM, OFF(c.min_length), 0, 1e6, 0},
+    {NULL, "--alpha", F_NUM, OFF(c.alpha), -100, 100, 0},
+    {NULL, "--seed", F_U64, OFF(c.seed), 0, 0, 0},
+    {NULL, "--sampler-arg", F_LIST, OFF(c.sampler_args), 0, 0, OFF(c.n_sampler_args)},
+    {NULL, "--plugin-dir", F_LIST, OFF(c.plugin_dirs), 0, 0, OFF(c.n_plugin_dirs)},
+    {NULL, "--strategy", F_STRAT, OFF(c.strategies), 0, 0, 0},
+    {NULL, "--ngram-store", F_STORE, OFF(c.ngram_kind), 0, 0, 0},
+    {NULL, "--device", F_DEVICE, OFF(c.device), 0, 0, 0},
+    {NULL, "--draft-device", F_DEVICE, OFF(c.draft_device), 0, 0, 0},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -198,24 +166,14 @@ static const flag *find_flag(const char *arg) {
 
 int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
     memset(a, 0, sizeof *a);
-    a->n_predict = 128;
-    a->strategies = SD_STRAT_AR;
-    a->gamma = 4;
-    a->ngram_n = 3;
-    a->ngram_kind = SD_NGRAM_MULTI;
-    a->filler_top_k = 3;
-    a->beams = 4;
-    a->beam_top_k = 3;
-    a->min_length = 5.0;
-    a->alpha = 1.2;
-    a->draft_device = -1;
+    sd_config_defaults(&a->c);
     char *base = (char *)a;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const flag *f = find_flag(arg);
         if (!f) return sd_fail(e, "unknown option '%s' (see --help)", arg);
-        if (f->t == F_BOOL) {
-            *(int *)(base + f->off) = 1;
+        if (f->t == F_BOOL || f->t == F_OFF) {
+            *(int *)(base + f->off) = f->t == F_BOOL;
             continue;
         }
         if (i + 1 >= argc) return sd_fail(e, "%s needs a value", arg);
@@ -227,31 +185,34 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         case F_NUM: r = parse_num(arg, v, f->lo, f->hi, (double *)(base + f->off), e); break;
         case F_U64:
             r = parse_u64(arg, v, (uint64_t *)(base + f->off), e);
-            a->have_seed = 1;
+            a->c.have_seed = 1;
             break;
         case F_LIST:
             r = push(arg, (const char **)(base + f->off), (int *)(base + f->count_off), v, e);
             break;
-        case F_STRAT: r = sd_parse_strategies(v, &a->strategies, e); break;
+        case F_STRAT:
+            if (sd_parse_strategies(v, &a->c.strategies, e)) r = sd_wrap(e, arg);
+            break;
         case F_STORE:
-            if (!strcmp(v, "multi")) a->ngram_kind = SD_NGRAM_MULTI;
-            else if (!strcmp(v, "one")) a->ngram_kind = SD_NGRAM_ONE;
+            if (!strcmp(v, "multi")) a->c.ngram_kind = SD_NGRAM_MULTI;
+            else if (!strcmp(v, "one")) a->c.ngram_kind = SD_NGRAM_ONE;
             else r = sd_fail(e, "--ngram-store: '%s' is not multi or one", v);
             break;
         case F_DEVICE: r = parse_device(arg, v, (int *)(base + f->off), e); break;
-        case F_BOOL: break;
+        case F_BOOL:
+        case F_OFF: break;
         }
         if (r) return -1;
     }
     if (a->help || a->list_samplers) return 0;
-    if (!a->model) return sd_fail(e, "no model given (-m MODEL; see --help)");
+    if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
     if (!a->interactive && !a->prompt && !a->prompt_file)
         return sd_fail(e, "no prompt given (-p TEXT, -f FILE or -i)");
     if (a->prompt && a->prompt_file) return sd_fail(e, "give either -p or -f, not both");
-    if (a->system && !a->chat) return sd_fail(e, "--system needs --chat");
-    if (a->draft && a->draft_layers) return sd_fail(e, "give either -d or --draft-layers, not both");
-    if ((a->strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !a->draft && !a->draft_layers)
+    if (a->c.system && !a->c.chat) return sd_fail(e, "--system needs --chat");
+    if (a->c.draft && a->c.draft_layers) return sd_fail(e, "give either -d or --draft-layers, not both");
+    if ((a->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !a->c.draft && !a->c.draft_layers)
         return sd_fail(e, "--strategy spec/draft needs a drafter (-d DRAFT or --draft-layers K)");
-    if (a->n_sampler_args && !a->sampler) return sd_fail(e, "--sampler-arg needs --sampler NAME");
+    if (a->c.n_sampler_args && !a->c.sampler) return sd_fail(e, "--sampler-arg needs --sampler NAME");
     return 0;
 }

@@ -1,4 +1,4 @@
-#include "json_out.h"
+#include "engine/cli/json_out.h"
 
 #include <math.h>
 

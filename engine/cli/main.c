@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "repl.h"
-#include "session.h"
+#include "engine/cli/args.h"
+#include "engine/cli/repl.h"
+#include "engine/cli/run.h"
 
 static char *read_file(const char *path, sd_err *e) {
     FILE *f = fopen(path, "rb");
@@ -48,12 +48,11 @@ static char *read_file(const char *path, sd_err *e) {
 static int list_samplers(const sd_args *a, sd_err *e) {
     char **dirs;
     int n_dirs;
-    if (sd_plugin_dirs(a->plugin_dirs, a->n_plugin_dirs, &dirs, &n_dirs, e)) return -1;
+    if (sd_plugin_dirs(a->c.plugin_dirs, a->c.n_plugin_dirs, &dirs, &n_dirs, e)) return -1;
     sd_sampler_set *s = sd_samplers_open((const char *const *)dirs, n_dirs, e);
     sd_plugin_dirs_free(dirs, n_dirs);
     if (!s) return -1;
-    for (int i = 0; i < sd_samplers_n_warnings(s); i++)
-        fprintf(stderr, "specdec: warning: %s\n", sd_samplers_warning(s, i));
+    sd_cli_warnings(s);
     sd_samplers_list(s, stdout);
     sd_samplers_close(s);
     return 0;
@@ -63,18 +62,17 @@ static int run(const sd_args *a, sd_err *e) {
     if (a->list_samplers) return list_samplers(a, e);
     char *file_text = NULL;
     if (a->prompt_file && !(file_text = read_file(a->prompt_file, e))) return -1;
-    sd_session s;
-    if (sd_session_open(&s, a, e)) {
+    sd_cli cli = {.json = a->json, .debug = a->debug};
+    if (sd_session_open(&cli.s, &a->c, e)) {
         free(file_text);
         return -1;
     }
+    sd_cli_warnings(cli.s.samplers);
+    const char *prompt = file_text ? file_text : a->prompt;
     int rc = 0;
-    if (a->interactive) {
-        rc = sd_repl_run(&s);
-    } else {
-        rc = sd_session_run(&s, file_text ? file_text : a->prompt, stdout, e);
-    }
-    sd_session_close(&s);
+    if (prompt) rc = sd_cli_run(&cli, prompt, stdout, e);
+    if (!rc && a->interactive) rc = sd_repl_run(&cli);
+    sd_session_close(&cli.s);
     free(file_text);
     return rc;
 }

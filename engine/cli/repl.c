@@ -1,4 +1,4 @@
-#include "repl.h"
+#include "engine/cli/repl.h"
 
 #include <editline/readline.h>
 #include <errno.h>
@@ -45,26 +45,27 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
-    s->a.strategies ^= bit;
-    fprintf(out, "%s: %s\n", what, s->a.strategies & bit ? "on" : "off");
+    s->c.strategies ^= bit;
+    fprintf(out, "%s: %s\n", what, s->c.strategies & bit ? "on" : "off");
 }
 
 static void bad(FILE *out, const char *msg) {
     fprintf(out, "error: %s\n%s", msg, usage);
 }
 
-static int command(sd_session *s, char **w, int n, FILE *out) {
+static int command(sd_cli *cli, char **w, int n, FILE *out) {
     const char *c = w[0];
-    sd_args *a = &s->a;
+    sd_session *s = &cli->s;
+    sd_config *a = &s->c;
     sd_err e = {{0}};
     int v;
     if (!strcmp(c, "/quit") || !strcmp(c, "/exit")) return 1;
     if (!strcmp(c, "/help")) {
         fputs(usage, out);
-        sd_session_describe(s, out);
+        sd_cli_describe(cli, out);
     } else if (!strcmp(c, "/debug")) {
-        a->debug = !a->debug;
-        fprintf(out, "debug: %s\n", a->debug ? "on" : "off");
+        cli->debug = !cli->debug;
+        fprintf(out, "debug: %s\n", cli->debug ? "on" : "off");
     } else if (!strcmp(c, "/clear")) {
         fputs(isatty(1) ? "\033[H\033[2J" : "", out);
         fprintf(out, "cleared\n");
@@ -132,7 +133,7 @@ static int command(sd_session *s, char **w, int n, FILE *out) {
             sd_samplers_list(s->samplers, out);
         } else {
             char desc[256];
-            sd_processor_describe(s->proc, desc, sizeof desc);
+            sd_sampler_describe(s->sampler, desc, sizeof desc);
             fprintf(out, "processor: %s\n", desc);
         }
     } else {
@@ -141,7 +142,7 @@ static int command(sd_session *s, char **w, int n, FILE *out) {
     return 0;
 }
 
-int sd_repl_line(sd_session *s, char *line, FILE *out) {
+int sd_repl_line(sd_cli *cli, char *line, FILE *out) {
     size_t len = strlen(line);
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (!len) return 0;
@@ -152,14 +153,14 @@ int sd_repl_line(sd_session *s, char *line, FILE *out) {
             fprintf(out, "error: too many words\n");
             return 0;
         }
-        return command(s, w, n, out);
+        return command(cli, w, n, out);
     }
     sd_err e = {{0}};
-    if (sd_session_run(s, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
+    if (sd_cli_run(cli, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
     return 0;
 }
 
-int sd_repl_run(sd_session *s) {
+int sd_repl_run(sd_cli *cli) {
     int tty = isatty(0);
     if (tty) {
         printf("specdec interactive mode; /help lists the commands\n");
@@ -177,7 +178,7 @@ int sd_repl_run(sd_session *s) {
             if (getline(&buf, &cap, stdin) < 0) break;
             line = buf;
         }
-        int quit = sd_repl_line(s, line, stdout);
+        int quit = sd_repl_line(cli, line, stdout);
         if (tty) free(line);
         fflush(stdout);
         if (quit) break;

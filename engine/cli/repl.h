@@ -5,11 +5,11 @@
 
 #include <stdio.h>
 
-#include "session.h"
+#include "engine/cli/run.h"
 
 /* Executes one line (a /command or a prompt). Returns 1 on /quit, 0 to go
  * on; errors are printed and never end the session. */
-int sd_repl_line(sd_session *s, char *line, FILE *out);
-int sd_repl_run(sd_session *s);
+int sd_repl_line(sd_cli *cli, char *line, FILE *out);
+int sd_repl_run(sd_cli *cli);
 
 #endif

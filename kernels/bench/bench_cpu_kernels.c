@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../engine/gguf.h"
-#include "../cpu/cpu.h"
+#include "kernels/common/wtype.h"
+#include "kernels/cpu/cpu.h"
 
 static double now(void) {
     struct timespec ts;

@@ -22,10 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cuda/cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 extern "C" {
-#include "../../engine/fp16.h"
+#include "kernels/common/fp16.h"
+#include "kernels/cpu/backend_cpu.h"
 }
 
 enum { MAX_REPS = 2048, MIN_REPS = 32, LAUNCHES = 3 };

@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "cpu.h"
+#include "kernels/cpu/cpu.h"
 
 #ifndef SD_FN
 #define SD_FN(name) name##_avx2

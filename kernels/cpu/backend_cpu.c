@@ -1,12 +1,12 @@
-/* The CPU op table: thin adapters from backend.h onto the kernels in cpu.h.
+/* The CPU op table: thin adapters from kernels/backend.h onto the kernels in cpu.h.
  * Host memory is backend memory, so uploads are no-ops and to_host is a
  * memcpy. Q/K/V and gate/up share one activation quantization through
  * sd_cpu_matmul_multi. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/backend.h"
-#include "cpu.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/cpu.h"
 
 static sd_cpu *cpu(sd_backend *b) { return (sd_cpu *)b->ctx; }
 

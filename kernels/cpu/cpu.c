@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu.h"
-#include "../../engine/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/common/wtype.h"
 
 /* Per-ISA attention head kernel (attn*.c). */
 void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,

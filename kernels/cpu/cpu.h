@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/error.h"
-#include "../../engine/weight.h"
+#include "kernels/common/error.h"
+#include "kernels/common/weight.h"
 
 typedef struct sd_cpu sd_cpu;
 

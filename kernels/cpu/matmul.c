@@ -11,9 +11,9 @@
 #include <omp.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "../../engine/fp16.h"
-#include "../../engine/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/wtype.h"
 
 enum { MAX_MULTI = 16, GROUP = 4 };
 

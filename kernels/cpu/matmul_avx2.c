@@ -36,8 +36,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "../../engine/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/common/wtype.h"
 
 #ifndef SD_FN
 #define SD_FN(name) name##_avx2

@@ -6,4 +6,4 @@
 #define SD_FN(name) name##_avx512
 #define SD_QA 8
 #define SD_FA 4
-#include "matmul_avx2.c"
+#include "kernels/cpu/matmul_avx2.c"

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "../../engine/fp16.h"
-#include "../../engine/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/wtype.h"
 
 int sd_cpu_type_block(uint32_t type, int *elems, int *bytes) {
     int el, by;

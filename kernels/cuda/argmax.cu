@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <math.h>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { AM_THREADS = 1024 };
 

@@ -23,7 +23,7 @@
  * each, which matters for long contexts with few kv heads and one query. */
 #include <math.h>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { AT_KEYS = 32, AT_QV = 16, AT_THREADS = 128, AT_MAX_HD = 128, AT_MIN_SPLIT = 64 };
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 /* ---- errors ----------------------------------------------------------------- */
 static int cu_vfail(sd_err *e, cudaError_t err, const char *suffix, const char *fmt, va_list ap) {

@@ -18,9 +18,9 @@
 #include <stdint.h>
 
 extern "C" {
-#include "../../engine/backend.h"
-#include "../../engine/backend_cuda.h"
-#include "../../engine/gguf.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/common/wtype.h"
 }
 
 /* Scratch slots grown on demand (see cu_scratch). */

@@ -4,7 +4,7 @@
  * bit for bit. Grid: (column blocks, n). */
 #include <cuda_fp16.h>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { EM_THREADS = 256 };
 

@@ -6,7 +6,7 @@
  * (matvec.cu). */
 #include <math.h>
 
-#include "mv.cuh"
+#include "kernels/cuda/mv.cuh"
 
 /* silu(g) * u with the CPU's operation order and no fused multiply-adds. */
 __device__ __forceinline__ float swiglu(float g, float u) {

@@ -3,7 +3,7 @@
  * projections with the residual add folded in (out is the residual stream;
  * each output element is read and written by one lane). The core loop is in
  * mv.cuh. */
-#include "mv.cuh"
+#include "kernels/cuda/mv.cuh"
 
 struct MmArgs {
     MvAct a;

@@ -27,7 +27,7 @@
 
 #include <cuda_fp16.h>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { MV_WARPS = 4, MV_THREADS = 32 * MV_WARPS, MV_UNROLL = 2, MV_MAX_NT = 8 };
 

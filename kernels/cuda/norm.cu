@@ -5,7 +5,7 @@
  * read and written by the same thread, after the reduction). */
 #include <cub/block/block_reduce.cuh>
 
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { RN_THREADS = 256 };
 

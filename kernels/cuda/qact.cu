@@ -6,7 +6,7 @@
  * Scratch layout (CU_SCRATCH_QACT): q [n][cols] int8 | pad to 256 |
  * d [n][cols/32] | s [n][cols/32]; since cols is a multiple of 32, block b of
  * the flattened [n*cols] is block b % (cols/32) of row b / (cols/32). */
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 enum { QA_WARPS = 8 };
 

@@ -9,7 +9,7 @@
  * three. */
 #include <math.h>
 
-#include "mv.cuh"
+#include "kernels/cuda/mv.cuh"
 
 struct QkvMat {
     MvMat w;

@@ -2,7 +2,7 @@
  * row_bytes apart) into the kernels' layout (cuda_int.h): values of a row
  * end to end, scales in their own array. One thread per 32-element block;
  * byte copies, since GGUF blocks (34/18/20 bytes) have no alignment. */
-#include "cuda_int.h"
+#include "kernels/cuda/cuda_int.h"
 
 __global__ void repack_kernel(uint8_t *q, uint8_t *sc, const uint8_t *raw, int64_t rows,
                               int64_t nb, size_t row_bytes, int type) {

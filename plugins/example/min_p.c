@@ -12,7 +12,7 @@
  * min_p = 1 only the maximum (and its ties). */
 #include <math.h>
 
-#include "logits_processor.h"
+#include "samplers/sampler.h"
 
 typedef struct min_p {
     double temperature;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/cli/args.h"
-#include "../util/fuzz_bodies.h"
+#include "engine/cli/args.h"
+#include "tests/util/fuzz_bodies.h"
 
 #define MAX_ARGS 64
 

@@ -2,7 +2,7 @@
  * fuzz_bodies.h). Each keeps the input in the buffer libFuzzer hands over
  * (exactly size bytes, so an over-read is an ASan report) or in an
  * exactly-sized copy when the library needs a NUL-terminated string. */
-#include "fuzz_bodies.h"
+#include "tests/util/fuzz_bodies.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,10 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../engine/model.h"
-#include "../../engine/samplers.h"
-#include "../../engine/tokenizer_int.h"
-#include "gguf_writer.h"
+#include "engine/model/model.h"
+#include "engine/model/device.h"
+#include "engine/sampling/sampler_host.h"
+#include "engine/text/tokenizer_int.h"
+#include "tests/util/gguf_writer.h"
 
 /* Setting up a fixture is not fuzzing: a missing file is a broken checkout,
  * reported loudly instead of silently fuzzing nothing. */
@@ -102,8 +103,8 @@ void sd_fuzz_gguf(const uint8_t *data, size_t size) {
     }
 
     /* Model construction takes the file; a tiny context keeps it cheap. */
-    sd_model_opts o = {.n_ctx = 16, .n_threads = 1};
-    sd_model *m = sd_model_from_gguf(f, &o, &e);
+    sd_model_opts o = {.n_ctx = 16};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     if (!m) return;
     int32_t tok = sd_tokenizer_bos(m->tok) >= 0 ? sd_tokenizer_bos(m->tok) : 0;
     float *logits = malloc((size_t)m->hp.vocab * sizeof *logits);
@@ -253,19 +254,19 @@ void sd_fuzz_sampler_args(const uint8_t *data, size_t size) {
         if (!name) name = p;
         else kv[n_kv++] = p;
     }
-    sd_processor *proc = sd_processor_create(samplers, name ? name : "", kv, n_kv, vocab, &e);
+    sd_sampler *proc = sd_sampler_create(samplers, name ? name : "", kv, n_kv, vocab, &e);
     if (proc) {
         char desc[256];
-        sd_processor_describe(proc, desc, sizeof desc);
-        sd_processor_is_greedy(proc);
+        sd_sampler_describe(proc, desc, sizeof desc);
+        sd_sampler_is_greedy(proc);
         float logits[64], probs[64];
         for (int i = 0; i < vocab; i++) logits[i] = (float)(3.0 * sin(i * 1.7)) + (i % 3 == 0);
         sd_rng r;
         sd_rng_seed(&r, size);
         int32_t id;
-        if (!sd_processor_probs(proc, logits, probs, 1, vocab, &e))
-            sd_processor_sample(proc, probs, vocab, &r, &id, &e);
-        sd_processor_destroy(proc);
+        if (!sd_sampler_probs(proc, logits, probs, 1, vocab, &e))
+            sd_sampler_sample(proc, probs, vocab, &r, &id, &e);
+        sd_sampler_destroy(proc);
     }
     free(text);
 }

@@ -1,10 +1,10 @@
-#include "gguf_writer.h"
+#include "tests/util/gguf_writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/gguf.h"
+#include "engine/format/gguf.h"
 
 #define GW_DEFAULT_ALIGN 32
 #define GW_HEADER_BYTES 24 /* magic, u32 version, u64 n_tensors, u64 n_kv */

@@ -1,4 +1,4 @@
-#include "json.h"
+#include "tests/util/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* See ref_kernels.h. Everything in double, one output at a time. */
-#include "ref_kernels.h"
+#include "tests/util/ref_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

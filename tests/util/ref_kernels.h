@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/weight.h"
+#include "kernels/common/weight.h"
 
 double ref_half(uint16_t h);
 double ref_bf16(uint16_t b);

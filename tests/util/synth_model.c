@@ -1,13 +1,13 @@
-#include "synth_model.h"
+#include "tests/util/synth_model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/gguf.h"
-#include "../../kernels/cpu/cpu.h"
-#include "gguf_writer.h"
+#include "engine/format/gguf.h"
+#include "kernels/cpu/cpu.h"
+#include "tests/util/gguf_writer.h"
 
 /* ---- vocabulary -----------------------------------------------------------
  * Hand-picked pieces first (each splits into two earlier ones), then every

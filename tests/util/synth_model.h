@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/error.h"
+#include "kernels/common/error.h"
 
 #define SYNTH_FIRST_PIECE 259 /* first plain piece after <unk>, <s>, </s>, bytes */
 #define SYNTH_NORM_EPS 1e-5f

@@ -1,5 +1,5 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "test_util.h"
+#include "tests/util/test_util.h"
 
 #include <pcre2.h>
 #include <stdio.h>

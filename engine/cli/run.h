@@ -1,0 +1,29 @@
+/* What the specdec binary shows of a session: one prompt through every
+ * enabled strategy, the text streamed to stdout, metrics on stderr, a
+ * side-by-side table, JSON lines, and the --debug view of each round. */
+#ifndef SD_RUN_H
+#define SD_RUN_H
+
+#include <stdio.h>
+
+#include "engine/session/session.h"
+
+/* A session plus the command line's view settings (the interactive mode
+ * toggles both). */
+typedef struct sd_cli {
+    sd_session s;
+    int json;  /* one JSON object per strategy instead of text and tables */
+    int debug; /* one line per verification round on stderr */
+} sd_cli;
+
+/* Runs prompt through the enabled strategies; text to out, metrics to
+ * stderr (or JSON lines to out). */
+int sd_cli_run(sd_cli *c, const char *prompt, FILE *out, sd_err *e);
+/* The current settings, as /help shows them. */
+void sd_cli_describe(const sd_cli *c, FILE *out);
+/* Plugin loading warnings, one "specdec: warning: ..." line each. */
+void sd_cli_warnings(const sd_sampler_set *set);
+/* The --debug line of one verification round. */
+void sd_step_view(const sd_tokenizer *t, const sd_step *s);
+
+#endif

@@ -1,0 +1,133 @@
+#include <string.h>
+#include <time.h>
+
+#include "engine/decode/decode.h"
+
+double sd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int sd_is_eos(const sd_gen_cfg *cfg, int32_t id) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+int sd_is_greedy(const sd_gen_cfg *cfg) {
+    return !cfg->sampler || sd_sampler_is_greedy(cfg->sampler);
+}
+
+static int32_t argmax(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
+                  sd_err *e) {
+    if (!sd_is_greedy(cfg)) return sd_sampler_probs(cfg->sampler, logits, probs, n_rows, vocab, e);
+    for (int r = 0; r < n_rows; r++) {
+        float *row = probs + (size_t)r * vocab;
+        memset(row, 0, (size_t)vocab * sizeof *row);
+        row[argmax(logits + (size_t)r * vocab, vocab)] = 1.0f;
+    }
+    return 0;
+}
+
+int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e) {
+    if (sd_is_greedy(cfg)) {
+        *id = argmax(probs, vocab);
+        return 0;
+    }
+    return sd_sampler_sample(cfg->sampler, probs, vocab, cfg->rng, id, e);
+}
+
+int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
+                  int32_t *id, sd_err *e) {
+    if (!cfg->sampler) {
+        *id = argmax(logits, vocab);
+        return 0;
+    }
+    if (sd_sampler_probs(cfg->sampler, logits, probs, 1, vocab, e)) return -1;
+    return sd_sampler_sample(cfg->sampler, probs, vocab, cfg->rng, id, e);
+}
+
+int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
+                 int n_logits, sd_err *e) {
+    int start = use_cache ? lm->kv->n : 0;
+    if (start > len - n_logits) start = len - n_logits;
+    return sd_forward_ex(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, logits,
+                         n_logits, e);
+}
+
+int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
+                        sd_err *e) {
+    int start = use_cache ? lm->kv->n : 0;
+    if (start > len - 1) start = len - 1;
+    return sd_forward_argmax(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, id, e);
+}
+
+int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
+    int nd = sd_tokenizer_n_vocab(draft->tok), nt = sd_tokenizer_n_vocab(target->tok);
+    if (nd != nt)
+        return sd_fail(e, "drafter vocabulary has %d tokens, the target's %d", nd, nt);
+    for (int i = 0; i < nt; i++) {
+        gguf_str a = sd_tokenizer_piece(draft->tok, i), b = sd_tokenizer_piece(target->tok, i);
+        if (a.len != b.len || memcmp(a.s, b.s, a.len))
+            return sd_fail(e, "drafter and target vocabularies differ at token %d ('%.*s' vs '%.*s')",
+                           i, (int)(a.len > 40 ? 40 : a.len), a.s, (int)(b.len > 40 ? 40 : b.len),
+                           b.s);
+    }
+    return 0;
+}
+
+int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id) {
+    out[(*count)++] = id;
+    if (cfg->on_token) cfg->on_token(cfg->ud, id);
+    return sd_is_eos(cfg, id);
+}
+
+int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,
+                  int max_gen_len) {
+    st->total_s = sd_now() - t0;
+    st->new_tokens = count;
+    if (cfg->pad_id >= 0)
+        for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
+    return count;
+}
+
+int sd_top_k(const float *x, int n, int k, int32_t *idx) {
+    int m = 0;
+    for (int i = 0; i < n && k > 0; i++) {
+        if (m == k && x[i] <= x[idx[m - 1]]) continue;
+        int j = m < k ? m++ : m - 1;
+        while (j > 0 && x[idx[j - 1]] < x[i]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    return m;
+}
+
+int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {
+    if (n_inputs > n_ctx)
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d)", n_inputs, n_ctx);
+    /* the last token comes from the logits at position n_ctx - 1 and is never
+     * fed back, so a full context ends at n_ctx + 1 tokens */
+    if (max_gen_len > n_ctx + 1 - n_inputs) {
+        st->hit_context = 1;
+        return n_ctx + 1;
+    }
+    return n_inputs + max_gen_len;
+}
+
+void sd_report_step(const sd_gen_cfg *cfg, const int32_t *accepted, int n_accepted,
+                    int32_t rejected, int32_t next) {
+    if (!cfg->on_step) return;
+    sd_step st = {accepted, n_accepted, rejected, next};
+    cfg->on_step(cfg->ud, &st);
+}

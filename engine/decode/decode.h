@@ -1,0 +1,161 @@
+/* Decoding strategies. They own no kernels: each is a loop of forward
+ * calls, sampler calls and cache truncations, and each reports the same
+ * metrics so strategies can be compared side by side. They never print:
+ * tokens and verification rounds reach the caller through callbacks. */
+#ifndef SD_GENERATE_H
+#define SD_GENERATE_H
+
+#include <stdint.h>
+
+#include "kernels/common/error.h"
+#include "engine/model/model.h"
+#include "engine/sampling/rng.h"
+#include "engine/sampling/sampler_host.h"
+
+typedef struct sd_gen_stats {
+    int prompt_tokens;
+    int new_tokens;
+    double prefill_s; /* first forward call (prompt + first token) */
+    double total_s;   /* whole call, prefill included */
+    long target_calls, draft_calls;
+    long drafted, accepted;
+    int hit_context;  /* stopped because the context was full */
+} sd_gen_stats;
+
+/* Called once per generated token, in order, as soon as it is final. */
+typedef void (*sd_token_cb)(void *ud, int32_t id);
+
+/* One verification round of speculative decoding or NASD: the drafts the
+ * target accepted, the first one it rejected (-1 when none was), and the
+ * token the round ended with (the replacement or the bonus token; -1 when
+ * the round ended at an end-of-sequence token among the accepted). */
+typedef struct sd_step {
+    const int32_t *accepted;
+    int n_accepted;
+    int32_t rejected;
+    int32_t next;
+} sd_step;
+typedef void (*sd_step_cb)(void *ud, const sd_step *step);
+
+typedef struct sd_gen_cfg {
+    sd_sampler *sampler; /* NULL: greedy argmax (lowest id on ties) */
+    sd_rng *rng;
+    const int32_t *eos_ids; /* generation stops after emitting one of these */
+    int n_eos;
+    int pad_id;    /* >= 0: out[new_tokens..max_gen_len) is filled with it */
+    int use_cache; /* 0: every step recomputes the whole prefix */
+    sd_token_cb on_token;
+    sd_step_cb on_step; /* may be NULL */
+    void *ud;
+} sd_gen_cfg;
+
+/* A model as a strategy sees it: weights, the cache it extends, and how many
+ * of its layers run (0: all). A self-speculative drafter is the target's
+ * model with its first K layers and a cache of its own. */
+typedef struct sd_lm {
+    sd_model *m;
+    sd_kv *kv;
+    int n_layers;
+} sd_lm;
+
+/* Logits of the last n_logits tokens of seq[0..len): feeds only what the
+ * cache does not hold yet (everything from 0 when use_cache is off). */
+int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
+                 int n_logits, sd_err *e);
+
+/* Greedy next token after seq[0..len) with the logits left in backend
+ * memory (one id crosses to the host). */
+int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
+                        sd_err *e);
+
+/* Picks the next token from one row of logits with the configured
+ * sampler; probs is [vocab] scratch. */
+int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
+                  int32_t *id, sd_err *e);
+/* The distribution the configured sampler draws from: one-hot at the
+ * argmax for greedy decoding (so verification is exact), else the
+ * sampler's probabilities. n_rows rows of vocab. */
+int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
+                  sd_err *e);
+/* Draws from one distribution row with the configured rng (argmax when greedy). */
+int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e);
+int sd_is_greedy(const sd_gen_cfg *cfg);
+/* Hands one verification round to cfg->on_step (when set). */
+void sd_report_step(const sd_gen_cfg *cfg, const int32_t *accepted, int n_accepted,
+                    int32_t rejected, int32_t next);
+/* Appends id to out, streams it; returns 1 when it ends generation (EOS). */
+int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id);
+/* Closes a run's stats (time, count), pads out when asked; returns count. */
+int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,
+                  int max_gen_len);
+/* Sequence length a run may reach (prompt + generated) within a cache of
+ * n_ctx positions; sets st->hit_context when max_gen_len is clamped. -1 and
+ * a message when the prompt alone does not fit. */
+int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
+/* Indices of the k largest x (descending, lowest index first on ties);
+ * O(n k), for the small k of fillers and beams. Returns min(k, n). */
+int sd_top_k(const float *x, int n, int k, int32_t *idx);
+int sd_is_eos(const sd_gen_cfg *cfg, int32_t id);
+double sd_now(void);
+
+/* Generates up to max_gen_len tokens after inputs into out (capacity
+ * max_gen_len). Returns the count (EOS included when hit) or -1. Stops early
+ * when the context is full (stats->hit_context). */
+int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
+                               const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e);
+/* The same over any model view (draft-only generation runs the drafter). */
+int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm, int max_gen_len,
+                                  const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
+                                  sd_err *e);
+
+/* Speculative decoding (lossless rejection sampling): the drafter proposes
+ * gamma tokens, one target call scores gamma+1 positions; draft i is kept
+ * when r < p_i(x)/q_i(x); the first rejection resamples from
+ * norm(max(0, p - q)) (from p when skip_sample_adjustment); when all pass,
+ * one bonus token comes from the target's last row. first_target runs the
+ * target on the prompt first (prefill + first token). Caches roll back with
+ * sd_kv_truncate. Drafter and target must share the vocabulary. */
+typedef struct sd_spec_opts {
+    int gamma;
+    int skip_sample_adjustment;
+    int first_target;
+} sd_spec_opts;
+
+int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
+                            const sd_spec_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                            int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* NASD: drafts come from an n-gram store (ngram.h) instead of a model.
+ * stop_if_unknown ends a round's drafting at the first unknown context;
+ * otherwise the store's overall most frequent token fills in. */
+typedef struct sd_ngram sd_ngram;
+typedef struct sd_nasd_opts {
+    int gamma;
+    int filler_top_k;
+    int stop_if_unknown;
+    int skip_sample_adjustment;
+    int first_target;
+} sd_nasd_opts;
+
+int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *store, sd_lm *target,
+                               const sd_nasd_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                               int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* Beam search: num_beams beams, top_k candidates per beam and step, length
+ * penalty ((min_length + len) / (min_length + 1))^alpha. Tokens stream to
+ * on_token only at the end (the winner is known last). */
+typedef struct sd_beam_opts {
+    int num_beams;
+    int top_k;
+    double min_length;
+    double alpha;
+} sd_beam_opts;
+
+int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
+                            const sd_beam_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
+                            int32_t *out, sd_gen_stats *st, sd_err *e);
+
+/* Draft and target vocabularies must match in size and token strings. */
+int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e);
+
+#endif

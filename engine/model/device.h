@@ -1,0 +1,19 @@
+/* Backend selection: which op table a model runs on. The caller (the
+ * session, a test, a benchmark) opens a backend here and hands it to
+ * sd_model_load; the model never names a concrete backend. */
+#ifndef SD_DEVICE_H
+#define SD_DEVICE_H
+
+#include "kernels/backend.h"
+
+enum sd_device { SD_DEVICE_AUTO = 0, SD_DEVICE_CPU = 1, SD_DEVICE_CUDA = 2 };
+
+/* "auto", "cpu", "cuda". */
+const char *sd_device_name(int device);
+
+/* AUTO: the CUDA backend when a usable GPU exists, else the CPU backend
+ * with n_threads threads (<= 0: all cores). CUDA: the CUDA backend or NULL
+ * with the reason ("cuda: no CUDA device: ..."). CPU: the CPU backend. */
+sd_backend *sd_backend_open(int device, int n_threads, sd_err *e);
+
+#endif

@@ -1,0 +1,393 @@
+#include "engine/model/model.h"
+
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BATCH 128
+
+/* ---- hyper-parameters ---------------------------------------------------
+ * Keys are "<arch>.<name>"; only the llama architecture is read. Each value
+ * is range-checked so a forged file cannot make the scratch sizes overflow. */
+static int hp_int(const gguf_file *f, const char *key, int required, int64_t lo, int64_t hi,
+                  int dflt, int *out, sd_err *e) {
+    int64_t v;
+    int r = gguf_get_int(f, key, &v, e);
+    if (r < 0) return -1;
+    if (r == 1) {
+        if (required) return sd_fail(e, "missing required key '%s'", key);
+        *out = dflt;
+        return 0;
+    }
+    if (v < lo || v > hi)
+        return sd_fail(e, "key '%s' = %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]", key,
+                       v, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int hp_float(const gguf_file *f, const char *key, int required, double lo, double hi,
+                    float dflt, float *out, sd_err *e) {
+    double v;
+    int r = gguf_get_float(f, key, &v, e);
+    if (r < 0) return -1;
+    if (r == 1) {
+        if (required) return sd_fail(e, "missing required key '%s'", key);
+        *out = dflt;
+        return 0;
+    }
+    if (!(v >= lo && v <= hi)) return sd_fail(e, "key '%s' = %g is out of range", key, v);
+    *out = (float)v;
+    return 0;
+}
+
+static int read_hparams(const gguf_file *f, sd_hparams *hp, sd_err *e) {
+    gguf_str arch;
+    int r = gguf_get_str(f, "general.architecture", &arch, e);
+    if (r < 0) return -1;
+    if (r == 1) return sd_fail(e, "missing required key 'general.architecture'");
+    if (!gguf_str_eq(arch, "llama")) {
+        char a[64];
+        snprintf(a, sizeof a, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.s);
+        return sd_fail(e, "architecture '%s' is not supported (only llama)", a);
+    }
+    if (hp_int(f, "llama.embedding_length", 1, 1, 65536, 0, &hp->dim, e) ||
+        hp_int(f, "llama.block_count", 1, 1, 1024, 0, &hp->n_layers, e) ||
+        hp_int(f, "llama.feed_forward_length", 1, 1, 1 << 20, 0, &hp->ffn, e) ||
+        hp_int(f, "llama.attention.head_count", 1, 1, 1024, 0, &hp->n_heads, e) ||
+        hp_int(f, "llama.context_length", 1, 1, 1 << 24, 0, &hp->ctx_train, e) ||
+        hp_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0.0, 1.0, 0, &hp->eps, e) ||
+        hp_float(f, "llama.rope.freq_base", 0, 1.0, 1e12, 10000.0f, &hp->rope_base, e))
+        return -1;
+    if (hp_int(f, "llama.attention.head_count_kv", 0, 1, hp->n_heads, hp->n_heads, &hp->n_kv_heads, e))
+        return -1;
+    if (hp->dim % hp->n_heads)
+        return sd_fail(e, "llama.embedding_length %d is not a multiple of head_count %d", hp->dim,
+                       hp->n_heads);
+    if (hp->n_heads % hp->n_kv_heads)
+        return sd_fail(e, "head_count %d is not a multiple of head_count_kv %d", hp->n_heads,
+                       hp->n_kv_heads);
+    hp->head_dim = hp->dim / hp->n_heads;
+    if (hp_int(f, "llama.rope.dimension_count", 0, 2, hp->head_dim, hp->head_dim, &hp->rope_dim, e))
+        return -1;
+    if (hp->rope_dim % 2) return sd_fail(e, "llama.rope.dimension_count %d is odd", hp->rope_dim);
+    return 0;
+}
+
+/* ---- weights --------------------------------------------------------------
+ * A matrix is a 2-d tensor [cols, rows] (GGUF ne0 = cols); a vector has one
+ * dimension. The shape must equal what the hyper-parameters declare. */
+static int bind(const gguf_file *f, const char *name, int64_t cols, int64_t rows, sd_weight *w,
+                sd_err *e) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return sd_fail(e, "missing tensor '%s'", name);
+    int64_t got_rows = (int64_t)t->ne[1];
+    int vector = rows == 1;
+    if ((int64_t)t->ne[0] != cols || got_rows != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
+        (vector && t->n_dims != 1) || (!vector && t->n_dims != 2))
+        return sd_fail(e,
+                       "tensor '%s' has shape [%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
+                       "], the hyper-parameters say [%" PRId64 ", %" PRId64 "]",
+                       name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], cols, rows);
+    if (vector && t->type != SD_F32)
+        return sd_fail(e, "tensor '%s' is %s; norm weights must be F32", name,
+                       sd_wtype_name(t->type));
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->row_bytes = (size_t)sd_row_bytes(t->type, (uint64_t)cols);
+    w->data = t->data;
+    return 0;
+}
+
+static int bind_layer(const gguf_file *f, const sd_hparams *hp, int l, sd_layer *L, sd_err *e) {
+    char n[96];
+    int kv_dim = hp->n_kv_heads * hp->head_dim;
+#define B(field, suffix, cols, rows)                                     \
+    snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                \
+    if (bind(f, n, cols, rows, &L->field, e)) return -1;
+    B(attn_norm, "attn_norm", hp->dim, 1)
+    B(wq, "attn_q", hp->dim, hp->dim)
+    B(wk, "attn_k", hp->dim, kv_dim)
+    B(wv, "attn_v", hp->dim, kv_dim)
+    B(wo, "attn_output", hp->dim, hp->dim)
+    B(ffn_norm, "ffn_norm", hp->dim, 1)
+    B(w_gate, "ffn_gate", hp->dim, hp->ffn)
+    B(w_up, "ffn_up", hp->dim, hp->ffn)
+    B(w_down, "ffn_down", hp->ffn, hp->dim)
+#undef B
+    return 0;
+}
+
+static int for_each_weight(sd_model *m, int (*fn)(sd_backend *, sd_weight *, sd_err *),
+                           sd_err *e) {
+    if (fn(m->be, &m->tok_embd, e) || fn(m->be, &m->out_norm, e)) return -1;
+    if (!m->hp.tied_output && fn(m->be, &m->output, e)) return -1;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        sd_layer *L = &m->layers[l];
+        sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                           &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (fn(m->be, ws[i], e)) return -1;
+    }
+    return 0;
+}
+
+static int release_one(sd_backend *b, sd_weight *w, sd_err *e) {
+    (void)e;
+    if (w->data) b->release_weight(b, w);
+    return 0;
+}
+
+void sd_model_free(sd_model *m) {
+    if (!m) return;
+    if (m->be) {
+        float *bufs[] = {m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->logits, m->krows, m->vrows};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (bufs[i]) m->be->release(m->be, bufs[i]);
+        sd_kv_free(m->kv);
+        if (m->uploaded && m->be->release_weight) for_each_weight(m, release_one, NULL);
+        m->be->destroy(m->be);
+    }
+    free(m->layers);
+    sd_tokenizer_free(m->tok);
+    gguf_close(m->file);
+    free(m);
+}
+
+static void *scratch(sd_model *m, size_t floats, sd_err *e) {
+    return m->be->alloc(m->be, floats * sizeof(float), e);
+}
+
+sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *o, sd_err *e) {
+    if (!be) {
+        gguf_close(f);
+        return NULL;
+    }
+    sd_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        be->destroy(be);
+        gguf_close(f);
+        sd_fail(e, "out of memory");
+        return NULL;
+    }
+    m->file = f;
+    m->be = be;
+    sd_hparams *hp = &m->hp;
+    if (read_hparams(f, hp, e)) goto fail;
+    m->tok = sd_tokenizer_load(f, e);
+    if (!m->tok) goto fail;
+    hp->vocab = sd_tokenizer_n_vocab(m->tok);
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        sd_fail(e, "out of memory");
+        goto fail;
+    }
+    if (bind(f, "token_embd.weight", hp->dim, hp->vocab, &m->tok_embd, e) ||
+        bind(f, "output_norm.weight", hp->dim, 1, &m->out_norm, e))
+        goto fail;
+    hp->tied_output = gguf_find_tensor(f, "output.weight") == NULL;
+    if (hp->tied_output)
+        m->output = m->tok_embd;
+    else if (bind(f, "output.weight", hp->dim, hp->vocab, &m->output, e))
+        goto fail;
+    for (int l = 0; l < hp->n_layers; l++)
+        if (bind_layer(f, hp, l, &m->layers[l], e)) goto fail;
+
+    m->uploaded = 1;
+    if (for_each_weight(m, m->be->upload_weight, e)) goto fail;
+    if (hp->tied_output) m->output = m->tok_embd;
+
+    m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (hp->ctx_train < 4096 ? hp->ctx_train : 4096);
+    if (m->n_ctx > hp->ctx_train) {
+        sd_fail(e, "context %d is larger than the model's context_length %d", m->n_ctx,
+                hp->ctx_train);
+        goto fail;
+    }
+    m->max_batch = MAX_BATCH;
+    size_t mb = (size_t)m->max_batch;
+    m->kv = sd_kv_create(m->be, hp->n_layers, hp->n_kv_heads * hp->head_dim, m->n_ctx, e);
+    if (!m->kv || !(m->x = scratch(m, mb * hp->dim, e)) || !(m->xb = scratch(m, mb * hp->dim, e)) ||
+        !(m->q = scratch(m, mb * hp->dim, e)) || !(m->att = scratch(m, mb * hp->dim, e)) ||
+        !(m->hb = scratch(m, mb * hp->ffn, e)) || !(m->hb2 = scratch(m, mb * hp->ffn, e)) ||
+        !(m->logits = scratch(m, mb * hp->vocab, e)) ||
+        !(m->krows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)) ||
+        !(m->vrows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)))
+        goto fail;
+    return m;
+fail:
+    sd_model_free(m);
+    return NULL;
+}
+
+sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o, sd_err *e) {
+    if (!be) return NULL;
+    gguf_file *f = gguf_open(path, e);
+    if (!f) {
+        be->destroy(be);
+        sd_wrap(e, path);
+        return NULL;
+    }
+    sd_model *m = sd_model_from_gguf(f, be, o, e);
+    if (!m) sd_wrap(e, path);
+    return m;
+}
+
+/* ---- forward ----------------------------------------------------------------
+ * Tokens are processed in chunks of max_batch so scratch stays bounded; the
+ * cache makes chunking exact (chunk c attends to everything before it). */
+static int run_layers(sd_model *m, sd_kv *kv, const int32_t *tokens, int nb, int pos,
+                      int n_layers, sd_err *e) {
+    sd_backend *b = m->be;
+    const sd_hparams *hp = &m->hp;
+    sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
+    size_t off = (size_t)pos * (size_t)kv->kv_dim;
+    if (b->embed(b, m->x, &m->tok_embd, tokens, nb, e)) return -1;
+    for (int l = 0; l < n_layers; l++) {
+        const sd_layer *L = &m->layers[l];
+        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, nb, hp->dim, hp->eps, e) ||
+            b->qkv_rope(b, &s, m->q, kv->k[l] + off, kv->v[l] + off, &L->wq, &L->wk, &L->wv,
+                        m->xb, nb, pos, e) ||
+            b->attention(b, &s, m->att, m->q, kv->k[l], kv->v[l], nb, pos, e) ||
+            b->matmul(b, m->x, &L->wo, m->att, nb, 1, e) ||
+            b->rmsnorm(b, m->xb, m->x, &L->ffn_norm, nb, hp->dim, hp->eps, e) ||
+            b->ffn_swiglu(b, m->hb, m->hb2, &L->w_gate, &L->w_up, m->xb, nb, e) ||
+            b->matmul(b, m->x, &L->w_down, m->hb, nb, 1, e))
+            return -1;
+    }
+    return 0;
+}
+
+int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                  float *logits, int n_logits, sd_err *e) {
+    const sd_hparams *hp = &m->hp;
+    if (n_layers <= 0 || n_layers > hp->n_layers) n_layers = hp->n_layers;
+    if (n < 1) return sd_fail(e, "forward: no tokens");
+    if (n_logits < 0 || n_logits > n)
+        return sd_fail(e, "forward: %d logit rows asked for %d tokens", n_logits, n);
+    if (pos < 0 || pos > kv->n)
+        return sd_fail(e, "forward: position %d but the cache holds %d", pos, kv->n);
+    if (n > kv->n_ctx - pos)
+        return sd_fail(e, "context full: %d tokens at position %d exceed the context of %d", n, pos,
+                       kv->n_ctx);
+    if (kv->n_layers < n_layers)
+        return sd_fail(e, "forward: cache has %d layers, %d asked", kv->n_layers, n_layers);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->vocab)
+            return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
+                           hp->vocab);
+    kv->n = pos;
+    sd_backend *b = m->be;
+    int first_logit = n - n_logits;
+    for (int c = 0; c < n; c += m->max_batch) {
+        int nb = n - c < m->max_batch ? n - c : m->max_batch;
+        if (run_layers(m, kv, tokens + c, nb, pos + c, n_layers, e)) return -1;
+        kv->n = pos + c + nb;
+        int lo = first_logit > c ? first_logit : c;
+        if (lo >= c + nb) continue;
+        int rows = c + nb - lo;
+        const float *xr = m->x + (size_t)(lo - c) * hp->dim;
+        if (b->rmsnorm(b, m->xb, xr, &m->out_norm, rows, hp->dim, hp->eps, e) ||
+            b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
+            return -1;
+        if (!logits) continue;
+        float *dst = logits + (size_t)(lo - first_logit) * hp->vocab;
+        if (b->to_host(b, dst, m->logits, (size_t)rows * hp->vocab * sizeof(float), e)) return -1;
+    }
+    return 0;
+}
+
+int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                      int32_t *id, sd_err *e) {
+    if (sd_forward_ex(m, kv, tokens, n, pos, n_layers, NULL, 1, e)) return -1;
+    return m->be->argmax(m->be, m->logits, m->hp.vocab, id, e);
+}
+
+int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {
+    return sd_forward_ex(m, m->kv, tokens, n, pos, 0, logits, n, e);
+}
+
+/* Beams share the weights, not the caches: Q/K/V land in scratch rows and
+ * are scattered to each beam's cache before attention. */
+static int multi_qkv(sd_model *m, const sd_attn_shape *s, const sd_layer *L, int n, int pos,
+                     sd_err *e) {
+    sd_backend *b = m->be;
+    if (b->qkv_rope_same_pos)
+        return b->qkv_rope_same_pos(b, s, m->q, m->krows, m->vrows, &L->wq, &L->wk, &L->wv, m->xb,
+                                    n, pos, e);
+    size_t kd = (size_t)s->n_kv * s->head_dim, qd = (size_t)m->hp.dim;
+    for (int i = 0; i < n; i++)
+        if (b->qkv_rope(b, s, m->q + i * qd, m->krows + i * kd, m->vrows + i * kd, &L->wq, &L->wk,
+                        &L->wv, m->xb + i * qd, 1, pos, e))
+            return -1;
+    return 0;
+}
+
+int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
+                     float *logits, sd_err *e) {
+    const sd_hparams *hp = &m->hp;
+    sd_backend *b = m->be;
+    if (n < 1 || n > m->max_batch)
+        return sd_fail(e, "forward: %d sequences (1 to %d supported)", n, m->max_batch);
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= hp->vocab)
+            return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
+                           hp->vocab);
+        if (pos < 0 || pos > kvs[i]->n || pos >= kvs[i]->n_ctx || kvs[i]->n_layers < hp->n_layers)
+            return sd_fail(e, "forward: sequence %d cannot take position %d (cache holds %d of %d)",
+                           i, pos, kvs[i]->n, kvs[i]->n_ctx);
+    }
+    sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
+    size_t kd = (size_t)hp->n_kv_heads * hp->head_dim, qd = (size_t)hp->dim;
+    size_t off = (size_t)pos * kd;
+    if (b->embed(b, m->x, &m->tok_embd, tokens, n, e)) return -1;
+    for (int l = 0; l < hp->n_layers; l++) {
+        const sd_layer *L = &m->layers[l];
+        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, n, hp->dim, hp->eps, e) ||
+            multi_qkv(m, &s, L, n, pos, e))
+            return -1;
+        for (int i = 0; i < n; i++)
+            if (b->copy(b, kvs[i]->k[l] + off, m->krows + i * kd, kd * sizeof(float), e) ||
+                b->copy(b, kvs[i]->v[l] + off, m->vrows + i * kd, kd * sizeof(float), e) ||
+                b->attention(b, &s, m->att + i * qd, m->q + i * qd, kvs[i]->k[l], kvs[i]->v[l], 1,
+                             pos, e))
+                return -1;
+        if (b->matmul(b, m->x, &L->wo, m->att, n, 1, e) ||
+            b->rmsnorm(b, m->xb, m->x, &L->ffn_norm, n, hp->dim, hp->eps, e) ||
+            b->ffn_swiglu(b, m->hb, m->hb2, &L->w_gate, &L->w_up, m->xb, n, e) ||
+            b->matmul(b, m->x, &L->w_down, m->hb, n, 1, e))
+            return -1;
+    }
+    for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
+    return b->rmsnorm(b, m->xb, m->x, &m->out_norm, n, hp->dim, hp->eps, e) ||
+                   b->matmul(b, m->logits, &m->output, m->xb, n, 0, e) ||
+                   b->to_host(b, logits, m->logits, (size_t)n * hp->vocab * sizeof(float), e)
+               ? -1
+               : 0;
+}
+
+uint64_t sd_model_weight_bytes(const sd_model *m) {
+    uint64_t total = m->tok_embd.row_bytes + m->out_norm.row_bytes;
+    total += (uint64_t)m->output.row_bytes * (uint64_t)m->output.rows;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        const sd_layer *L = &m->layers[l];
+        const sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
+                                 &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            total += (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->rows;
+    }
+    return total;
+}
+
+const char *sd_model_describe(const sd_model *m, char *buf, size_t cap) {
+    const sd_hparams *hp = &m->hp;
+    snprintf(buf, cap,
+             "llama: dim %d, %d layers, %d heads (%d kv), ffn %d, vocab %d, context %d (model %d), "
+             "layer weights %s, head %s%s",
+             hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->ffn, hp->vocab, m->n_ctx,
+             hp->ctx_train, sd_wtype_name(m->layers[0].wq.type), sd_wtype_name(m->output.type),
+             hp->tied_output ? " (tied)" : "");
+    return buf;
+}

@@ -1,0 +1,81 @@
+/* A Llama-architecture model: hyper-parameters from the llama.* keys,
+ * weight views into the GGUF mapping (uploaded to the backend once), the
+ * tokenizer, and the forward pass as a sequence of backend ops. */
+#ifndef SD_MODEL_H
+#define SD_MODEL_H
+
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "kernels/common/error.h"
+#include "engine/format/gguf.h"
+#include "engine/model/kvcache.h"
+#include "engine/text/tokenizer.h"
+
+typedef struct sd_hparams {
+    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn, vocab, ctx_train, rope_dim;
+    float rope_base, eps;
+    int tied_output;
+} sd_hparams;
+
+typedef struct sd_layer {
+    sd_weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+} sd_layer;
+
+typedef struct sd_model {
+    gguf_file *file;
+    sd_tokenizer *tok;
+    sd_hparams hp;
+    sd_backend *be;  /* owned */
+    int uploaded;    /* weights were handed to be->upload_weight */
+    sd_weight tok_embd, out_norm, output;
+    sd_layer *layers;
+    int n_ctx;      /* positions the caches hold */
+    int max_batch;  /* tokens per internal chunk of one forward call */
+    sd_kv *kv;      /* the model's own cache */
+    /* scratch, backend memory, [max_batch][...] */
+    float *x, *xb, *q, *att, *hb, *hb2, *logits;
+    float *krows, *vrows; /* [max_batch][kv_dim], for sd_forward_multi */
+} sd_model;
+
+typedef struct sd_model_opts {
+    int n_ctx; /* <= 0: min(context_length, 4096) */
+} sd_model_opts;
+
+/* Loads path onto backend be (engine/model/device.h opens one). The model
+ * owns be from here on, also on failure (a NULL be fails with the message
+ * its opener left in e). On failure e->msg reads "<path>: <reason>". */
+sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o, sd_err *e);
+/* Same from an already-open file (takes ownership of f and be, also on
+ * failure). */
+sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *o, sd_err *e);
+/* Frees the model, its caches and its backend. */
+void sd_model_free(sd_model *m);
+
+/* Runs tokens[0..n) at positions pos..pos+n-1 through the first n_layers
+ * layers (<= 0: all) using cache kv (which must hold at least pos positions;
+ * it is truncated to pos first, then holds pos+n). Writes logits of the last
+ * n_logits positions to logits (host, [n_logits][vocab]). */
+int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                  float *logits, int n_logits, sd_err *e);
+/* Logits for all n positions with the model's own cache and every layer. */
+int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e);
+
+/* One token for each of n sequences that all stand at position pos, each
+ * with its own cache (beam search): the matrix products run once over all n
+ * rows, attention per sequence. logits: [n][vocab] on the host. */
+int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
+                     float *logits, sd_err *e);
+
+/* Greedy step without copying logits off the device: *id = argmax of the
+ * last row of the most recent forward call that was asked for n_logits = 0
+ * (its logits stay in backend memory). */
+int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                      int32_t *id, sd_err *e);
+
+/* Weight bytes one decode step reads (every matrix once, the norms, one
+ * embedding row). */
+uint64_t sd_model_weight_bytes(const sd_model *m);
+const char *sd_model_describe(const sd_model *m, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,229 @@
+#include "engine/session/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+const int sd_strategy_order[SD_N_STRATEGIES] = {SD_STRAT_AR, SD_STRAT_SPEC, SD_STRAT_NASD,
+                                                SD_STRAT_BEAM, SD_STRAT_DRAFT};
+
+static const char *const strategy_names[SD_N_STRATEGIES] = {"ar", "spec", "nasd", "beam", "draft"};
+
+const char *sd_strategy_name(int bit) {
+    for (int i = 0; i < SD_N_STRATEGIES; i++)
+        if (sd_strategy_order[i] == bit) return strategy_names[i];
+    return "?";
+}
+
+int sd_parse_strategies(const char *list, int *bits, sd_err *e) {
+    int out = 0;
+    const char *p = list;
+    while (1) {
+        size_t n = strcspn(p, ",");
+        int i = 0;
+        for (; i < SD_N_STRATEGIES; i++)
+            if (strlen(strategy_names[i]) == n && !strncmp(p, strategy_names[i], n)) break;
+        if (i == SD_N_STRATEGIES)
+            return sd_fail(e, "unknown strategy '%.*s' (known: ar, spec, nasd, beam, draft)",
+                           (int)(n > 40 ? 40 : n), p);
+        out |= sd_strategy_order[i];
+        if (!p[n]) break;
+        p += n + 1;
+    }
+    *bits = out;
+    return 0;
+}
+
+void sd_config_defaults(sd_config *c) {
+    memset(c, 0, sizeof *c);
+    c->n_predict = 128;
+    c->strategies = SD_STRAT_AR;
+    c->gamma = 4;
+    c->ngram_n = 3;
+    c->ngram_kind = SD_NGRAM_MULTI;
+    c->filler_top_k = 3;
+    c->stop_if_unknown = 1;
+    c->beams = 4;
+    c->beam_top_k = 3;
+    c->min_length = 5.0;
+    c->alpha = 1.2;
+    c->draft_device = -1;
+}
+
+int sd_session_set_sampler(sd_session *s, const char *name, const char *const *kv, int n_kv,
+                           sd_err *e) {
+    sd_sampler *p = NULL;
+    if (name) {
+        p = sd_sampler_create(s->samplers, name, kv, n_kv, s->target->hp.vocab, e);
+        if (!p) return -1;
+    }
+    sd_sampler_destroy(s->sampler);
+    s->sampler = p;
+    return 0;
+}
+
+int sd_session_reset_store(sd_session *s, sd_err *e) {
+    sd_ngram *n = sd_ngram_create(s->c.ngram_kind, s->c.ngram_n, s->target->n_ctx, e);
+    if (!n) return -1;
+    sd_ngram_free(s->store);
+    s->store = n;
+    return 0;
+}
+
+int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
+    if (k < 1 || k > s->target->hp.n_layers)
+        return sd_fail(e, "draft layers %d: the target has %d layers", k, s->target->hp.n_layers);
+    sd_kv *kv = sd_kv_create(s->target->be, k, s->target->kv->kv_dim, s->target->n_ctx, e);
+    if (!kv) return -1;
+    sd_kv_free(s->self_kv);
+    s->self_kv = kv;
+    s->draft_lm = (sd_lm){s->target, kv, k};
+    s->c.draft_layers = k;
+    s->have_drafter = 1;
+    return 0;
+}
+
+/* The model at path on the backend `device` names; errors name the device
+ * setting when the backend is what failed. */
+static sd_model *load(const char *path, int device, int threads, int n_ctx, sd_err *e) {
+    sd_backend *be = sd_backend_open(device, threads, e);
+    if (!be) {
+        sd_wrap(e, device == SD_DEVICE_CUDA ? "--device cuda" : "--device");
+        return NULL;
+    }
+    sd_model_opts mo = {n_ctx};
+    return sd_model_load(path, be, &mo, e);
+}
+
+int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
+    memset(s, 0, sizeof *s);
+    s->c = *c;
+    char **dirs;
+    int n_dirs;
+    if (sd_plugin_dirs(c->plugin_dirs, c->n_plugin_dirs, &dirs, &n_dirs, e)) return -1;
+    s->samplers = sd_samplers_open((const char *const *)dirs, n_dirs, e);
+    sd_plugin_dirs_free(dirs, n_dirs);
+    if (!s->samplers) return -1;
+    s->target = load(c->model, c->device, c->threads, c->n_ctx, e);
+    if (!s->target) goto fail;
+    s->target_lm = (sd_lm){s->target, s->target->kv, 0};
+    if (c->draft) {
+        int dev = c->draft_device >= 0 ? c->draft_device : c->device;
+        s->draft = load(c->draft, dev, c->threads, s->target->n_ctx, e);
+        if (!s->draft) goto fail;
+        if (sd_check_vocab(s->draft, s->target, e)) {
+            sd_wrap(e, c->draft);
+            goto fail;
+        }
+        s->draft_lm = (sd_lm){s->draft, s->draft->kv, 0};
+        s->have_drafter = 1;
+    } else if (c->draft_layers && sd_session_set_draft_layers(s, c->draft_layers, e)) {
+        sd_wrap(e, "--draft-layers");
+        goto fail;
+    }
+    if (c->sampler && sd_session_set_sampler(s, c->sampler, c->sampler_args, c->n_sampler_args, e))
+        goto fail;
+    if (sd_session_reset_store(s, e)) goto fail;
+    s->seed = c->have_seed ? c->seed : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    return 0;
+fail:
+    sd_session_close(s);
+    return -1;
+}
+
+void sd_session_close(sd_session *s) {
+    sd_sampler_destroy(s->sampler);
+    sd_ngram_free(s->store);
+    sd_kv_free(s->self_kv);
+    sd_model_free(s->draft);
+    sd_model_free(s->target);
+    sd_samplers_close(s->samplers);
+    memset(s, 0, sizeof *s);
+}
+
+int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
+                          sd_err *e) {
+    const sd_model *m = s->target;
+    int add_bos = sd_tokenizer_add_bos(m->tok), r;
+    if (!s->c.chat) {
+        r = sd_tokenize(m->tok, text, strlen(text), add_bos, 0, ids, n, e);
+    } else {
+        char *chat;
+        if (sd_chat_format(m->tok, m->file, s->c.system, text, &chat, e)) return -1;
+        r = sd_tokenize(m->tok, chat, strlen(chat), add_bos, 1, ids, n, e);
+        free(chat);
+    }
+    if (r) return -1;
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+        return sd_fail(e, "the prompt is empty and the model has no BOS token to start from");
+    }
+    if (*n > m->n_ctx) {
+        int len = *n;
+        free(*ids);
+        *ids = NULL;
+        return sd_fail(e, "prompt of %d tokens is longer than the context (%d; --ctx, at most %d "
+                          "for this model)", len, m->n_ctx, m->hp.ctx_train);
+    }
+    return 0;
+}
+
+int sd_session_check_strategies(const sd_session *s, sd_err *e) {
+    if ((s->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
+        return sd_fail(e, "spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K "
+                          "in the interactive mode)");
+    return 0;
+}
+
+int sd_session_warm_up(sd_session *s, const int32_t *ids, sd_err *e) {
+    float *logits = malloc((size_t)s->target->hp.vocab * sizeof *logits);
+    if (!logits) return sd_fail(e, "out of memory");
+    int rc = sd_forward_ex(s->target, s->target->kv, ids, 1, 0, 0, logits, 1, e);
+    if (!rc && s->draft) rc = sd_forward_ex(s->draft, s->draft->kv, ids, 1, 0, 0, logits, 1, e);
+    free(logits);
+    return rc;
+}
+
+int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
+                        const sd_hooks *h, int32_t *out, sd_gen_stats *st, sd_err *e) {
+    const sd_config *c = &s->c;
+    int32_t stop[16];
+    int n_stop = c->ignore_eos ? 0 : sd_tokenizer_stop_ids(s->target->tok, stop, 16);
+    sd_rng_seed(&s->rng, s->seed);
+    sd_gen_cfg cfg = {.sampler = s->sampler, .rng = &s->rng, .eos_ids = stop, .n_eos = n_stop,
+                      .pad_id = -1, .use_cache = !c->no_cache};
+    if (h) {
+        cfg.on_token = h->on_token;
+        cfg.on_step = h->on_step;
+        cfg.ud = h->ud;
+    }
+    int max = c->n_predict;
+    switch (strat) {
+    case SD_STRAT_AR:
+        return sd_autoregressive_generate_lm(ids, n_ids, &s->target_lm, max, &cfg, out, st, e);
+    case SD_STRAT_DRAFT:
+        if (!s->have_drafter) return sd_session_check_strategies(s, e);
+        return sd_autoregressive_generate_lm(ids, n_ids, &s->draft_lm, max, &cfg, out, st, e);
+    case SD_STRAT_SPEC: {
+        if (!s->have_drafter) return sd_session_check_strategies(s, e);
+        sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target};
+        return sd_speculative_generate(ids, n_ids, &s->draft_lm, &s->target_lm, &o, max, &cfg, out,
+                                       st, e);
+    }
+    case SD_STRAT_NASD: {
+        if (!c->keep_ngrams) sd_ngram_reset(s->store);
+        sd_nasd_opts o = {c->gamma, c->filler_top_k, c->stop_if_unknown,
+                          c->skip_sample_adjustment, !c->no_first_target};
+        return sd_ngram_assisted_generate(ids, n_ids, s->store, &s->target_lm, &o, max, &cfg, out,
+                                          st, e);
+    }
+    case SD_STRAT_BEAM: {
+        sd_beam_opts o = {c->beams, c->beam_top_k, c->min_length, c->alpha};
+        return sd_beam_search_generate(ids, n_ids, s->target, &o, max, &cfg, out, st, e);
+    }
+    default:
+        return sd_fail(e, "unknown strategy bit %d", strat);
+    }
+}

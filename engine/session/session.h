@@ -1,0 +1,128 @@
+/* A session: a loaded target (and drafter), a sampler, an n-gram store and
+ * the settings a researcher toggles, with one call that runs one strategy on
+ * one prompt. It is the one place where strategies meet their models, so the
+ * CLI, the interactive mode and the strategy benchmark all go through it.
+ * It never prints: tokens and verification steps reach the caller through
+ * the hooks it passes, metrics through sd_gen_stats. */
+#ifndef SD_SESSION_H
+#define SD_SESSION_H
+
+#include <stdint.h>
+
+#include "engine/decode/decode.h"
+#include "engine/decode/ngram.h"
+#include "engine/model/device.h"
+#include "engine/sampling/rng.h"
+#include "engine/sampling/sampler_host.h"
+
+#define SD_MAX_LIST 32
+
+/* Strategies, as bits of sd_config.strategies. */
+enum {
+    SD_STRAT_AR = 1 << 0,
+    SD_STRAT_SPEC = 1 << 1,
+    SD_STRAT_NASD = 1 << 2,
+    SD_STRAT_BEAM = 1 << 3,
+    SD_STRAT_DRAFT = 1 << 4
+};
+/* Every strategy bit, in the order the CLI runs and reports them. */
+extern const int sd_strategy_order[5];
+#define SD_N_STRATEGIES 5
+
+const char *sd_strategy_name(int bit);
+/* "ar,spec,nasd" -> bits; -1 with a message naming the unknown entry. */
+int sd_parse_strategies(const char *list, int *bits, sd_err *e);
+
+typedef struct sd_config {
+    const char *model;
+    const char *draft;
+    int draft_layers;
+    const char *system;
+    int chat;
+    int strategies;
+    int n_predict;
+    int threads;
+    int n_ctx;
+    int device;       /* enum sd_device */
+    int draft_device; /* -1: same as device */
+    int no_cache;
+    int ignore_eos;
+    int have_seed;
+    uint64_t seed;
+    /* speculative and NASD */
+    int gamma;
+    int skip_sample_adjustment;
+    int no_first_target;
+    int ngram_n;
+    int ngram_kind; /* SD_NGRAM_MULTI / SD_NGRAM_ONE */
+    int filler_top_k;
+    int stop_if_unknown;
+    int keep_ngrams; /* do not reset the n-gram store between prompts */
+    /* beam search */
+    int beams;
+    int beam_top_k;
+    double min_length;
+    double alpha;
+    /* sampler */
+    const char *sampler;
+    const char *sampler_args[SD_MAX_LIST];
+    int n_sampler_args;
+    const char *plugin_dirs[SD_MAX_LIST];
+    int n_plugin_dirs;
+} sd_config;
+
+/* The defaults of every field (no model, greedy, ar only). */
+void sd_config_defaults(sd_config *c);
+
+typedef struct sd_session {
+    sd_config c;      /* current settings (the interactive mode edits them) */
+    sd_model *target, *draft;
+    sd_kv *self_kv;   /* cache of the self-speculative drafter */
+    sd_lm target_lm, draft_lm;
+    int have_drafter;
+    sd_sampler_set *samplers; /* warnings from loading them: sd_samplers_warning */
+    sd_sampler *sampler;      /* NULL: built-in greedy */
+    sd_ngram *store;
+    sd_rng rng;
+    uint64_t seed;
+} sd_session;
+
+/* Opens the plugin search path, the models (each on the backend its device
+ * setting names) and the sampler. Errors name the flag or file at fault. */
+int sd_session_open(sd_session *s, const sd_config *c, sd_err *e);
+void sd_session_close(sd_session *s);
+
+/* Replaces the sampler (NULL name: built-in greedy). */
+int sd_session_set_sampler(sd_session *s, const char *name, const char *const *kv, int n_kv,
+                           sd_err *e);
+/* Rebuilds the n-gram store with the current kind and N. */
+int sd_session_reset_store(sd_session *s, sd_err *e);
+/* Switches the drafter to the target's first k layers (k > 0). */
+int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e);
+
+/* The prompt's ids (chat template applied when c.chat); fails when the
+ * prompt is empty without a BOS to start from, or longer than the context. */
+int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
+                          sd_err *e);
+/* Fails with a message naming the flags when an enabled strategy needs a
+ * drafter and none is loaded. */
+int sd_session_check_strategies(const sd_session *s, sd_err *e);
+/* One untimed token through each model, so no strategy pays for thread
+ * start-up or the first touch of the mapped weights. */
+int sd_session_warm_up(sd_session *s, const int32_t *ids, sd_err *e);
+
+/* What the caller hears during one run. */
+typedef struct sd_hooks {
+    sd_token_cb on_token; /* each final token, in order */
+    sd_step_cb on_step;   /* each verification round (spec, NASD) */
+    void *ud;
+} sd_hooks;
+
+/* Runs strategy strat (one SD_STRAT_* bit) on ids from empty caches, with
+ * the session's sampler and the rng reseeded from s->seed, so every
+ * strategy sees the same random stream. out has room for c.n_predict ids.
+ * Returns the count or -1. */
+int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
+                        const sd_hooks *h, int32_t *out, sd_gen_stats *st, sd_err *e);
+
+#endif

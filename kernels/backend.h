@@ -1,0 +1,72 @@
+/* The op table both backends implement (kernels/cpu, kernels/cuda). The
+ * forward pass in engine/model/model.c is a fixed sequence of these calls;
+ * a backend decides how to fuse inside each.
+ *
+ * Memory: every float pointer passed to an op is backend memory (host memory
+ * for the CPU, device memory for CUDA) obtained from alloc(); weights are
+ * made resident once with upload_weight(), which rewrites w->data. Token ids
+ * and logits cross to the host explicitly (embed takes host ids, to_host
+ * copies logits back), so a CUDA backend copies one small buffer each way
+ * per step.
+ *
+ * Shapes: activations are row-major [n][dim]; the KV cache of one layer is
+ * [position][kv_head][head_dim], so the K/V rows of positions pos..pos+n-1
+ * are one contiguous [n][kv_dim] block that qkv_rope writes straight into. */
+#ifndef SD_BACKEND_H
+#define SD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/error.h"
+#include "kernels/common/weight.h"
+
+typedef struct sd_attn_shape {
+    int n_head, n_kv, head_dim, rope_dim;
+    float rope_base;
+} sd_attn_shape;
+
+typedef struct sd_backend sd_backend;
+struct sd_backend {
+    const char *name;
+    void *ctx;
+    void (*destroy)(sd_backend *b);
+
+    void *(*alloc)(sd_backend *b, size_t bytes, sd_err *e); /* zero-filled */
+    void (*release)(sd_backend *b, void *p);
+    int (*upload_weight)(sd_backend *b, sd_weight *w, sd_err *e);
+    void (*release_weight)(sd_backend *b, sd_weight *w);
+    int (*to_host)(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e);
+    int (*copy)(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e);
+
+    /* x[n][dim] = rows ids[] of the embedding matrix (ids on the host). */
+    int (*embed)(sd_backend *b, float *x, const sd_weight *emb, const int32_t *ids, int n,
+                 sd_err *e);
+    /* out = rmsnorm(x) * w (w: F32 weight of `dim`). */
+    int (*rmsnorm)(sd_backend *b, float *out, const float *x, const sd_weight *w, int n, int dim,
+                   float eps, sd_err *e);
+    /* q = rope(Wq x); k_rows = rope(Wk x); v_rows = Wv x, for positions pos.. */
+    int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
+                    const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                    int n, int pos, sd_err *e);
+    /* Optional (NULL: the model calls qkv_rope once per row): the same with
+     * every row at position pos, for beams that share a length but not a
+     * cache; k_rows/v_rows are [n][kv_dim] scratch the caller scatters. */
+    int (*qkv_rope_same_pos)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
+                             float *v_rows, const sd_weight *wq, const sd_weight *wk,
+                             const sd_weight *wv, const float *x, int n, int pos, sd_err *e);
+    /* Causal GQA over the layer cache kc/vc holding positions 0..pos+n-1. */
+    int (*attention)(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
+                     const float *kc, const float *vc, int n, int pos, sd_err *e);
+    /* out (+)= x W^T */
+    int (*matmul)(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
+                  int accumulate, sd_err *e);
+    /* *id = index of the first maximum of x[0..n) (backend memory), so
+     * greedy decoding copies one id per step instead of a logits row. */
+    int (*argmax)(sd_backend *b, const float *x, int n, int32_t *id, sd_err *e);
+    /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
+    int (*ffn_swiglu)(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
+                      const sd_weight *w3, const float *x, int n, sd_err *e);
+};
+
+#endif

@@ -1,0 +1,29 @@
+/* The CUDA entry points of a build without CUDA (make CUDA=0, or no nvcc):
+ * each says so, so callers need no #ifdef. */
+#include <stdio.h>
+
+#include "kernels/cuda/backend_cuda.h"
+
+#define NO_CUDA "built without CUDA (make CUDA=0 or no nvcc)"
+
+int sd_cuda_available(char *why, size_t cap) {
+    if (why && cap) snprintf(why, cap, "%s", NO_CUDA);
+    return 0;
+}
+
+sd_backend *sd_backend_cuda(int device, sd_err *e) {
+    (void)device;
+    sd_fail(e, "cuda backend: " NO_CUDA);
+    return NULL;
+}
+
+int sd_cuda_argmax(sd_backend *b, const float *logits_dev, int n, int32_t *id_host, sd_err *e) {
+    (void)b, (void)logits_dev, (void)n, (void)id_host;
+    return sd_fail(e, "cuda: argmax: " NO_CUDA);
+}
+
+int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,
+                      sd_err *e) {
+    (void)b, (void)dst_dev, (void)src_host, (void)bytes;
+    return sd_fail(e, "cuda: from_host: " NO_CUDA);
+}
