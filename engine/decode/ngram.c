@@ -51,9 +51,6 @@ static size_t pow2_at_least(size_t n) {
     return c;
 }
 
-int sd_ngram_n(const sd_ngram *s) { return s->n; }
-int sd_ngram_kind(const sd_ngram *s) { return s->kind; }
-
 sd_ngram *sd_ngram_create(int kind, int n, int expected, sd_err *e) {
     if (n < 2 || n > SD_NGRAM_MAX_N) {
         sd_fail(e, "n-gram N must be in [2, %d], got %d", SD_NGRAM_MAX_N, n);

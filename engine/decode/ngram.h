@@ -26,8 +26,6 @@ typedef struct sd_ngram sd_ngram;
 sd_ngram *sd_ngram_create(int kind, int n, int expected, sd_err *e);
 void sd_ngram_free(sd_ngram *s);
 void sd_ngram_reset(sd_ngram *s);
-int sd_ngram_n(const sd_ngram *s);
-int sd_ngram_kind(const sd_ngram *s);
 
 /* Records that tok followed hist[0..len) (its last L tokens, every level). */
 int sd_ngram_observe(sd_ngram *s, const int32_t *hist, int len, int32_t tok, sd_err *e);

@@ -1,5 +1,6 @@
-/* Internals shared by tokenizer.c (loading, lookup, special tokens),
- * tokenizer_spm.c, tokenizer_bpe.c, detok.c and chat.c. */
+/* Internals of engine/text, shared by vocab.c (tables and lookup),
+ * tokenizer_spm.c, tokenizer_bpe.c, tokenizer.c (loading, special tokens,
+ * encode), detok.c and chat.c. */
 #ifndef SD_TOKENIZER_INT_H
 #define SD_TOKENIZER_INT_H
 
@@ -9,6 +10,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "engine/text/buf.h"
 #include "engine/text/tokenizer.h"
 
 /* tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
@@ -52,16 +54,10 @@ struct sd_tokenizer {
     gguf_str chat_template; /* s == NULL when absent */
 };
 
-/* Growable int32 output. */
-typedef struct sd_ids {
-    int32_t *v;
-    size_t n, cap;
-} sd_ids;
-
-int sd_ids_push(sd_ids *ids, int32_t id);
-
-/* Ensures *p holds at least need elements of size elem (keeps contents). */
-int sd_grow(void **p, size_t *cap, size_t need, size_t elem);
+/* vocab.c: the token strings, scores, types, string -> id hash and the
+ * special tokens (longest first); released by sd_vocab_release. */
+int sd_vocab_load(sd_tokenizer *t, const gguf_file *f, sd_err *e);
+void sd_vocab_release(sd_tokenizer *t);
 
 /* Appends the SentencePiece encoding of one text fragment. */
 int sd_spm_encode(const sd_tokenizer *t, const char *text, size_t len, int add_prefix,
