@@ -19,6 +19,7 @@
  * sampler named by PLUGIN_NAME (default "good"). */
 static const char template_src[] =
     "#include \"samplers/sampler.h\"\n"
+    "#include \"samplers/sampler_util.h\"\n"
     "#define STR2(x) #x\n"
     "#define STR(x) STR2(x)\n"
     "#ifndef PLUGIN_NAME\n"
@@ -34,16 +35,16 @@ static const char template_src[] =
     "#define NAME STR(PLUGIN_NAME)\n"
     "#endif\n"
     "#ifndef ABI\n"
-    "#define ABI SD_LP_ABI_VERSION\n"
+    "#define ABI SD_SAMPLER_ABI_VERSION\n"
     "#endif\n"
     "#ifndef SIZE\n"
-    "#define SIZE sizeof(sd_logits_processor)\n"
+    "#define SIZE sizeof(sd_sampler_desc)\n"
     "#endif\n"
     "#ifndef FLAGS\n"
     "#define FLAGS 0\n"
     "#endif\n"
     "#ifndef PTYPE\n"
-    "#define PTYPE SD_LP_FLOAT\n"
+    "#define PTYPE SD_SAMPLER_FLOAT\n"
     "#endif\n"
     "#ifndef PDEF\n"
     "#define PDEF 1.0\n"
@@ -54,20 +55,20 @@ static const char template_src[] =
     "#ifndef NPARAMS\n"
     "#define NPARAMS 2\n"
     "#endif\n"
-    "static const sd_lp_param params[2] = {\n"
-    "    {\"temperature\", PTYPE, SD_LP_MIN_EXCLUSIVE, PDEF, 0.0, 10.0, \"t\"},\n"
-    "    {PNAME2, SD_LP_FLOAT, 0, 0.5, 0.0, 1.0, \"unused\"},\n"
+    "static const sd_sampler_param params[2] = {\n"
+    "    {\"temperature\", PTYPE, SD_SAMPLER_MIN_EXCLUSIVE, PDEF, 0.0, 10.0, \"t\"},\n"
+    "    {PNAME2, SD_SAMPLER_FLOAT, 0, 0.5, 0.0, 1.0, \"unused\"},\n"
     "};\n"
     "typedef struct h { double t; } h;\n"
-    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "static void *create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {\n"
     "    (void)max_vocab;\n"
     "#ifdef CREATE_FAILS\n"
     "    (void)v;\n"
-    "    sd_lp_set_error(err, errlen, \"no luck today\");\n"
+    "    sd_su_set_error(err, errlen, \"no luck today\");\n"
     "    return NULL;\n"
     "#else\n"
     "    h *x = malloc(sizeof *x);\n"
-    "    if (!x) { sd_lp_set_error(err, errlen, \"out of memory\"); return NULL; }\n"
+    "    if (!x) { sd_su_set_error(err, errlen, \"out of memory\"); return NULL; }\n"
     "    x->t = v[0].f;\n"
     "    return x;\n"
     "#endif\n"
@@ -78,8 +79,13 @@ static const char template_src[] =
     "#ifdef PROCESS_FAILS\n"
     "    return -1;\n"
     "#endif\n"
+    "#ifdef PROCESS_INVERTED\n"
     "    for (int r = 0; r < rows; r++)\n"
-    "        if (sd_lp_softmax(l + (size_t)r * n, p + (size_t)r * n, n, s->t)) return -1;\n"
+    "        for (int i = 0; i < n; i++) p[(size_t)r * n + i] = l[(size_t)r * n + n - 1 - i];\n"
+    "    l = p;\n"
+    "#endif\n"
+    "    for (int r = 0; r < rows; r++)\n"
+    "        if (sd_su_softmax(l + (size_t)r * n, p + (size_t)r * n, n, s->t)) return -1;\n"
     "#ifdef PROCESS_NAN\n"
     "    p[0] = NAN;\n"
     "#endif\n"
@@ -88,16 +94,19 @@ static const char template_src[] =
     "#endif\n"
     "    return 0;\n"
     "}\n"
-    "static int32_t sample(void *x, const float *p, int n, sd_lp_rng *rng) {\n"
+    "static int32_t sample(void *x, const float *p, int n, sd_sampler_rng *rng) {\n"
     "    (void)x;\n"
     "#ifdef SAMPLE_OUT_OF_RANGE\n"
     "    (void)p; (void)rng;\n"
     "    return n;\n"
+    "#elif defined(SAMPLE_ARGMAX)\n"
+    "    (void)rng;\n"
+    "    return sd_su_argmax(p, n);\n"
     "#else\n"
-    "    return sd_lp_sample_cdf(p, n, rng);\n"
+    "    return sd_su_sample_cdf(p, n, rng);\n"
     "#endif\n"
     "}\n"
-    "static const sd_logits_processor d = {\n"
+    "static const sd_sampler_desc d = {\n"
     "    ABI, SIZE, NAME, \"a test sampler\", FLAGS, NPARAMS, params,\n"
     "#ifdef NO_SAMPLE\n"
     "    create, destroy, process, NULL,\n"
@@ -110,11 +119,11 @@ static const char template_src[] =
     "int call_it(void) { return sd_no_such_function(); }\n"
     "#endif\n"
     "#if defined(NO_SYMBOL)\n"
-    "const sd_logits_processor *sd_logits_processor_v2(void) { return &d; }\n"
+    "const sd_sampler_desc *sd_sampler_desc_v2(void) { return &d; }\n"
     "#elif defined(NULL_DESCRIPTOR)\n"
-    "const sd_logits_processor *sd_logits_processor_v1(void) { return NULL; }\n"
+    "const sd_sampler_desc *sd_logits_processor_v1(void) { return NULL; }\n"
     "#else\n"
-    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n"
+    "const sd_sampler_desc *sd_logits_processor_v1(void) { return &d; }\n"
     "#endif\n";
 
 static void run(const char *cmd) {
@@ -236,7 +245,7 @@ Test(loader, bad_parameter_tables) {
     expect_rejected("p_name", "-DPNAME2='\"Bad-Name\"'",
                     "bad parameter table: entry 1 has an invalid name");
     expect_rejected("p_count", "-DNPARAMS=17", "bad parameter table: n_params = 17");
-    expect_rejected("p_int", "-DPTYPE=SD_LP_INT -DPDEF=1.5",
+    expect_rejected("p_int", "-DPTYPE=SD_SAMPLER_INT -DPDEF=1.5",
                     "bad parameter table: parameter 'temperature' has invalid bounds or default");
 }
 
@@ -264,8 +273,27 @@ Test(loader, sample_out_of_range) {
 }
 
 Test(loader, argmax_flag_must_be_true) {
-    expect_rejected("argmax", "-DFLAGS=SD_LP_FLAG_ARGMAX",
-                    "declares SD_LP_FLAG_ARGMAX but sample returned");
+    expect_rejected("argmax", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX",
+                    "declares SD_SAMPLER_FLAG_ARGMAX but sample returned");
+    /* The argmax of its own probabilities is not enough: the engine takes
+     * the argmax of the logits, so a process() that reorders the row makes
+     * the plugin mean something else than what runs. */
+    expect_rejected("argmax_probs",
+                    "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX -DPROCESS_INVERTED",
+                    "declares SD_SAMPLER_FLAG_ARGMAX but sample returned 14 on probe row 0, "
+                    "not the argmax of its logits 49");
+}
+
+/* A greedy sampler whose process() is a softmax rather than the one-hot
+ * row (the built-in greedy before it had no parameters) still loads: its
+ * choice is the argmax of the logits, which is all the engine relies on. */
+Test(loader, argmax_flag_with_softmax_probabilities_loads) {
+    fresh_dir("argmax_softmax");
+    build("argmax_softmax", "g.so", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX");
+    sd_sampler_set *s = open_dirs(ROOT "/argmax_softmax", NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 1);
+    sd_samplers_close(s);
 }
 
 /* Bad plugins next to good ones: each bad one is one warning, in file
