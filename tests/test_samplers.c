@@ -127,7 +127,7 @@ static void reference(const float *logits, int n, int filters, double t, long k,
     free(r);
 }
 
-/* Compares one processor's output row with the reference. */
+/* Compares one sampler's output row with the reference. */
 static void expect_row(const char *what, const float *got, const double *want, const int *kept,
                        int n) {
     double sum = 0;
