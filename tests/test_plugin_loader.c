@@ -2,7 +2,8 @@
  * here, from one C template compiled with different -D flags into its own
  * directory under tests/tmp/loader/, and must come back as the warning
  * "<file>: <reason>" without stopping the other plugins. Also: duplicates,
- * search order, and the min_p example from plugins/example (built by make). */
+ * search order, the min_p example from plugins/example (built by make), and
+ * a plugin written against the version-1 layout under its first names. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -138,19 +139,24 @@ static void fresh_dir(const char *dir) {
     run(cmd);
 }
 
-/* Compiles the template with defs into ROOT/<dir>/<file>. */
-static void build(const char *dir, const char *file, const char *defs) {
+/* Compiles text with defs into ROOT/<dir>/<file>. */
+static void build_source(const char *dir, const char *file, const char *text, const char *defs) {
     char src[256], cmd[1024];
     snprintf(src, sizeof src, ROOT "/%s/%s.c", dir, file);
     FILE *f = fopen(src, "w");
     cr_assert(f, "cannot write %s: %s", src, strerror(errno));
-    fputs(template_src, f);
+    fputs(text, f);
     cr_assert_eq(fclose(f), 0);
     snprintf(cmd, sizeof cmd,
              "cc -std=c11 -O1 -fPIC -shared -I. %s '%s' -lm "
              "-o '" ROOT "/%s/%s'",
              defs, src, dir, file);
     run(cmd);
+}
+
+/* Compiles the template with defs into ROOT/<dir>/<file>. */
+static void build(const char *dir, const char *file, const char *defs) {
+    build_source(dir, file, template_src, defs);
 }
 
 static sd_sampler_set *open_dirs(const char *a, const char *b) {
@@ -177,12 +183,94 @@ static void expect_rejected(const char *dir, const char *defs, const char *reaso
     sd_samplers_close(s);
 }
 
-Test(loader, good_template_loads) {
-    fresh_dir("good");
-    build("good", "good.so", "");
-    sd_sampler_set *s = open_dirs(ROOT "/good", NULL);
+/* Builds one plugin alone as ROOT/<dir>/<dir>.so and checks that it loads
+ * without a warning, the only sampler of the set returned. */
+static sd_sampler_set *expect_loaded(const char *dir, const char *defs) {
+    char file[128], d[256];
+    snprintf(file, sizeof file, "%s.so", dir);
+    snprintf(d, sizeof d, ROOT "/%s", dir);
+    fresh_dir(dir);
+    build(dir, file, defs);
+    sd_sampler_set *s = open_dirs(d, NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s: %s", dir, sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 1, "%s", dir);
+    return s;
+}
+
+/* The version-1 ABI as a plugin built before the rename to "sampler"
+ * carries it: its own copy of the layout under the first names
+ * (sd_logits_processor, sd_lp_*), nothing from samplers/. It must load and
+ * run as it did: only C names changed, never the layout or the symbol. */
+static const char v1_first_names_src[] =
+    "#include <stddef.h>\n"
+    "#include <stdint.h>\n"
+    "#include <stdlib.h>\n"
+    "typedef struct sd_lp_param {\n"
+    "    const char *name; int32_t type; uint32_t flags; double def, min, max;\n"
+    "    const char *help;\n"
+    "} sd_lp_param;\n"
+    "typedef union sd_lp_value { int64_t i; double f; } sd_lp_value;\n"
+    "typedef struct sd_lp_rng { double (*uniform)(void *); void *state; } sd_lp_rng;\n"
+    "typedef struct sd_logits_processor {\n"
+    "    uint32_t abi_version, struct_size; const char *name, *description;\n"
+    "    uint32_t flags; int32_t n_params; const sd_lp_param *params;\n"
+    "    void *(*create)(const sd_lp_value *, int, char *, size_t);\n"
+    "    void (*destroy)(void *);\n"
+    "    int (*process)(void *, const float *, float *, int, int);\n"
+    "    int32_t (*sample)(void *, const float *, int, sd_lp_rng *);\n"
+    "} sd_logits_processor;\n"
+    "static const sd_lp_param params[] = {{\"width\", 1, 0, 3, 1, 64, \"tokens drawn from\"}};\n"
+    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "    (void)max_vocab; (void)err; (void)errlen;\n"
+    "    int64_t *w = malloc(sizeof *w);\n"
+    "    if (w) *w = v[0].i;\n"
+    "    return w;\n"
+    "}\n"
+    "static void destroy(void *h) { free(h); }\n"
+    "/* Uniform over the first width tokens of each row. */\n"
+    "static int process(void *h, const float *l, float *p, int rows, int n) {\n"
+    "    int w = (int)*(const int64_t *)h < n ? (int)*(const int64_t *)h : n;\n"
+    "    (void)l;\n"
+    "    for (int i = 0; i < rows * n; i++) p[i] = i % n < w ? 1.0f / (float)w : 0.0f;\n"
+    "    return 0;\n"
+    "}\n"
+    "static int32_t sample(void *h, const float *p, int n, sd_lp_rng *rng) {\n"
+    "    int w = (int)*(const int64_t *)h < n ? (int)*(const int64_t *)h : n;\n"
+    "    (void)p;\n"
+    "    return (int32_t)(rng->uniform(rng->state) * w);\n"
+    "}\n"
+    "static const sd_logits_processor d = {1, sizeof d, \"v1\", \"first names\", 0, 1, params,\n"
+    "                                      create, destroy, process, sample};\n"
+    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n";
+
+Test(loader, v1_plugin_of_the_first_names_loads_and_runs) {
+    fresh_dir("v1_first_names");
+    build_source("v1_first_names", "v1.so", v1_first_names_src, "");
+    sd_sampler_set *s = open_dirs(ROOT "/v1_first_names", NULL);
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
-    cr_assert_eq(sd_samplers_count(s), 1);
+    const char *kv[] = {"width=2"};
+    sd_err e = {""};
+    sd_sampler *p = sd_sampler_create(s, "v1", kv, 1, 8, &e);
+    cr_assert(p, "%s", e.msg);
+    char desc[64];
+    sd_sampler_describe(p, desc, sizeof desc);
+    cr_assert_str_eq(desc, "v1(width=2)");
+    float logits[8] = {0}, probs[8];
+    cr_assert_eq(sd_sampler_probs(p, logits, probs, 1, 8, &e), 0, "%s", e.msg);
+    cr_assert(probs[0] == 0.5f && probs[1] == 0.5f && probs[2] == 0.0f);
+    sd_rng r;
+    sd_rng_seed(&r, 3);
+    for (int k = 0; k < 16; k++) {
+        int32_t id;
+        cr_assert_eq(sd_sampler_sample(p, probs, 8, &r, &id, &e), 0, "%s", e.msg);
+        cr_assert(id == 0 || id == 1, "id %d", (int)id);
+    }
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}
+
+Test(loader, good_template_loads) {
+    sd_sampler_set *s = expect_loaded("good", "");
     cr_assert_str_eq(sd_samplers_name(s, 0), "good");
     cr_assert_str_eq(sd_samplers_file(s, 0), ROOT "/good/good.so");
     sd_samplers_close(s);
@@ -288,11 +376,8 @@ Test(loader, argmax_flag_must_be_true) {
  * row (the built-in greedy before it had no parameters) still loads: its
  * choice is the argmax of the logits, which is all the engine relies on. */
 Test(loader, argmax_flag_with_softmax_probabilities_loads) {
-    fresh_dir("argmax_softmax");
-    build("argmax_softmax", "g.so", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX");
-    sd_sampler_set *s = open_dirs(ROOT "/argmax_softmax", NULL);
-    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
-    cr_assert_eq(sd_samplers_count(s), 1);
+    sd_sampler_set *s =
+        expect_loaded("argmax_softmax", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX");
     sd_samplers_close(s);
 }
 
