@@ -2,21 +2,23 @@
  * filtering. Sampling is an inverse CDF over the row with one uniform draw
  * from the engine's rng, so a seed reproduces the sequence. */
 #include "samplers/sampler.h"
+#include "samplers/sampler_util.h"
 
 typedef struct multinomial {
     double temperature;
 } multinomial;
 
-static const sd_lp_param params[] = {
-    {"temperature", SD_LP_FLOAT, SD_LP_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
+static const sd_sampler_param params[] = {
+    {"temperature", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
      "softmax temperature: < 1 sharpens, > 1 flattens the distribution"},
 };
 
-static void *multinomial_create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {
+static void *multinomial_create(const sd_sampler_value *v, int max_vocab, char *err,
+                                size_t errlen) {
     (void)max_vocab;
     multinomial *m = malloc(sizeof *m);
     if (!m) {
-        sd_lp_set_error(err, errlen, "out of memory");
+        sd_su_set_error(err, errlen, "out of memory");
         return NULL;
     }
     m->temperature = v[0].f;
@@ -32,20 +34,20 @@ static int multinomial_process(void *h, const float *logits, float *probs, int n
     const multinomial *m = h;
     for (int r = 0; r < n_rows; r++) {
         size_t off = (size_t)r * (size_t)n_vocab;
-        if (sd_lp_softmax(logits + off, probs + off, n_vocab, m->temperature))
+        if (sd_su_softmax(logits + off, probs + off, n_vocab, m->temperature))
             return -1;
     }
     return 0;
 }
 
-static int32_t multinomial_sample(void *h, const float *probs, int n_vocab, sd_lp_rng *rng) {
+static int32_t multinomial_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
     (void)h;
-    return sd_lp_sample_cdf(probs, n_vocab, rng);
+    return sd_su_sample_cdf(probs, n_vocab, rng);
 }
 
-static const sd_logits_processor descriptor = {
-    .abi_version = SD_LP_ABI_VERSION,
-    .struct_size = sizeof(sd_logits_processor),
+static const sd_sampler_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION,
+    .struct_size = sizeof(sd_sampler_desc),
     .name = "multinomial",
     .description = "random sampling from softmax(logits / temperature)",
     .flags = 0,
@@ -57,6 +59,6 @@ static const sd_logits_processor descriptor = {
     .sample = multinomial_sample,
 };
 
-const sd_logits_processor *sd_logits_processor_v1(void) {
+const sd_sampler_desc *sd_logits_processor_v1(void) {
     return &descriptor;
 }

@@ -1,23 +1,23 @@
-/* specdec LogitsProcessor ABI, version 1.
+/* specdec sampler ABI, version 1.
  *
- * This is the only header a sampler plugin includes. A plugin is one C file
- * built into a shared object and dropped into a plugin directory:
+ * A sampler decides how the next token is picked from the model's logits.
+ * Every sampler, the built-in ones included, is one C file built into a
+ * shared object (the plugin) and dropped into a plugin directory:
  *
- *     cc -std=c11 -O2 -fPIC -shared -I<specdec>/samplers my_sampler.c -lm -o my_sampler.so
+ *     cc -std=c11 -O2 -fPIC -shared -I<specdec> my_sampler.c -lm -o my_sampler.so
  *
- * The engine scans its plugin directories for *.so files, dlopen()s each
- * one, and asks it for its descriptor through one exported function:
+ * with `#include "samplers/sampler.h"`. The engine scans its plugin
+ * directories for *.so files, dlopen()s each one, and asks it for its
+ * sampler's descriptor through one exported function:
  *
- *     const sd_logits_processor *sd_logits_processor_v1(void);
+ *     const sd_sampler_desc *sd_logits_processor_v1(void);
  *
- * The file has two parts:
- *   1. The ABI: the descriptor, the parameter table, the random number
- *      source. These layouts are frozen for abi_version 1.
- *   2. Optional helpers (static inline, compiled into the plugin): softmax,
- *      top-k / top-p / threshold filters without a full sort of the
- *      vocabulary, inverse-CDF sampling, argmax. The built-in samplers are
- *      written with them; they are not part of the ABI and the engine never
- *      calls them.
+ * This header is the contract between the engine and a plugin: the
+ * descriptor, the parameter table, the random number source. These layouts
+ * are frozen for abi_version 1. Optional helpers for writing a sampler
+ * (softmax, top-k / top-p filters, inverse-CDF sampling, argmax) are in
+ * samplers/sampler_util.h; they are compiled into the plugin and are not
+ * part of the ABI.
  *
  * ---------------------------------------------------------------------------
  * Contract between the engine and a plugin
@@ -51,7 +51,8 @@
  *     probability exactly 0, the others are > 0 or underflow to 0, and each
  *     row sums to 1 up to float rounding. Speculative decoding uses these
  *     probabilities for rejection sampling, so they must be the exact
- *     distribution sample() draws from.
+ *     distribution sample() draws from. (Greedy samplers: see
+ *     SD_SAMPLER_FLAG_ARGMAX.)
  *   - sample() draws one token from the distribution it is given, without
  *     filtering it again: during speculative decoding the engine passes the
  *     residual distribution norm(max(0, p - q)), which process() did not
@@ -68,66 +69,61 @@
  *   - At load: abi_version, struct_size, name, the function pointers and the
  *     parameter table are checked, then the sampler is created with its
  *     defaults and run on a few probe rows: process must produce
- *     distributions and sample must return ids in range with non-zero
- *     probability. A plugin that fails any of this is skipped with a warning
- *     "<file>: <reason>".
+ *     distributions, sample must return ids in range with non-zero
+ *     probability, and a sampler with SD_SAMPLER_FLAG_ARGMAX must return the
+ *     argmax of each row. A plugin that fails any of this is skipped with a
+ *     warning "<file>: <reason>".
  *   - Parameters: every value given to create() has the declared type and
  *     lies in the declared range (NaN and infinities are rejected).
  *   - After every process(): values finite, >= 0, each row summing to 1
  *     within 1e-3. After every sample(): 0 <= id < n_vocab.
  */
-#ifndef SD_LOGITS_PROCESSOR_H
-#define SD_LOGITS_PROCESSOR_H
+#ifndef SD_SAMPLER_H
+#define SD_SAMPLER_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #ifdef __cplusplus
-#define SD_LP_RESTRICT __restrict
 extern "C" {
-#else
-#define SD_LP_RESTRICT restrict
 #endif
 
-/* ===========================================================================
- * Part 1: the ABI
- * ======================================================================== */
+#define SD_SAMPLER_ABI_VERSION 1u
 
-#define SD_LP_ABI_VERSION 1u
-
-/* Name of the one symbol the engine looks up. */
-#define SD_LP_ENTRY_SYMBOL "sd_logits_processor_v1"
+/* Name of the one symbol the engine looks up. It keeps the name it had when
+ * samplers were called "logits processors": the symbol is part of the binary
+ * ABI, and renaming it would make every plugin already built invisible to
+ * the engine. Only the C names in this header changed, which compiled
+ * plugins never see. */
+#define SD_SAMPLER_ENTRY_SYMBOL "sd_logits_processor_v1"
 
 /* Limits the engine enforces on the descriptor. */
-#define SD_LP_MAX_PARAMS 16   /* entries in the parameter table */
-#define SD_LP_MAX_NAME   31   /* characters in a sampler or parameter name */
+#define SD_SAMPLER_MAX_PARAMS 16 /* entries in the parameter table */
+#define SD_SAMPLER_MAX_NAME 31   /* characters in a sampler or parameter name */
 
 /* Parameter types. */
 enum {
-    SD_LP_INT = 1,   /* value in sd_lp_value.i; default/min/max are integers */
-    SD_LP_FLOAT = 2  /* value in sd_lp_value.f */
+    SD_SAMPLER_INT = 1,  /* value in sd_sampler_value.i; default/min/max are integers */
+    SD_SAMPLER_FLOAT = 2 /* value in sd_sampler_value.f */
 };
 
 /* Parameter flags: bounds are inclusive unless marked exclusive. */
-#define SD_LP_MIN_EXCLUSIVE 0x1u
-#define SD_LP_MAX_EXCLUSIVE 0x2u
+#define SD_SAMPLER_MIN_EXCLUSIVE 0x1u
+#define SD_SAMPLER_MAX_EXCLUSIVE 0x2u
 
 /* One entry of the parameter table. The engine uses it to parse
  * `--sampler-arg name=value`, validate the value, fill in defaults and list
  * the sampler with --list-samplers.
- *   name   [a-z_][a-z0-9_]*, at most SD_LP_MAX_NAME characters, unique in the
- *          table
- *   type   SD_LP_INT or SD_LP_FLOAT
- *   flags  SD_LP_MIN_EXCLUSIVE / SD_LP_MAX_EXCLUSIVE
+ *   name   [a-z_][a-z0-9_]*, at most SD_SAMPLER_MAX_NAME characters,
+ *          unique in the table
+ *   type   SD_SAMPLER_INT or SD_SAMPLER_FLOAT
+ *   flags  SD_SAMPLER_MIN_EXCLUSIVE / SD_SAMPLER_MAX_EXCLUSIVE
  *   def    default value; must lie in the range
  *   min    lower bound (may be -INFINITY for floats: no bound)
  *   max    upper bound (may be INFINITY for floats: no bound); for ints,
  *          min/max/def are integers of magnitude <= 2^53
  *   help   one line shown by --list-samplers (may be NULL) */
-typedef struct sd_lp_param {
+typedef struct sd_sampler_param {
     const char *name;
     int32_t type;
     uint32_t flags;
@@ -135,44 +131,46 @@ typedef struct sd_lp_param {
     double min;
     double max;
     const char *help;
-} sd_lp_param;
+} sd_sampler_param;
 
-/* A parameter value as create() receives it: .i for SD_LP_INT, .f for
- * SD_LP_FLOAT. */
-typedef union sd_lp_value {
+/* A parameter value as create() receives it: .i for SD_SAMPLER_INT, .f for
+ * SD_SAMPLER_FLOAT. */
+typedef union sd_sampler_value {
     int64_t i;
     double f;
-} sd_lp_value;
+} sd_sampler_value;
 
 /* The engine's seeded random number generator, seen through a function
  * pointer so plugins link against nothing of the engine.
  * uniform(state) returns a double uniformly distributed in [0, 1) with 53
- * random bits. Call it through sd_lp_uniform() below. */
-typedef struct sd_lp_rng {
+ * random bits. Call it through sd_sampler_uniform() below. */
+typedef struct sd_sampler_rng {
     double (*uniform)(void *state);
     void *state;
-} sd_lp_rng;
+} sd_sampler_rng;
 
-static inline double sd_lp_uniform(sd_lp_rng *rng) {
+static inline double sd_sampler_uniform(sd_sampler_rng *rng) {
     return rng->uniform(rng->state);
 }
 
 /* Descriptor flags. */
-/* sample() always returns the lowest id with the largest probability, and
- * that token is the argmax of the logits row. A backend may then skip
- * process()/sample() and take the argmax of the logits on the device. */
-#define SD_LP_FLAG_ARGMAX 0x1u
+/* Greedy decoding: process() returns the one-hot distribution at the argmax
+ * of the logits row (lowest id on ties) and sample() returns the lowest id
+ * with the largest value. The engine then computes both itself (the argmax
+ * on the device where it can) and calls neither during generation; at load
+ * it checks that sample(process(row)) is the argmax of every probe row. */
+#define SD_SAMPLER_FLAG_ARGMAX 0x1u
 
 /* The descriptor. Fields are read in this order; later ABI versions only
  * append, so struct_size tells the engine which fields a plugin has.
- *   abi_version  SD_LP_ABI_VERSION the plugin was built against
- *   struct_size  sizeof(sd_logits_processor) as the plugin saw it
+ *   abi_version  SD_SAMPLER_ABI_VERSION the plugin was built against
+ *   struct_size  sizeof(sd_sampler_desc) as the plugin saw it
  *   name         sampler name used by --sampler, [A-Za-z0-9_-]+, at most
- *                SD_LP_MAX_NAME characters; the first plugin providing a name
- *                wins
+ *                SD_SAMPLER_MAX_NAME characters; the first plugin providing
+ *                a name wins
  *   description  one line for --list-samplers (may be NULL)
- *   flags        SD_LP_FLAG_* (unknown bits are ignored)
- *   n_params     entries in params, 0..SD_LP_MAX_PARAMS
+ *   flags        SD_SAMPLER_FLAG_* (unknown bits are ignored)
+ *   n_params     entries in params, 0..SD_SAMPLER_MAX_PARAMS
  *   params       the parameter table (may be NULL when n_params is 0)
  *
  *   create(values, max_vocab, err, errlen)
@@ -193,617 +191,34 @@ static inline double sd_lp_uniform(sd_lp_rng *rng) {
  *       probs: one row of n_vocab non-negative values (see Semantics above).
  *       Returns a token id in [0, n_vocab), or -1 when the row has no
  *       positive value. */
-typedef struct sd_logits_processor {
+typedef struct sd_sampler_desc {
     uint32_t abi_version;
     uint32_t struct_size;
     const char *name;
     const char *description;
     uint32_t flags;
     int32_t n_params;
-    const sd_lp_param *params;
-    void *(*create)(const sd_lp_value *values, int max_vocab, char *err, size_t errlen);
+    const sd_sampler_param *params;
+    void *(*create)(const sd_sampler_value *values, int max_vocab, char *err, size_t errlen);
     void (*destroy)(void *handle);
     int (*process)(void *handle, const float *logits, float *probs, int n_rows, int n_vocab);
-    int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_lp_rng *rng);
-} sd_logits_processor;
+    int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
+} sd_sampler_desc;
 
 /* Size of the version-1 descriptor: a plugin reporting less is rejected. */
-#define SD_LP_V1_SIZE (offsetof(sd_logits_processor, sample) + sizeof(void (*)(void)))
+#define SD_SAMPLER_V1_SIZE (offsetof(sd_sampler_desc, sample) + sizeof(void (*)(void)))
 
 /* Marks the entry point as exported even when the plugin is built with
  * -fvisibility=hidden. */
 #if defined(__GNUC__)
-#define SD_LP_EXPORT __attribute__((visibility("default")))
+#define SD_SAMPLER_EXPORT __attribute__((visibility("default")))
 #else
-#define SD_LP_EXPORT
+#define SD_SAMPLER_EXPORT
 #endif
 
-/* The entry point every plugin defines. */
-SD_LP_EXPORT const sd_logits_processor *sd_logits_processor_v1(void);
-
-/* ===========================================================================
- * Part 2: optional helpers
- *
- * A filter pipeline over one row, the shape of every built-in:
- *
- *     sd_lp_work *w = sd_lp_work_create(max_vocab);       in create()
- *     ...
- *     if (sd_lp_begin(w, row, n) ||                        in process(), per row
- *         sd_lp_top_k(w, row, n, k) ||
- *         sd_lp_top_p(w, row, n, p) ||
- *         sd_lp_finish(w, row, probs_row, n, temperature))
- *         return -1;
- *     ...
- *     sd_lp_work_destroy(w);                               in destroy()
- *
- * sd_lp_begin() makes every token a candidate; each filter removes
- * candidates (on the raw logits, as the PyTorch original does); finish()
- * writes softmax(candidate logits / temperature) and 0 elsewhere.
- *
- * Why no sort: a row has 32k-256k entries and process() runs on every
- * decoding step, so the filters first bucket the tokens by distance from the
- * row maximum (32 buckets per logit unit), find the one bucket where the
- * k-th token or the top-p mass boundary falls, and run a selection
- * (quickselect) on that bucket only. Bucket order agrees with logit order,
- * so the result equals that of a full sort.
- *
- * Ordering: tokens are ranked by logit, descending, ties by lower id first
- * (a stable sort); top-k keeps every token tied with the k-th.
- *
- * Precision: weights are float exponentials (relative error < 3e-7) summed
- * in double, and the top-p comparison against p * sum is exact, so a flat
- * row whose cumulative mass equals p exactly is decided as in real
- * arithmetic; only boundaries closer than ~1e-6 (relative) to p can differ
- * from a double-precision computation.
- *
- * Filters run on the row last given to sd_lp_begin(), any number of them, in
- * any order; each sees only the candidates the previous ones kept.
- * ======================================================================== */
-
-#define SD_LP_BUCKETS 2048          /* histogram size */
-#define SD_LP_BUCKETS_PER_UNIT 32.0f /* buckets per logit unit: range 64 */
-
-/* A candidate token: its raw logit, a weight (exp of the logit minus the
- * maximum, filled in by the filters that need it) and its id. */
-typedef struct sd_lp_cand {
-    float logit;
-    float w;
-    int32_t id;
-} sd_lp_cand;
-
-/* Scratch for one handle, sized for max_vocab tokens. Fields are internal to
- * the helpers. */
-typedef struct sd_lp_work {
-    int cap;            /* max_vocab */
-    int all;            /* 1: every token of the row is a candidate */
-    int n_cand;         /* candidates in cand[] when all == 0 */
-    float max;          /* maximum logit of the row */
-    sd_lp_cand *cand;   /* cap entries */
-    float *tmp;         /* cap floats */
-    double mass[SD_LP_BUCKETS];
-    int32_t count[SD_LP_BUCKETS];
-} sd_lp_work;
-
-static inline void sd_lp_work_destroy(sd_lp_work *w) {
-    if (!w)
-        return;
-    free(w->cand);
-    free(w->tmp);
-    free(w);
-}
-
-/* Returns NULL when out of memory or max_vocab < 1. */
-static inline sd_lp_work *sd_lp_work_create(int max_vocab) {
-    if (max_vocab < 1)
-        return NULL;
-    sd_lp_work *w = (sd_lp_work *)calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    w->cap = max_vocab;
-    w->cand = (sd_lp_cand *)malloc((size_t)max_vocab * sizeof *w->cand);
-    w->tmp = (float *)malloc((size_t)max_vocab * sizeof *w->tmp);
-    if (!w->cand || !w->tmp) {
-        sd_lp_work_destroy(w);
-        return NULL;
-    }
-    return w;
-}
-
-/* Writes a message into a create() error buffer. */
-static inline void sd_lp_set_error(char *err, size_t errlen, const char *msg) {
-    if (!err || errlen == 0)
-        return;
-    size_t n = strlen(msg);
-    if (n >= errlen)
-        n = errlen - 1;
-    memcpy(err, msg, n);
-    err[n] = '\0';
-}
-
-/* --- exp ------------------------------------------------------------------
- * exp(a) for a <= 0 (also -inf: 0), relative error < 3e-7. Written without
- * branches or float comparisons so the loop in sd_lp_exp() vectorizes at
- * plain -O2 (SSE2): the libm call costs ~3x more per token. Arguments below
- * -87 give 0 (the float result would be subnormal). */
-static inline float sd_lp_exp_le0(float a) {
-    uint32_t ab;
-    memcpy(&ab, &a, sizeof ab);
-    /* As unsigned bits, -87 <= a <= +-0 is exactly ab <= bits(-87.0f) or a
-     * non-negative bit pattern: a <= 0 by contract, -inf is above. */
-    uint32_t keep = 0u - (uint32_t)(ab <= 0xc2ae0000u);
-    uint32_t cb = (ab & keep) | (0xc2ae0000u & ~keep);
-    float x;
-    memcpy(&x, &cb, sizeof x);
-    /* x = k ln2 + r, |r| <= ln2/2; k is read from the low mantissa bits
-     * of the rounding constant's sum. */
-    float kf = x * 1.44269504f + 12582912.0f;
-    uint32_t kb;
-    memcpy(&kb, &kf, sizeof kb);
-    float k = kf - 12582912.0f;
-    float r = x - k * 0.693145752f - k * 1.42860677e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
-              r * (1.0f / 120 + r * (1.0f / 720))))));
-    uint32_t sb = ((kb + 127u) << 23) & keep;
-    float scale;
-    memcpy(&scale, &sb, sizeof scale);
-    return p * scale;
-}
-
-/* out[i] = exp((x[i] - shift) * scale) for x[i] <= shift, scale > 0. */
-static inline void sd_lp_exp(const float *SD_LP_RESTRICT x, float *SD_LP_RESTRICT out, int n,
-                             float shift, float scale) {
-    int i = 0;
-    /* Blocks of 8 with a fixed trip count: GCC's -O2 cost model only
-     * vectorizes loops it can cover without a scalar epilogue. */
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            out[i + j] = sd_lp_exp_le0((x[i + j] - shift) * scale);
-    for (; i < n; i++)
-        out[i] = sd_lp_exp_le0((x[i] - shift) * scale);
-}
-
-/* Sum in double with four accumulators (the dependency chain of one
- * accumulator would dominate). */
-static inline double sd_lp_sum(const float *x, int n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += x[i];
-        s1 += x[i + 1];
-        s2 += x[i + 2];
-        s3 += x[i + 3];
-    }
-    for (; i < n; i++)
-        s0 += x[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
-/* 1/temperature as a float, clamped to [1e-30, 1e30] so that 0 * inv and
- * -inf * inv stay defined: below/above those bounds the distribution is
- * already one-hot/uniform to float precision. */
-static inline float sd_lp_inv_temperature(double temperature) {
-    double inv = 1.0 / temperature;
-    if (!(inv <= 1e30))
-        inv = 1e30;
-    if (inv < 1e-30)
-        inv = 1e-30;
-    return (float)inv;
-}
-
-/* --- row entry points ------------------------------------------------------ */
-
-/* Float bits mapped to integers with the same order (-0 just below +0). */
-static inline int32_t sd_lp__order_key(float v) {
-    int32_t b;
-    memcpy(&b, &v, sizeof b);
-    return b ^ (int32_t)((uint32_t)(b >> 31) >> 1);
-}
-
-/* Maximum of a row into *max. Returns -1 for NaN or +inf entries, or when
- * every entry is -inf. Integer keys keep the loop free of float compares, so
- * it vectorizes: NaNs map above +inf (positive) or below -inf (negative). */
-static inline int sd_lp_row_max(const float *x, int n, float *max) {
-    int32_t hi[8], lo[8];
-    for (int j = 0; j < 8; j++)
-        hi[j] = lo[j] = sd_lp__order_key(x[0]);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) {
-            int32_t k = sd_lp__order_key(x[i + j]);
-            hi[j] = k > hi[j] ? k : hi[j];
-            lo[j] = k < lo[j] ? k : lo[j];
-        }
-    for (; i < n; i++) {
-        int32_t k = sd_lp__order_key(x[i]);
-        hi[0] = k > hi[0] ? k : hi[0];
-        lo[0] = k < lo[0] ? k : lo[0];
-    }
-    for (int j = 1; j < 8; j++) {
-        hi[0] = hi[j] > hi[0] ? hi[j] : hi[0];
-        lo[0] = lo[j] < lo[0] ? lo[j] : lo[0];
-    }
-    if (hi[0] >= sd_lp__order_key(INFINITY) || lo[0] < sd_lp__order_key(-INFINITY) ||
-        hi[0] == sd_lp__order_key(-INFINITY))
-        return -1;
-    int32_t b = hi[0] ^ (int32_t)((uint32_t)(hi[0] >> 31) >> 1);
-    memcpy(max, &b, sizeof *max);
-    return 0;
-}
-
-/* Starts a pipeline on one row: every token is a candidate. Returns -1 when
- * n is outside [1, cap] or the row is invalid (see sd_lp_row_max). */
-static inline int sd_lp_begin(sd_lp_work *w, const float *logits, int n) {
-    if (n < 1 || n > w->cap)
-        return -1;
-    if (sd_lp_row_max(logits, n, &w->max))
-        return -1;
-    w->all = 1;
-    w->n_cand = n;
-    return 0;
-}
-
-/* The maximum logit of the row given to sd_lp_begin(). */
-static inline float sd_lp_max_logit(const sd_lp_work *w) {
-    return w->max;
-}
-
-/* --- selection on candidate arrays ---------------------------------------- */
-
-/* Rank order: a before b when a has the larger logit, or the same logit and
- * the lower id. Every key is distinct, so selection never meets ties. */
-static inline int sd_lp__before(const sd_lp_cand *a, const sd_lp_cand *b) {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
-static inline void sd_lp__swap(sd_lp_cand *a, sd_lp_cand *b) {
-    sd_lp_cand t = *a;
-    *a = *b;
-    *b = t;
-}
-
-/* Partitions c[lo, hi) (hi - lo >= 3) around a median-of-three pivot:
- * entries ranked before it go first, then the pivot, whose index is
- * returned. *mass gets the sum of w over the entries before the pivot. */
-static inline int sd_lp__partition(sd_lp_cand *c, int lo, int hi, double *mass) {
-    int mid = lo + (hi - lo) / 2, last = hi - 1;
-    if (sd_lp__before(&c[mid], &c[lo]))
-        sd_lp__swap(&c[mid], &c[lo]);
-    if (sd_lp__before(&c[last], &c[lo]))
-        sd_lp__swap(&c[last], &c[lo]);
-    if (sd_lp__before(&c[mid], &c[last]))
-        sd_lp__swap(&c[mid], &c[last]);
-    /* c[last] now holds the median. */
-    sd_lp_cand pivot = c[last];
-    double s = 0;
-    int store = lo;
-    for (int i = lo; i < last; i++) {
-        if (sd_lp__before(&c[i], &pivot)) {
-            s += c[i].w;
-            sd_lp__swap(&c[i], &c[store]);
-            store++;
-        }
-    }
-    sd_lp__swap(&c[store], &c[last]);
-    *mass = s;
-    return store;
-}
-
-/* Insertion sort of c[lo, hi) in rank order (for short ranges). */
-static inline void sd_lp__sort_small(sd_lp_cand *c, int lo, int hi) {
-    for (int i = lo + 1; i < hi; i++) {
-        sd_lp_cand v = c[i];
-        int j = i;
-        while (j > lo && sd_lp__before(&v, &c[j - 1])) {
-            c[j] = c[j - 1];
-            j--;
-        }
-        c[j] = v;
-    }
-}
-
-/* Reorders c[0, n) so that c[r] is the entry of rank r and the entries
- * before it are those ranked before it (0 <= r < n). */
-static inline void sd_lp__select_rank(sd_lp_cand *c, int n, int r) {
-    int lo = 0, hi = n;
-    while (hi - lo > 16) {
-        double unused;
-        int p = sd_lp__partition(c, lo, hi, &unused);
-        if (p == r)
-            return;
-        if (r < p)
-            hi = p;
-        else
-            lo = p + 1;
-    }
-    sd_lp__sort_small(c, lo, hi);
-}
-
-/* The nucleus threshold p * z held exactly as hi + lo: on flat rows the
- * cumulative mass lands exactly on p * z in real arithmetic (four equal
- * tokens, p = 0.5), and a rounded product would flip the decision. */
-typedef struct sd_lp__exact {
-    double hi, lo;
-} sd_lp__exact;
-
-static inline sd_lp__exact sd_lp__product(double a, double b) {
-    sd_lp__exact t;
-    t.hi = a * b;
-#if defined(FP_FAST_FMA)
-    t.lo = fma(a, b, -t.hi);
-#else
-    /* Dekker's product with Veltkamp's split (no contraction without FMA). */
-    double ca = 134217729.0 * a, cb = 134217729.0 * b;
-    double ah = ca - (ca - a), al = a - ah, bh = cb - (cb - b), bl = b - bh;
-    t.lo = ((ah * bh - t.hi) + ah * bl + al * bh) + al * bl;
-#endif
-    return t;
-}
-
-/* acc > t.hi + t.lo, decided exactly: acc - t.hi is exact when the two are
- * close, and when they are not its sign cannot be changed by t.lo. */
-static inline int sd_lp__exceeds(double acc, sd_lp__exact t) {
-    return acc - t.hi > t.lo;
-}
-
-/* The nucleus rule on c[0, n) with acc = the mass ranked before all of them
- * (acc <= target): returns K, the smallest k >= 1 with acc + (mass of the k
- * highest-ranked) > target, or n when there is none, and moves those K
- * entries to c[0, K). Expected linear time: each step keeps one side. */
-static inline int sd_lp__select_mass(sd_lp_cand *c, int n, double acc, sd_lp__exact target) {
-    int lo = 0, hi = n;
-    /* Invariant: c[0, lo) are kept, with acc their mass plus the mass before;
-     * the boundary lies in c[lo, hi); c[hi, n) rank after it. */
-    while (hi - lo > 16) {
-        double m;
-        int p = sd_lp__partition(c, lo, hi, &m);
-        if (sd_lp__exceeds(acc + m, target)) {
-            hi = p;
-        } else {
-            acc += m + c[p].w;
-            if (sd_lp__exceeds(acc, target))
-                return p + 1;
-            lo = p + 1;
-        }
-    }
-    sd_lp__sort_small(c, lo, hi);
-    for (int i = lo; i < hi; i++) {
-        acc += c[i].w;
-        if (sd_lp__exceeds(acc, target))
-            return i + 1;
-    }
-    return hi;
-}
-
-/* Bucket of a token: min(trunc((max - logit) * 32), SD_LP_BUCKETS - 1). It
- * never decreases as the logit decreases, so bucket order is rank order. */
-static inline int sd_lp__bucket(float max, float logit) {
-    float d = (max - logit) * SD_LP_BUCKETS_PER_UNIT;
-    return d < (float)(SD_LP_BUCKETS - 1) ? (int)d : SD_LP_BUCKETS - 1;
-}
-
-/* Copies the tokens of buckets < b to the front of cand[] and those of
- * bucket b after them, with weights from w->tmp when with_w. *before gets
- * the number in buckets < b; returns the total. Membership is decided on
- * (max - logit) * 32 against b and b + 1, which is the same as comparing
- * sd_lp__bucket() without the conversion. Bucket b entries are first
- * written from the end of cand[] (the two regions cannot meet: together
- * they hold at most n <= cap entries), then moved behind the front. */
-static inline int sd_lp__gather(sd_lp_work *w, const float *logits, int n, int b, int with_w,
-                                int *before) {
-    int last = b == SD_LP_BUCKETS - 1, front = 0, back = w->cap;
-    float lo = (float)b, hi = (float)(b + 1);
-    /* A cheaper test first: it passes every token of buckets <= b (one
-     * bucket of slack, plus a few ulps of max for rows of huge logits,
-     * covers the rounding of d) and rejects most others. */
-    float pre = last ? -INFINITY
-                     : w->max - (hi + 1.0f) / SD_LP_BUCKETS_PER_UNIT - fabsf(w->max) * 2.4e-7f;
-    for (int i = 0; i < n; i++) {
-        if (logits[i] < pre)
-            continue;
-        float d = (w->max - logits[i]) * SD_LP_BUCKETS_PER_UNIT;
-        if (!last && !(d < hi))
-            continue;
-        sd_lp_cand e = {logits[i], with_w ? w->tmp[i] : 0.0f, i};
-        if (d < lo)
-            w->cand[front++] = e;
-        else
-            w->cand[--back] = e;
-    }
-    int nb = w->cap - back;
-    memmove(w->cand + front, w->cand + back, (size_t)nb * sizeof *w->cand);
-    *before = front;
-    return front + nb;
-}
-
-/* --- filters ---------------------------------------------------------------- */
-
-/* Keeps the tokens whose logit is >= the k-th largest (ties at the boundary
- * kept). k >= the number of candidates keeps all. k >= 1. */
-static inline int sd_lp_top_k(sd_lp_work *w, const float *logits, int n, int64_t k) {
-    if (k < 1)
-        return -1;
-    if (k >= w->n_cand)
-        return 0;
-    int kk = (int)k, first = 0, len = w->n_cand;
-    if (w->all) {
-        /* Count per bucket, find the bucket holding the k-th token, and
-         * select only inside it. */
-        memset(w->count, 0, sizeof w->count);
-        for (int i = 0; i < n; i++)
-            w->count[sd_lp__bucket(w->max, logits[i])]++;
-        int b = 0, before = 0;
-        while (before + w->count[b] < kk)
-            before += w->count[b++];
-        len = sd_lp__gather(w, logits, n, b, 0, &first);
-    }
-    int r = kk - 1 - first;
-    sd_lp__select_rank(w->cand + first, len - first, r);
-    float t = w->cand[first + r].logit;
-    int j = first;
-    for (int i = first; i < len; i++)
-        if (w->cand[i].logit >= t)
-            w->cand[j++] = w->cand[i];
-    w->n_cand = j;
-    w->all = 0;
-    return 0;
-}
-
-/* Nucleus: ranks the candidates, computes the softmax of their raw logits
- * and keeps a token while the cumulative probability of the tokens ranked
- * before it is <= p; the top token is always kept (PyTorch: remove where
- * cumsum > p, shifted right by one). p >= 1 keeps all. 0 < p. Masses are
- * summed in double from float weights. */
-static inline int sd_lp_top_p(sd_lp_work *w, const float *logits, int n, double p) {
-    if (!(p > 0))
-        return -1;
-    if (p >= 1)
-        return 0;
-    if (w->all) {
-        /* Weights, mass per bucket, the bucket where the cumulative mass
-         * passes p, then selection by mass inside that bucket only. */
-        sd_lp_exp(logits, w->tmp, n, w->max, 1.0f);
-        memset(w->mass, 0, sizeof w->mass);
-        for (int i = 0; i < n; i++)
-            w->mass[sd_lp__bucket(w->max, logits[i])] += w->tmp[i];
-        double z = 0;
-        for (int b = 0; b < SD_LP_BUCKETS; b++)
-            z += w->mass[b];
-        sd_lp__exact target = sd_lp__product(p, z);
-        double acc = 0;
-        int b = 0, before;
-        while (b < SD_LP_BUCKETS && !sd_lp__exceeds(acc + w->mass[b], target))
-            acc += w->mass[b++];
-        if (b == SD_LP_BUCKETS)
-            return 0;
-        int len = sd_lp__gather(w, logits, n, b, 1, &before);
-        w->n_cand = before + sd_lp__select_mass(w->cand + before, len - before, acc, target);
-        w->all = 0;
-        return 0;
-    }
-    float m = -INFINITY;
-    for (int i = 0; i < w->n_cand; i++)
-        if (w->cand[i].logit > m)
-            m = w->cand[i].logit;
-    double z = 0;
-    for (int i = 0; i < w->n_cand; i++) {
-        w->cand[i].w = sd_lp_exp_le0(w->cand[i].logit - m);
-        z += w->cand[i].w;
-    }
-    w->n_cand = sd_lp__select_mass(w->cand, w->n_cand, 0.0, sd_lp__product(p, z));
-    return 0;
-}
-
-/* Keeps the tokens whose logit is >= threshold (at least the top token, which
- * is >= any threshold <= max). */
-static inline int sd_lp_keep_at_least(sd_lp_work *w, const float *logits, int n,
-                                      float threshold) {
-    if (threshold > w->max)
-        threshold = w->max;
-    int j = 0;
-    if (w->all) {
-        for (int i = 0; i < n; i++)
-            if (logits[i] >= threshold) {
-                sd_lp_cand e = {logits[i], 0.0f, i};
-                w->cand[j++] = e;
-            }
-    } else {
-        for (int i = 0; i < w->n_cand; i++)
-            if (w->cand[i].logit >= threshold)
-                w->cand[j++] = w->cand[i];
-    }
-    w->n_cand = j;
-    w->all = 0;
-    return 0;
-}
-
-/* --- output ----------------------------------------------------------------- */
-
-/* probs = softmax(logits / temperature) over the whole row; -inf gives 0.
- * Returns -1 for an invalid row (see sd_lp_row_max). */
-static inline int sd_lp_softmax(const float *logits, float *probs, int n, double temperature) {
-    float m;
-    if (n < 1 || sd_lp_row_max(logits, n, &m))
-        return -1;
-    sd_lp_exp(logits, probs, n, m, sd_lp_inv_temperature(temperature));
-    float s = (float)(1.0 / sd_lp_sum(probs, n));
-    for (int i = 0; i < n; i++)
-        probs[i] *= s;
-    return 0;
-}
-
-/* Ends a pipeline: probs = softmax(candidate logits / temperature), 0 for
- * every other token. */
-static inline int sd_lp_finish(sd_lp_work *w, const float *logits, float *probs, int n,
-                               double temperature) {
-    if (w->all)
-        return sd_lp_softmax(logits, probs, n, temperature);
-    float inv = sd_lp_inv_temperature(temperature), m = -INFINITY;
-    for (int i = 0; i < w->n_cand; i++)
-        if (w->cand[i].logit > m)
-            m = w->cand[i].logit;
-    double z = 0;
-    for (int i = 0; i < w->n_cand; i++) {
-        w->cand[i].w = sd_lp_exp_le0((w->cand[i].logit - m) * inv);
-        z += w->cand[i].w;
-    }
-    memset(probs, 0, (size_t)n * sizeof *probs);
-    double s = 1.0 / z;
-    for (int i = 0; i < w->n_cand; i++)
-        probs[w->cand[i].id] = (float)(w->cand[i].w * s);
-    return 0;
-}
-
-/* --- sampling ---------------------------------------------------------------- */
-
-/* The lowest id with the largest value; -1 when no value is > 0. */
-static inline int32_t sd_lp_argmax(const float *probs, int n) {
-    int32_t best = -1;
-    float v = 0.0f;
-    for (int i = 0; i < n; i++)
-        if (probs[i] > v) {
-            v = probs[i];
-            best = i;
-        }
-    return best;
-}
-
-/* Inverse CDF: draws u in [0,1) and returns the first id at which the
- * running sum of the values exceeds u * sum. Tokens with value 0 are never
- * returned. -1 when no value is > 0. The walk goes by blocks of 64 (block
- * sums need no branch per token) and scans one block token by token. */
-static inline int32_t sd_lp_sample_cdf(const float *probs, int n, sd_lp_rng *rng) {
-    double total = sd_lp_sum(probs, n);
-    if (!(total > 0) || total == INFINITY)
-        return -1;
-    double target = sd_lp_uniform(rng) * total, cum = 0;
-    for (int start = 0; start < n; start += 64) {
-        int len = n - start < 64 ? n - start : 64;
-        double s = sd_lp_sum(probs + start, len);
-        if (cum + s <= target) {
-            cum += s;
-            continue;
-        }
-        /* s > 0 here, so the block has a positive token. */
-        int32_t last = -1;
-        for (int i = start; i < start + len; i++) {
-            if (probs[i] > 0) {
-                cum += probs[i];
-                last = i;
-                if (cum > target)
-                    return i;
-            }
-        }
-        /* Rounding: the block sum put the boundary here, the running sum
-         * fell just short; the block's last positive token is the answer. */
-        return last;
-    }
-    /* Rounding left the sum of the blocks <= target: the last positive
-     * token is the answer. */
-    for (int i = n - 1; i >= 0; i--)
-        if (probs[i] > 0)
-            return i;
-    return -1;
-}
+/* The entry point every plugin defines (see SD_SAMPLER_ENTRY_SYMBOL for its
+ * name). */
+SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
 
 #ifdef __cplusplus
 }

@@ -3,42 +3,43 @@
  * top-k tokens only (the original masks the others to -1e20 before its
  * softmax), then samples from softmax(kept / temperature). */
 #include "samplers/sampler.h"
+#include "samplers/sampler_util.h"
 
 typedef struct top_k_nucleus {
     double temperature;
     int64_t k;
     double top_p;
-    sd_lp_work *work;
+    sd_su_work *work;
 } top_k_nucleus;
 
-static const sd_lp_param params[] = {
-    {"temperature", SD_LP_FLOAT, SD_LP_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
+static const sd_sampler_param params[] = {
+    {"temperature", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
      "softmax temperature applied after filtering"},
-    {"top_k", SD_LP_INT, 0, 40, 1, 2147483647, "number of highest logits kept (ties kept)"},
-    {"top_p", SD_LP_FLOAT, SD_LP_MIN_EXCLUSIVE, 0.9, 0.0, 1.0,
+    {"top_k", SD_SAMPLER_INT, 0, 40, 1, 2147483647, "number of highest logits kept (ties kept)"},
+    {"top_p", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 0.9, 0.0, 1.0,
      "cumulative probability the kept tokens cover, among the top_k"},
 };
 
 static void top_k_nucleus_destroy(void *h) {
     top_k_nucleus *t = h;
-    sd_lp_work_destroy(t->work);
+    sd_su_work_destroy(t->work);
     free(t);
 }
 
-static void *top_k_nucleus_create(const sd_lp_value *v, int max_vocab, char *err,
+static void *top_k_nucleus_create(const sd_sampler_value *v, int max_vocab, char *err,
                                   size_t errlen) {
     top_k_nucleus *t = malloc(sizeof *t);
     if (!t) {
-        sd_lp_set_error(err, errlen, "out of memory");
+        sd_su_set_error(err, errlen, "out of memory");
         return NULL;
     }
     t->temperature = v[0].f;
     t->k = v[1].i;
     t->top_p = v[2].f;
-    t->work = sd_lp_work_create(max_vocab);
+    t->work = sd_su_work_create(max_vocab);
     if (!t->work) {
         top_k_nucleus_destroy(t);
-        sd_lp_set_error(err, errlen, "out of memory");
+        sd_su_set_error(err, errlen, "out of memory");
         return NULL;
     }
     return t;
@@ -50,22 +51,22 @@ static int top_k_nucleus_process(void *h, const float *logits, float *probs, int
     for (int r = 0; r < n_rows; r++) {
         const float *row = logits + (size_t)r * (size_t)n_vocab;
         float *out = probs + (size_t)r * (size_t)n_vocab;
-        if (sd_lp_begin(t->work, row, n_vocab) || sd_lp_top_k(t->work, row, n_vocab, t->k) ||
-            sd_lp_top_p(t->work, row, n_vocab, t->top_p) ||
-            sd_lp_finish(t->work, row, out, n_vocab, t->temperature))
+        if (sd_su_begin(t->work, row, n_vocab) || sd_su_top_k(t->work, row, n_vocab, t->k) ||
+            sd_su_top_p(t->work, row, n_vocab, t->top_p) ||
+            sd_su_finish(t->work, row, out, n_vocab, t->temperature))
             return -1;
     }
     return 0;
 }
 
-static int32_t top_k_nucleus_sample(void *h, const float *probs, int n_vocab, sd_lp_rng *rng) {
+static int32_t top_k_nucleus_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
     (void)h;
-    return sd_lp_sample_cdf(probs, n_vocab, rng);
+    return sd_su_sample_cdf(probs, n_vocab, rng);
 }
 
-static const sd_logits_processor descriptor = {
-    .abi_version = SD_LP_ABI_VERSION,
-    .struct_size = sizeof(sd_logits_processor),
+static const sd_sampler_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION,
+    .struct_size = sizeof(sd_sampler_desc),
     .name = "top_k_nucleus",
     .description = "top-k filtering, then top-p on the remaining tokens",
     .flags = 0,
@@ -77,6 +78,6 @@ static const sd_logits_processor descriptor = {
     .sample = top_k_nucleus_sample,
 };
 
-const sd_logits_processor *sd_logits_processor_v1(void) {
+const sd_sampler_desc *sd_logits_processor_v1(void) {
     return &descriptor;
 }

@@ -184,10 +184,13 @@ Test(limits, sampler_parameters) {
     sd_sampler_destroy(p);
     sd_samplers_close(s);
 
-    expect_error("-m " M "stories260K.gguf -p hi --sampler nucleus --sampler-arg top_p=0", 1,
-                 "specdec: nucleus: top_p = 0 is out of range (0, 1]");
+    /* A bad value is a usage error, found before the model is opened (this
+     * one does not exist): exit 2, the flag and the value named. */
+    expect_error("-m tests/data/none.gguf -p hi --sampler nucleus --sampler-arg top_p=0", 2,
+                 "specdec: --sampler-arg top_p=0: nucleus: top_p = 0 is out of range (0, 1]");
     expect_error("-m " M "stories260K.gguf -p hi --sampler multinomial --sampler-arg temperature=nan",
-                 1, "specdec: multinomial: temperature = 'nan' is not a finite number");
+                 2, "specdec: --sampler-arg temperature=nan: multinomial: temperature = 'nan' is "
+                    "not a finite number");
 }
 
 /* A plugin that passes the loader's self-test (64-token rows) and then
@@ -195,11 +198,12 @@ Test(limits, sampler_parameters) {
  * vocabulary. Generation stops with the plugin named; nothing crashes. */
 static const char bad_plugin_src[] =
     "#include \"samplers/sampler.h\"\n"
+    "#include \"samplers/sampler_util.h\"\n"
     "#define STR2(x) #x\n"
     "#define STR(x) STR2(x)\n"
-    "static const sd_lp_param params[1] = {\n"
-    "    {\"temperature\", SD_LP_FLOAT, SD_LP_MIN_EXCLUSIVE, 1.0, 0.0, 10.0, \"t\"}};\n"
-    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "static const sd_sampler_param params[1] = {\n"
+    "    {\"temperature\", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, 10.0, \"t\"}};\n"
+    "static void *create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {\n"
     "    (void)v; (void)max_vocab; (void)err; (void)errlen;\n"
     "    static int handle;\n"
     "    return &handle;\n"
@@ -208,22 +212,22 @@ static const char bad_plugin_src[] =
     "static int process(void *h, const float *l, float *p, int rows, int n) {\n"
     "    (void)h;\n"
     "    for (int r = 0; r < rows; r++)\n"
-    "        if (sd_lp_softmax(l + (size_t)r * n, p + (size_t)r * n, n, 1.0)) return -1;\n"
+    "        if (sd_su_softmax(l + (size_t)r * n, p + (size_t)r * n, n, 1.0)) return -1;\n"
     "#ifdef BAD_NAN\n"
     "    if (n > 64) p[0] = NAN;\n"
     "#endif\n"
     "    return 0;\n"
     "}\n"
-    "static int32_t sample(void *h, const float *p, int n, sd_lp_rng *rng) {\n"
+    "static int32_t sample(void *h, const float *p, int n, sd_sampler_rng *rng) {\n"
     "    (void)h;\n"
     "#ifdef BAD_ID\n"
     "    if (n > 64) return n + 7;\n"
     "#endif\n"
-    "    return sd_lp_sample_cdf(p, n, rng);\n"
+    "    return sd_su_sample_cdf(p, n, rng);\n"
     "}\n"
-    "static const sd_logits_processor d = {SD_LP_ABI_VERSION, sizeof(sd_logits_processor),\n"
+    "static const sd_sampler_desc d = {SD_SAMPLER_ABI_VERSION, sizeof(sd_sampler_desc),\n"
     "    STR(NAME), \"misbehaves past 64 tokens\", 0, 1, params, create, destroy, process, sample};\n"
-    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n";
+    "const sd_sampler_desc *sd_logits_processor_v1(void) { return &d; }\n";
 
 static void build_plugin(const char *dir, const char *name, const char *defs) {
     char src[256], cmd[1024];

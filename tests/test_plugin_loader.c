@@ -2,7 +2,8 @@
  * here, from one C template compiled with different -D flags into its own
  * directory under tests/tmp/loader/, and must come back as the warning
  * "<file>: <reason>" without stopping the other plugins. Also: duplicates,
- * search order, and the min_p example from plugins/example (built by make). */
+ * search order, the min_p example from plugins/example (built by make), and
+ * a plugin written against the version-1 layout under its first names. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -19,6 +20,7 @@
  * sampler named by PLUGIN_NAME (default "good"). */
 static const char template_src[] =
     "#include \"samplers/sampler.h\"\n"
+    "#include \"samplers/sampler_util.h\"\n"
     "#define STR2(x) #x\n"
     "#define STR(x) STR2(x)\n"
     "#ifndef PLUGIN_NAME\n"
@@ -34,16 +36,16 @@ static const char template_src[] =
     "#define NAME STR(PLUGIN_NAME)\n"
     "#endif\n"
     "#ifndef ABI\n"
-    "#define ABI SD_LP_ABI_VERSION\n"
+    "#define ABI SD_SAMPLER_ABI_VERSION\n"
     "#endif\n"
     "#ifndef SIZE\n"
-    "#define SIZE sizeof(sd_logits_processor)\n"
+    "#define SIZE sizeof(sd_sampler_desc)\n"
     "#endif\n"
     "#ifndef FLAGS\n"
     "#define FLAGS 0\n"
     "#endif\n"
     "#ifndef PTYPE\n"
-    "#define PTYPE SD_LP_FLOAT\n"
+    "#define PTYPE SD_SAMPLER_FLOAT\n"
     "#endif\n"
     "#ifndef PDEF\n"
     "#define PDEF 1.0\n"
@@ -54,20 +56,20 @@ static const char template_src[] =
     "#ifndef NPARAMS\n"
     "#define NPARAMS 2\n"
     "#endif\n"
-    "static const sd_lp_param params[2] = {\n"
-    "    {\"temperature\", PTYPE, SD_LP_MIN_EXCLUSIVE, PDEF, 0.0, 10.0, \"t\"},\n"
-    "    {PNAME2, SD_LP_FLOAT, 0, 0.5, 0.0, 1.0, \"unused\"},\n"
+    "static const sd_sampler_param params[2] = {\n"
+    "    {\"temperature\", PTYPE, SD_SAMPLER_MIN_EXCLUSIVE, PDEF, 0.0, 10.0, \"t\"},\n"
+    "    {PNAME2, SD_SAMPLER_FLOAT, 0, 0.5, 0.0, 1.0, \"unused\"},\n"
     "};\n"
     "typedef struct h { double t; } h;\n"
-    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "static void *create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {\n"
     "    (void)max_vocab;\n"
     "#ifdef CREATE_FAILS\n"
     "    (void)v;\n"
-    "    sd_lp_set_error(err, errlen, \"no luck today\");\n"
+    "    sd_su_set_error(err, errlen, \"no luck today\");\n"
     "    return NULL;\n"
     "#else\n"
     "    h *x = malloc(sizeof *x);\n"
-    "    if (!x) { sd_lp_set_error(err, errlen, \"out of memory\"); return NULL; }\n"
+    "    if (!x) { sd_su_set_error(err, errlen, \"out of memory\"); return NULL; }\n"
     "    x->t = v[0].f;\n"
     "    return x;\n"
     "#endif\n"
@@ -78,8 +80,13 @@ static const char template_src[] =
     "#ifdef PROCESS_FAILS\n"
     "    return -1;\n"
     "#endif\n"
+    "#ifdef PROCESS_INVERTED\n"
     "    for (int r = 0; r < rows; r++)\n"
-    "        if (sd_lp_softmax(l + (size_t)r * n, p + (size_t)r * n, n, s->t)) return -1;\n"
+    "        for (int i = 0; i < n; i++) p[(size_t)r * n + i] = l[(size_t)r * n + n - 1 - i];\n"
+    "    l = p;\n"
+    "#endif\n"
+    "    for (int r = 0; r < rows; r++)\n"
+    "        if (sd_su_softmax(l + (size_t)r * n, p + (size_t)r * n, n, s->t)) return -1;\n"
     "#ifdef PROCESS_NAN\n"
     "    p[0] = NAN;\n"
     "#endif\n"
@@ -88,16 +95,19 @@ static const char template_src[] =
     "#endif\n"
     "    return 0;\n"
     "}\n"
-    "static int32_t sample(void *x, const float *p, int n, sd_lp_rng *rng) {\n"
+    "static int32_t sample(void *x, const float *p, int n, sd_sampler_rng *rng) {\n"
     "    (void)x;\n"
     "#ifdef SAMPLE_OUT_OF_RANGE\n"
     "    (void)p; (void)rng;\n"
     "    return n;\n"
+    "#elif defined(SAMPLE_ARGMAX)\n"
+    "    (void)rng;\n"
+    "    return sd_su_argmax(p, n);\n"
     "#else\n"
-    "    return sd_lp_sample_cdf(p, n, rng);\n"
+    "    return sd_su_sample_cdf(p, n, rng);\n"
     "#endif\n"
     "}\n"
-    "static const sd_logits_processor d = {\n"
+    "static const sd_sampler_desc d = {\n"
     "    ABI, SIZE, NAME, \"a test sampler\", FLAGS, NPARAMS, params,\n"
     "#ifdef NO_SAMPLE\n"
     "    create, destroy, process, NULL,\n"
@@ -110,11 +120,11 @@ static const char template_src[] =
     "int call_it(void) { return sd_no_such_function(); }\n"
     "#endif\n"
     "#if defined(NO_SYMBOL)\n"
-    "const sd_logits_processor *sd_logits_processor_v2(void) { return &d; }\n"
+    "const sd_sampler_desc *sd_sampler_desc_v2(void) { return &d; }\n"
     "#elif defined(NULL_DESCRIPTOR)\n"
-    "const sd_logits_processor *sd_logits_processor_v1(void) { return NULL; }\n"
+    "const sd_sampler_desc *sd_logits_processor_v1(void) { return NULL; }\n"
     "#else\n"
-    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n"
+    "const sd_sampler_desc *sd_logits_processor_v1(void) { return &d; }\n"
     "#endif\n";
 
 static void run(const char *cmd) {
@@ -129,19 +139,24 @@ static void fresh_dir(const char *dir) {
     run(cmd);
 }
 
-/* Compiles the template with defs into ROOT/<dir>/<file>. */
-static void build(const char *dir, const char *file, const char *defs) {
+/* Compiles text with defs into ROOT/<dir>/<file>. */
+static void build_source(const char *dir, const char *file, const char *text, const char *defs) {
     char src[256], cmd[1024];
     snprintf(src, sizeof src, ROOT "/%s/%s.c", dir, file);
     FILE *f = fopen(src, "w");
     cr_assert(f, "cannot write %s: %s", src, strerror(errno));
-    fputs(template_src, f);
+    fputs(text, f);
     cr_assert_eq(fclose(f), 0);
     snprintf(cmd, sizeof cmd,
              "cc -std=c11 -O1 -fPIC -shared -I. %s '%s' -lm "
              "-o '" ROOT "/%s/%s'",
              defs, src, dir, file);
     run(cmd);
+}
+
+/* Compiles the template with defs into ROOT/<dir>/<file>. */
+static void build(const char *dir, const char *file, const char *defs) {
+    build_source(dir, file, template_src, defs);
 }
 
 static sd_sampler_set *open_dirs(const char *a, const char *b) {
@@ -168,12 +183,94 @@ static void expect_rejected(const char *dir, const char *defs, const char *reaso
     sd_samplers_close(s);
 }
 
-Test(loader, good_template_loads) {
-    fresh_dir("good");
-    build("good", "good.so", "");
-    sd_sampler_set *s = open_dirs(ROOT "/good", NULL);
+/* Builds one plugin alone as ROOT/<dir>/<dir>.so and checks that it loads
+ * without a warning, the only sampler of the set returned. */
+static sd_sampler_set *expect_loaded(const char *dir, const char *defs) {
+    char file[128], d[256];
+    snprintf(file, sizeof file, "%s.so", dir);
+    snprintf(d, sizeof d, ROOT "/%s", dir);
+    fresh_dir(dir);
+    build(dir, file, defs);
+    sd_sampler_set *s = open_dirs(d, NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s: %s", dir, sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 1, "%s", dir);
+    return s;
+}
+
+/* The version-1 ABI as a plugin built before the rename to "sampler"
+ * carries it: its own copy of the layout under the first names
+ * (sd_logits_processor, sd_lp_*), nothing from samplers/. It must load and
+ * run as it did: only C names changed, never the layout or the symbol. */
+static const char v1_first_names_src[] =
+    "#include <stddef.h>\n"
+    "#include <stdint.h>\n"
+    "#include <stdlib.h>\n"
+    "typedef struct sd_lp_param {\n"
+    "    const char *name; int32_t type; uint32_t flags; double def, min, max;\n"
+    "    const char *help;\n"
+    "} sd_lp_param;\n"
+    "typedef union sd_lp_value { int64_t i; double f; } sd_lp_value;\n"
+    "typedef struct sd_lp_rng { double (*uniform)(void *); void *state; } sd_lp_rng;\n"
+    "typedef struct sd_logits_processor {\n"
+    "    uint32_t abi_version, struct_size; const char *name, *description;\n"
+    "    uint32_t flags; int32_t n_params; const sd_lp_param *params;\n"
+    "    void *(*create)(const sd_lp_value *, int, char *, size_t);\n"
+    "    void (*destroy)(void *);\n"
+    "    int (*process)(void *, const float *, float *, int, int);\n"
+    "    int32_t (*sample)(void *, const float *, int, sd_lp_rng *);\n"
+    "} sd_logits_processor;\n"
+    "static const sd_lp_param params[] = {{\"width\", 1, 0, 3, 1, 64, \"tokens drawn from\"}};\n"
+    "static void *create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {\n"
+    "    (void)max_vocab; (void)err; (void)errlen;\n"
+    "    int64_t *w = malloc(sizeof *w);\n"
+    "    if (w) *w = v[0].i;\n"
+    "    return w;\n"
+    "}\n"
+    "static void destroy(void *h) { free(h); }\n"
+    "/* Uniform over the first width tokens of each row. */\n"
+    "static int process(void *h, const float *l, float *p, int rows, int n) {\n"
+    "    int w = (int)*(const int64_t *)h < n ? (int)*(const int64_t *)h : n;\n"
+    "    (void)l;\n"
+    "    for (int i = 0; i < rows * n; i++) p[i] = i % n < w ? 1.0f / (float)w : 0.0f;\n"
+    "    return 0;\n"
+    "}\n"
+    "static int32_t sample(void *h, const float *p, int n, sd_lp_rng *rng) {\n"
+    "    int w = (int)*(const int64_t *)h < n ? (int)*(const int64_t *)h : n;\n"
+    "    (void)p;\n"
+    "    return (int32_t)(rng->uniform(rng->state) * w);\n"
+    "}\n"
+    "static const sd_logits_processor d = {1, sizeof d, \"v1\", \"first names\", 0, 1, params,\n"
+    "                                      create, destroy, process, sample};\n"
+    "const sd_logits_processor *sd_logits_processor_v1(void) { return &d; }\n";
+
+Test(loader, v1_plugin_of_the_first_names_loads_and_runs) {
+    fresh_dir("v1_first_names");
+    build_source("v1_first_names", "v1.so", v1_first_names_src, "");
+    sd_sampler_set *s = open_dirs(ROOT "/v1_first_names", NULL);
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
-    cr_assert_eq(sd_samplers_count(s), 1);
+    const char *kv[] = {"width=2"};
+    sd_err e = {""};
+    sd_sampler *p = sd_sampler_create(s, "v1", kv, 1, 8, &e);
+    cr_assert(p, "%s", e.msg);
+    char desc[64];
+    sd_sampler_describe(p, desc, sizeof desc);
+    cr_assert_str_eq(desc, "v1(width=2)");
+    float logits[8] = {0}, probs[8];
+    cr_assert_eq(sd_sampler_probs(p, logits, probs, 1, 8, &e), 0, "%s", e.msg);
+    cr_assert(probs[0] == 0.5f && probs[1] == 0.5f && probs[2] == 0.0f);
+    sd_rng r;
+    sd_rng_seed(&r, 3);
+    for (int k = 0; k < 16; k++) {
+        int32_t id;
+        cr_assert_eq(sd_sampler_sample(p, probs, 8, &r, &id, &e), 0, "%s", e.msg);
+        cr_assert(id == 0 || id == 1, "id %d", (int)id);
+    }
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}
+
+Test(loader, good_template_loads) {
+    sd_sampler_set *s = expect_loaded("good", "");
     cr_assert_str_eq(sd_samplers_name(s, 0), "good");
     cr_assert_str_eq(sd_samplers_file(s, 0), ROOT "/good/good.so");
     sd_samplers_close(s);
@@ -236,7 +333,7 @@ Test(loader, bad_parameter_tables) {
     expect_rejected("p_name", "-DPNAME2='\"Bad-Name\"'",
                     "bad parameter table: entry 1 has an invalid name");
     expect_rejected("p_count", "-DNPARAMS=17", "bad parameter table: n_params = 17");
-    expect_rejected("p_int", "-DPTYPE=SD_LP_INT -DPDEF=1.5",
+    expect_rejected("p_int", "-DPTYPE=SD_SAMPLER_INT -DPDEF=1.5",
                     "bad parameter table: parameter 'temperature' has invalid bounds or default");
 }
 
@@ -264,8 +361,24 @@ Test(loader, sample_out_of_range) {
 }
 
 Test(loader, argmax_flag_must_be_true) {
-    expect_rejected("argmax", "-DFLAGS=SD_LP_FLAG_ARGMAX",
-                    "declares SD_LP_FLAG_ARGMAX but sample returned");
+    expect_rejected("argmax", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX",
+                    "declares SD_SAMPLER_FLAG_ARGMAX but sample returned");
+    /* The argmax of its own probabilities is not enough: the engine takes
+     * the argmax of the logits, so a process() that reorders the row makes
+     * the plugin mean something else than what runs. */
+    expect_rejected("argmax_probs",
+                    "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX -DPROCESS_INVERTED",
+                    "declares SD_SAMPLER_FLAG_ARGMAX but sample returned 14 on probe row 0, "
+                    "not the argmax of its logits 49");
+}
+
+/* A greedy sampler whose process() is a softmax rather than the one-hot
+ * row (the built-in greedy before it had no parameters) still loads: its
+ * choice is the argmax of the logits, which is all the engine relies on. */
+Test(loader, argmax_flag_with_softmax_probabilities_loads) {
+    sd_sampler_set *s =
+        expect_loaded("argmax_softmax", "-DFLAGS=SD_SAMPLER_FLAG_ARGMAX -DSAMPLE_ARGMAX");
+    sd_samplers_close(s);
 }
 
 /* Bad plugins next to good ones: each bad one is one warning, in file

@@ -127,7 +127,7 @@ static void reference(const float *logits, int n, int filters, double t, long k,
     free(r);
 }
 
-/* Compares one processor's output row with the reference. */
+/* Compares one sampler's output row with the reference. */
 static void expect_row(const char *what, const float *got, const double *want, const int *kept,
                        int n) {
     double sum = 0;
@@ -234,8 +234,29 @@ Test(samplers, builtins_load_without_warnings) {
     sd_samplers_close(s);
 }
 
+/* Greedy's distribution is the one the engine uses for greedy decoding:
+ * one-hot at the argmax of the logits, the lowest id on ties. */
 Test(samplers, greedy_probs) {
-    check_sampler("greedy", 0);
+    sd_sampler_set *s = open_builtins();
+    for (int row = 0; row < N_ROWS; row++) {
+        int n = row_len[row];
+        float *x = crafted_row(row), *got = malloc((size_t)n * sizeof *got);
+        cr_assert(got);
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (x[i] > x[best])
+                best = i;
+        sd_sampler *p = make(s, "greedy", n, NULL, NULL, NULL);
+        sd_err e = {""};
+        cr_assert_eq(sd_sampler_probs(p, x, got, 1, n, &e), 0, "row %d: %s", row, e.msg);
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(got[i], i == best ? 1.0f : 0.0f, "row %d: token %d: %g (argmax %d)",
+                         row, i, (double)got[i], best);
+        sd_sampler_destroy(p);
+        free(x);
+        free(got);
+    }
+    sd_samplers_close(s);
 }
 
 Test(samplers, multinomial_probs) {
@@ -425,10 +446,12 @@ Test(samplers, sampling_an_unnormalized_residual) {
 Test(samplers, greedy_takes_lowest_id_argmax) {
     sd_sampler_set *s = open_builtins();
     float x[6] = {1, 5, 2, 5, -INFINITY, 5}, probs[6];
-    sd_sampler *p = make(s, "greedy", 6, "temperature=0.3", NULL, NULL);
+    sd_sampler *p = make(s, "greedy", 6, NULL, NULL, NULL);
     cr_assert(sd_sampler_is_greedy(p));
     sd_err e;
     cr_assert_eq(sd_sampler_probs(p, x, probs, 1, 6, &e), 0, "%s", e.msg);
+    const float one_hot[6] = {0, 1, 0, 0, 0, 0};
+    cr_assert_arr_eq(probs, one_hot, sizeof probs);
     sd_rng r;
     sd_rng_seed(&r, 1);
     for (int k = 0; k < 20; k++) {
@@ -521,7 +544,8 @@ Test(samplers, parameter_errors) {
     expect_error(s, "nucleus", "top_p=1.5", "top_p = 1.5 is out of range (0, 1]");
     expect_error(s, "nucleus", "top_p=nan", "nucleus: top_p = 'nan' is not a finite number");
     expect_error(s, "top_k_nucleus", "top_p=-0.1", "is out of range (0, 1]");
-    expect_error(s, "greedy", "temperature=0", "greedy: temperature = 0 is out of range (0, inf)");
+    expect_error(s, "greedy", "temperature=0.5",
+                 "greedy: unknown parameter 'temperature' (accepted: none)");
     expect_error(s, "multinomial", "temperature=-1", "is out of range (0, inf)");
     expect_error(s, "multinomial", "temperature=NaN", "is not a finite number");
     expect_error(s, "multinomial", "temperature=inf", "is not a finite number");

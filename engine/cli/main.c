@@ -45,17 +45,48 @@ static char *read_file(const char *path, sd_err *e) {
     return buf;
 }
 
-static int list_samplers(const sd_args *a, sd_err *e) {
+/* The plugins of the search path the flags make (NULL: out of memory). */
+static sd_sampler_set *open_plugins(const sd_args *a, sd_err *e) {
     char **dirs;
     int n_dirs;
-    if (sd_plugin_dirs(a->c.plugin_dirs, a->c.n_plugin_dirs, &dirs, &n_dirs, e)) return -1;
+    if (sd_plugin_dirs(a->c.plugin_dirs, a->c.n_plugin_dirs, &dirs, &n_dirs, e)) return NULL;
     sd_sampler_set *s = sd_samplers_open((const char *const *)dirs, n_dirs, e);
     sd_plugin_dirs_free(dirs, n_dirs);
+    return s;
+}
+
+static int list_samplers(const sd_args *a, sd_err *e) {
+    sd_sampler_set *s = open_plugins(a, e);
     if (!s) return -1;
     sd_cli_warnings(s);
     sd_samplers_list(s, stdout);
     sd_samplers_close(s);
     return 0;
+}
+
+/* --sampler and --sampler-arg against the plugins found, before anything
+ * else is loaded, so that a bad name or value is a usage error and costs no
+ * model load. Returns the exit status: 0, 2 for a bad name or value (the
+ * message names the flag and the value), 1 when the plugins could not be
+ * loaded at all (out of memory). */
+static int check_sampler(const sd_args *a, sd_err *e) {
+    sd_sampler_set *s = open_plugins(a, e);
+    if (!s) return 1;
+    int bad, rc = 0;
+    if (sd_sampler_check(s, a->c.sampler, a->c.sampler_args, a->c.n_sampler_args, &bad, e)) {
+        rc = 2;
+        /* The plugin that would have provided the name may be among the
+         * ones skipped: say why. */
+        sd_cli_warnings(s);
+        char flag[SD_ERRLEN / 2];
+        if (bad < 0)
+            snprintf(flag, sizeof flag, "--sampler %s", a->c.sampler);
+        else
+            snprintf(flag, sizeof flag, "--sampler-arg %s", a->c.sampler_args[bad]);
+        sd_wrap(e, flag);
+    }
+    sd_samplers_close(s);
+    return rc;
 }
 
 static int run(const sd_args *a, sd_err *e) {
@@ -87,6 +118,11 @@ int main(int argc, char **argv) {
     if (a.help) {
         sd_args_usage(stdout);
         return 0;
+    }
+    int rc = !a.list_samplers && a.c.sampler ? check_sampler(&a, &e) : 0;
+    if (rc) {
+        fprintf(stderr, "specdec: %s\n", e.msg);
+        return rc;
     }
     if (run(&a, &e)) {
         fprintf(stderr, "specdec: %s\n", e.msg);

@@ -26,7 +26,7 @@
 typedef struct sd_plugin {
     char *file;
     void *dl;
-    const sd_logits_processor *d;
+    const sd_sampler_desc *d;
 } sd_plugin;
 
 struct sd_sampler_set {
@@ -37,10 +37,10 @@ struct sd_sampler_set {
 };
 
 struct sd_sampler {
-    const sd_logits_processor *d;
+    const sd_sampler_desc *d;
     void *handle;
     int max_vocab;
-    sd_lp_value values[SD_LP_MAX_PARAMS];
+    sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
 };
 
 /* ---------------------------------------------------------------------------
@@ -180,7 +180,7 @@ oom:
 
 static int valid_name(const char *s, int param) {
     size_t n = strlen(s);
-    if (n == 0 || n > SD_LP_MAX_NAME)
+    if (n == 0 || n > SD_SAMPLER_MAX_NAME)
         return 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -192,17 +192,17 @@ static int valid_name(const char *s, int param) {
     return 1;
 }
 
-static int in_range(const sd_lp_param *p, double x) {
-    int lo = (p->flags & SD_LP_MIN_EXCLUSIVE) ? x > p->min : x >= p->min;
-    int hi = (p->flags & SD_LP_MAX_EXCLUSIVE) ? x < p->max : x <= p->max;
+static int in_range(const sd_sampler_param *p, double x) {
+    int lo = (p->flags & SD_SAMPLER_MIN_EXCLUSIVE) ? x > p->min : x >= p->min;
+    int hi = (p->flags & SD_SAMPLER_MAX_EXCLUSIVE) ? x < p->max : x <= p->max;
     return lo && hi;
 }
 
 /* "(0, inf)", "[1, 2147483647]"; an infinite bound is always open (values
  * must be finite). */
-static void format_range(const sd_lp_param *p, char *buf, size_t cap) {
-    int lo_open = (p->flags & SD_LP_MIN_EXCLUSIVE) || isinf(p->min);
-    int hi_open = (p->flags & SD_LP_MAX_EXCLUSIVE) || isinf(p->max);
+static void format_range(const sd_sampler_param *p, char *buf, size_t cap) {
+    int lo_open = (p->flags & SD_SAMPLER_MIN_EXCLUSIVE) || isinf(p->min);
+    int hi_open = (p->flags & SD_SAMPLER_MAX_EXCLUSIVE) || isinf(p->max);
     snprintf(buf, cap, "%c%.15g, %.15g%c", lo_open ? '(' : '[', p->min, p->max, hi_open ? ')' : ']');
 }
 
@@ -210,8 +210,8 @@ static int integral(double x) {
     return fabs(x) <= 0x1p53 && x == floor(x);
 }
 
-static int check_param(const sd_lp_param *t, int i, char *why, size_t len) {
-    const sd_lp_param *p = &t[i];
+static int check_param(const sd_sampler_param *t, int i, char *why, size_t len) {
+    const sd_sampler_param *p = &t[i];
     if (!p->name || !valid_name(p->name, 1)) {
         snprintf(why, len, "bad parameter table: entry %d has an invalid name", i);
         return -1;
@@ -221,13 +221,14 @@ static int check_param(const sd_lp_param *t, int i, char *why, size_t len) {
             snprintf(why, len, "bad parameter table: parameter '%s' appears twice", p->name);
             return -1;
         }
-    if (p->type != SD_LP_INT && p->type != SD_LP_FLOAT) {
+    if (p->type != SD_SAMPLER_INT && p->type != SD_SAMPLER_FLOAT) {
         snprintf(why, len, "bad parameter table: parameter '%s' has unknown type %d", p->name,
                  (int)p->type);
         return -1;
     }
     if (isnan(p->min) || isnan(p->max) || !isfinite(p->def) || p->min > p->max ||
-        (p->type == SD_LP_INT && (!integral(p->min) || !integral(p->max) || !integral(p->def)))) {
+        (p->type == SD_SAMPLER_INT &&
+         (!integral(p->min) || !integral(p->max) || !integral(p->def)))) {
         snprintf(why, len,
                  "bad parameter table: parameter '%s' has invalid bounds or default "
                  "(min %g, max %g, default %g)",
@@ -246,15 +247,15 @@ static int check_param(const sd_lp_param *t, int i, char *why, size_t len) {
 
 /* Everything the engine reads from a descriptor, checked before any of its
  * functions is called. */
-static int check_descriptor(const sd_logits_processor *d, char *why, size_t len) {
-    if (d->abi_version != SD_LP_ABI_VERSION) {
+static int check_descriptor(const sd_sampler_desc *d, char *why, size_t len) {
+    if (d->abi_version != SD_SAMPLER_ABI_VERSION) {
         snprintf(why, len, "ABI version %" PRIu32 ", this engine supports %u", d->abi_version,
-                 SD_LP_ABI_VERSION);
+                 SD_SAMPLER_ABI_VERSION);
         return -1;
     }
-    if (d->struct_size < SD_LP_V1_SIZE) {
+    if (d->struct_size < SD_SAMPLER_V1_SIZE) {
         snprintf(why, len, "descriptor struct_size %" PRIu32 " is smaller than %zu (ABI v1)",
-                 d->struct_size, (size_t)SD_LP_V1_SIZE);
+                 d->struct_size, (size_t)SD_SAMPLER_V1_SIZE);
         return -1;
     }
     if (!d->name || !d->name[0]) {
@@ -263,7 +264,7 @@ static int check_descriptor(const sd_logits_processor *d, char *why, size_t len)
     }
     if (!valid_name(d->name, 0)) {
         snprintf(why, len, "invalid name '%.40s' (letters, digits, '_', '-'; at most %d)",
-                 d->name, SD_LP_MAX_NAME);
+                 d->name, SD_SAMPLER_MAX_NAME);
         return -1;
     }
     const char *missing = !d->create    ? "create"
@@ -275,9 +276,9 @@ static int check_descriptor(const sd_logits_processor *d, char *why, size_t len)
         snprintf(why, len, "missing %s function", missing);
         return -1;
     }
-    if (d->n_params < 0 || d->n_params > SD_LP_MAX_PARAMS || (d->n_params > 0 && !d->params)) {
+    if (d->n_params < 0 || d->n_params > SD_SAMPLER_MAX_PARAMS || (d->n_params > 0 && !d->params)) {
         snprintf(why, len, "bad parameter table: n_params = %" PRId32 " (0..%d, table %s)",
-                 d->n_params, SD_LP_MAX_PARAMS, d->params ? "present" : "missing");
+                 d->n_params, SD_SAMPLER_MAX_PARAMS, d->params ? "present" : "missing");
         return -1;
     }
     for (int i = 0; i < d->n_params; i++)
@@ -349,21 +350,34 @@ static double rng_uniform(void *state) {
     return sd_rng_uniform(state);
 }
 
-static void default_values(const sd_logits_processor *d, sd_lp_value *v) {
+static void default_values(const sd_sampler_desc *d, sd_sampler_value *v) {
     for (int i = 0; i < d->n_params; i++) {
-        if (d->params[i].type == SD_LP_INT)
+        if (d->params[i].type == SD_SAMPLER_INT)
             v[i].i = (int64_t)d->params[i].def;
         else
             v[i].f = d->params[i].def;
     }
 }
 
+/* The lowest id with the largest value, as the engine's greedy decoding
+ * picks it. */
+static int32_t first_max(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
 /* Creates the sampler with its defaults and runs it on rows a decoder can
  * produce: Gaussian logits, a row with ties and masked (-inf) tokens, and a
  * flat row. A plugin that mishandles them would corrupt a run later, so it
- * is rejected now with the reason. */
-static int self_test(const sd_logits_processor *d, char *why, size_t len) {
-    sd_lp_value v[SD_LP_MAX_PARAMS];
+ * is rejected now with the reason. A greedy sampler (SD_SAMPLER_FLAG_ARGMAX)
+ * must pick the argmax of each row's logits, ties to the lowest id: the
+ * engine takes that token itself without calling the plugin, so a sampler
+ * that picks another would mean one thing here and another in a run. */
+static int self_test(const sd_sampler_desc *d, char *why, size_t len) {
+    sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     default_values(d, v);
     char err[256] = "";
     void *h = d->create(v, PROBE_VOCAB, err, sizeof err);
@@ -392,10 +406,10 @@ static int self_test(const sd_logits_processor *d, char *why, size_t len) {
         snprintf(why, len, "process does not return a distribution: %s", detail);
         goto done;
     }
-    sd_lp_rng lr = {rng_uniform, &rng};
+    sd_sampler_rng lr = {rng_uniform, &rng};
     for (int r = 0; r < PROBE_ROWS; r++) {
         const float *row = probs + r * PROBE_VOCAB;
-        int32_t best = sd_lp_argmax(row, PROBE_VOCAB);
+        int32_t best = first_max(logits + r * PROBE_VOCAB, PROBE_VOCAB);
         for (int k = 0; k < PROBE_DRAWS; k++) {
             int32_t id = d->sample(h, row, PROBE_VOCAB, &lr);
             if (id < 0 || id >= PROBE_VOCAB) {
@@ -408,11 +422,11 @@ static int self_test(const sd_logits_processor *d, char *why, size_t len) {
                          id);
                 goto done;
             }
-            if ((d->flags & SD_LP_FLAG_ARGMAX) && id != best) {
+            if ((d->flags & SD_SAMPLER_FLAG_ARGMAX) && id != best) {
                 snprintf(why, len,
-                         "declares SD_LP_FLAG_ARGMAX but sample returned %" PRId32
-                         ", not the argmax %" PRId32,
-                         id, best);
+                         "declares SD_SAMPLER_FLAG_ARGMAX but sample returned %" PRId32
+                         " on probe row %d, not the argmax of its logits %" PRId32,
+                         id, r, best);
                 goto done;
             }
         }
@@ -455,16 +469,16 @@ static int load_file(sd_sampler_set *s, const char *path) {
         return add_warning(s, "%s: dlopen failed: %s", path,
                            msg ? strip_path(msg, path) : "unknown error");
     }
-    void *sym = dlsym(dl, SD_LP_ENTRY_SYMBOL);
+    void *sym = dlsym(dl, SD_SAMPLER_ENTRY_SYMBOL);
     if (!sym) {
         dlclose(dl);
-        return add_warning(s, "%s: missing symbol %s", path, SD_LP_ENTRY_SYMBOL);
+        return add_warning(s, "%s: missing symbol %s", path, SD_SAMPLER_ENTRY_SYMBOL);
     }
-    const sd_logits_processor *(*entry)(void);
+    const sd_sampler_desc *(*entry)(void);
     memcpy(&entry, &sym, sizeof entry);
-    const sd_logits_processor *d = entry();
+    const sd_sampler_desc *d = entry();
     if (!d) {
-        snprintf(why, sizeof why, "%s() returned NULL", SD_LP_ENTRY_SYMBOL);
+        snprintf(why, sizeof why, "%s() returned NULL", SD_SAMPLER_ENTRY_SYMBOL);
         goto reject;
     }
     if (check_descriptor(d, why, sizeof why))
@@ -611,19 +625,19 @@ const char *sd_samplers_file(const sd_sampler_set *s, int i) {
 }
 
 static const char *type_name(int32_t type) {
-    return type == SD_LP_INT ? "int" : "float";
+    return type == SD_SAMPLER_INT ? "int" : "float";
 }
 
 void sd_samplers_list(const sd_sampler_set *s, FILE *out) {
     if (s->n == 0)
         fprintf(out, "no samplers loaded\n");
     for (int i = 0; i < s->n; i++) {
-        const sd_logits_processor *d = s->plugins[i].d;
+        const sd_sampler_desc *d = s->plugins[i].d;
         fprintf(out, "%s  (%s)\n", d->name, s->plugins[i].file);
         if (d->description && d->description[0])
             fprintf(out, "    %s\n", d->description);
         for (int j = 0; j < d->n_params; j++) {
-            const sd_lp_param *p = &d->params[j];
+            const sd_sampler_param *p = &d->params[j];
             char r[96];
             format_range(p, r, sizeof r);
             fprintf(out, "    %-14s %-5s default %-8.15g range %-18s %s\n", p->name,
@@ -633,7 +647,7 @@ void sd_samplers_list(const sd_sampler_set *s, FILE *out) {
 }
 
 /* ---------------------------------------------------------------------------
- * Processors
+ * Samplers
  * ------------------------------------------------------------------------ */
 
 /* Appends to buf[cap] at *used, truncating when full. */
@@ -651,7 +665,7 @@ static void appendf(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
 }
 
 /* "temperature, top_k" into buf, or "none". */
-static void param_names(const sd_logits_processor *d, char *buf, size_t cap) {
+static void param_names(const sd_sampler_desc *d, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
     if (d->n_params == 0)
@@ -660,15 +674,15 @@ static void param_names(const sd_logits_processor *d, char *buf, size_t cap) {
         appendf(buf, cap, &used, "%s%s", i ? ", " : "", d->params[i].name);
 }
 
-static int parse_value(const char *sampler, const sd_lp_param *p, const char *text,
-                       sd_lp_value *out, sd_err *e) {
+static int parse_value(const char *sampler, const sd_sampler_param *p, const char *text,
+                       sd_sampler_value *out, sd_err *e) {
     char range[96];
     format_range(p, range, sizeof range);
-    const char *kind = p->type == SD_LP_INT ? "an integer" : "a number";
+    const char *kind = p->type == SD_SAMPLER_INT ? "an integer" : "a number";
     char *end;
     errno = 0;
     double x;
-    if (p->type == SD_LP_INT) {
+    if (p->type == SD_SAMPLER_INT) {
         long long v = strtoll(text, &end, 10);
         if (end == text || *end || isspace((unsigned char)text[0]))
             return sd_fail(e, "%s: %s = '%s' is not an integer (expected %s in %s)", sampler,
@@ -692,19 +706,61 @@ static int parse_value(const char *sampler, const sd_lp_param *p, const char *te
     return 0;
 }
 
-sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
-                                  const char *const *kv, int n_kv, int max_vocab, sd_err *e) {
+/* The descriptor of the sampler called name, or NULL with the names that
+ * are loaded. */
+static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *name, sd_err *e) {
     int idx = sd_samplers_find(s, name);
-    if (idx < 0) {
-        char avail[SD_ERRLEN / 2] = "";
-        size_t used = 0;
-        for (int i = 0; i < s->n; i++)
-            appendf(avail, sizeof avail, &used, "%s%s", i ? ", " : "", s->plugins[i].d->name);
-        sd_fail(e, "unknown sampler '%s' (available: %s)", name,
-                s->n ? avail : "none, no plugin loaded");
-        return NULL;
+    if (idx >= 0)
+        return s->plugins[idx].d;
+    char avail[SD_ERRLEN / 2] = "";
+    size_t used = 0;
+    for (int i = 0; i < s->n; i++)
+        appendf(avail, sizeof avail, &used, "%s%s", i ? ", " : "", s->plugins[i].d->name);
+    sd_fail(e, "unknown sampler '%s' (available: %s)", name,
+            s->n ? avail : "none, no plugin loaded");
+    return NULL;
+}
+
+/* values = the defaults of d's table overridden by the n_kv "key=value"
+ * strings. On failure *bad is the index of the string at fault. */
+static int parse_args(const sd_sampler_desc *d, const char *const *kv, int n_kv,
+                      sd_sampler_value *values, int *bad, sd_err *e) {
+    default_values(d, values);
+    for (int k = 0; k < n_kv; k++) {
+        *bad = k;
+        const char *eq = strchr(kv[k], '=');
+        if (!eq || eq == kv[k])
+            return sd_fail(e, "%s: sampler argument '%s' is not key=value", d->name, kv[k]);
+        size_t klen = (size_t)(eq - kv[k]);
+        int j = 0;
+        while (j < d->n_params &&
+               (strlen(d->params[j].name) != klen || strncmp(d->params[j].name, kv[k], klen)))
+            j++;
+        if (j == d->n_params) {
+            char names[SD_ERRLEN / 2];
+            param_names(d, names, sizeof names);
+            return sd_fail(e, "%s: unknown parameter '%.*s' (accepted: %s)", d->name, (int)klen,
+                           kv[k], names);
+        }
+        if (parse_value(d->name, &d->params[j], eq + 1, &values[j], e))
+            return -1;
     }
-    const sd_logits_processor *d = s->plugins[idx].d;
+    return 0;
+}
+
+int sd_sampler_check(const sd_sampler_set *s, const char *name, const char *const *kv, int n_kv,
+                     int *bad_kv, sd_err *e) {
+    *bad_kv = -1;
+    const sd_sampler_desc *d = find_desc(s, name, e);
+    sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
+    return d ? parse_args(d, kv, n_kv, values, bad_kv, e) : -1;
+}
+
+sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
+                              const char *const *kv, int n_kv, int max_vocab, sd_err *e) {
+    const sd_sampler_desc *d = find_desc(s, name, e);
+    if (!d)
+        return NULL;
     if (max_vocab < 1) {
         sd_fail(e, "%s: max_vocab must be >= 1, got %d", d->name, max_vocab);
         return NULL;
@@ -716,28 +772,9 @@ sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
     }
     p->d = d;
     p->max_vocab = max_vocab;
-    default_values(d, p->values);
-    for (int k = 0; k < n_kv; k++) {
-        const char *eq = strchr(kv[k], '=');
-        if (!eq || eq == kv[k]) {
-            sd_fail(e, "%s: sampler argument '%s' is not key=value", d->name, kv[k]);
-            goto fail;
-        }
-        size_t klen = (size_t)(eq - kv[k]);
-        int j = 0;
-        while (j < d->n_params &&
-               (strlen(d->params[j].name) != klen || strncmp(d->params[j].name, kv[k], klen)))
-            j++;
-        if (j == d->n_params) {
-            char names[SD_ERRLEN / 2];
-            param_names(d, names, sizeof names);
-            sd_fail(e, "%s: unknown parameter '%.*s' (accepted: %s)", d->name, (int)klen, kv[k],
-                    names);
-            goto fail;
-        }
-        if (parse_value(d->name, &d->params[j], eq + 1, &p->values[j], e))
-            goto fail;
-    }
+    int bad;
+    if (parse_args(d, kv, n_kv, p->values, &bad, e))
+        goto fail;
     char err[256] = "";
     p->handle = d->create(p->values, max_vocab, err, sizeof err);
     if (!p->handle) {
@@ -763,7 +800,7 @@ const char *sd_sampler_name(const sd_sampler *p) {
 }
 
 int sd_sampler_is_greedy(const sd_sampler *p) {
-    return (p->d->flags & SD_LP_FLAG_ARGMAX) ? 1 : 0;
+    return (p->d->flags & SD_SAMPLER_FLAG_ARGMAX) ? 1 : 0;
 }
 
 int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
@@ -771,8 +808,8 @@ int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
     size_t used = 0;
     appendf(tmp, sizeof tmp, &used, "%s(", p->d->name);
     for (int i = 0; i < p->d->n_params; i++) {
-        const sd_lp_param *q = &p->d->params[i];
-        if (q->type == SD_LP_INT)
+        const sd_sampler_param *q = &p->d->params[i];
+        if (q->type == SD_SAMPLER_INT)
             appendf(tmp, sizeof tmp, &used, "%s%s=%" PRId64, i ? ", " : "", q->name,
                     p->values[i].i);
         else
@@ -784,7 +821,7 @@ int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
 }
 
 int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_rows,
-                       int n_vocab, sd_err *e) {
+                     int n_vocab, sd_err *e) {
     if (n_rows < 1 || n_vocab < 1 || n_vocab > p->max_vocab)
         return sd_fail(e, "%s: bad shape %d x %d (n_vocab must be in [1, %d])", p->d->name,
                        n_rows, n_vocab, p->max_vocab);
@@ -798,11 +835,11 @@ int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_row
 }
 
 int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
-                        int32_t *id, sd_err *e) {
+                      int32_t *id, sd_err *e) {
     if (n_vocab < 1 || n_vocab > p->max_vocab)
         return sd_fail(e, "%s: bad n_vocab %d (must be in [1, %d])", p->d->name, n_vocab,
                        p->max_vocab);
-    sd_lp_rng lr = {rng_uniform, r};
+    sd_sampler_rng lr = {rng_uniform, r};
     int32_t t = p->d->sample(p->handle, probs, n_vocab, &lr);
     if (t < 0 || t >= n_vocab)
         return sd_fail(e, "%s: sample returned %" PRId32 ", outside [0, %d)", p->d->name, t,

@@ -1,18 +1,19 @@
 /* Sampler plugins: discovery, loading, parameter parsing, and the checked
  * calls the generation strategies use.
  *
- * Samplers are shared objects implementing samplers/logits_processor.h. The
- * engine finds them in a list of directories (sd_plugin_dirs), loads every
- * *.so it finds (sd_samplers_open), and turns a name plus "key=value"
- * arguments into a processor (sd_sampler_create).
+ * A sampler is described by the ABI in samplers/sampler.h and carried by a
+ * plugin, a shared object. The engine finds plugins in a list of
+ * directories (sd_plugin_dirs), loads every *.so it finds
+ * (sd_samplers_open), and turns a sampler name plus "key=value" arguments
+ * into a sampler handle (sd_sampler_create).
  *
  * Failures of a plugin are never fatal: a file that cannot be loaded or that
  * breaks the ABI is skipped with a warning "<file>: <reason>" kept in the
  * set, and the others still load.
  *
- * Threading: a set is read-only once opened and may be shared; a processor
- * is used by one thread at a time (create one per thread). Processors must
- * be destroyed before the set that made them is closed. */
+ * Threading: a set is read-only once opened and may be shared; a sampler
+ * handle is used by one thread at a time (create one per thread). Handles
+ * must be destroyed before the set that made them is closed. */
 #ifndef SD_SAMPLERS_H
 #define SD_SAMPLERS_H
 
@@ -66,13 +67,19 @@ void sd_samplers_list(const sd_sampler_set *s, FILE *out);
 /* kv: n_kv "key=value" strings; a key given twice takes the last value.
  * Unknown sampler, unknown key, malformed or out-of-range value: NULL with
  * a message listing what is accepted. max_vocab: the largest n_vocab the
- * processor will see (its scratch is sized for it). */
+ * sampler will see (its scratch is sized for it). */
 sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
-                                  const char *const *kv, int n_kv, int max_vocab, sd_err *e);
+                              const char *const *kv, int n_kv, int max_vocab, sd_err *e);
+/* The checks of sd_sampler_create on name and kv, with the same messages,
+ * without creating the sampler (no plugin code runs), so a caller can
+ * reject bad arguments before loading a model. On failure *bad_kv is the
+ * index of the string at fault, or -1 when the name is unknown. */
+int sd_sampler_check(const sd_sampler_set *s, const char *name, const char *const *kv, int n_kv,
+                     int *bad_kv, sd_err *e);
 void sd_sampler_destroy(sd_sampler *p);
 
 const char *sd_sampler_name(const sd_sampler *p);
-/* 1 when sampling is the argmax of the logits (SD_LP_FLAG_ARGMAX): a
+/* 1 when sampling is the argmax of the logits (SD_SAMPLER_FLAG_ARGMAX): a
  * backend may then take the argmax on the device. */
 int sd_sampler_is_greedy(const sd_sampler *p);
 /* Writes "top_k(temperature=0.7, top_k=40)"; snprintf's return convention. */
@@ -81,9 +88,9 @@ int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap);
 /* probs[n_rows][n_vocab] = the plugin's distribution for each logits row.
  * Checks the output: finite, >= 0, each row summing to 1 within 1e-3. */
 int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_rows,
-                       int n_vocab, sd_err *e);
+                     int n_vocab, sd_err *e);
 /* *id = a token drawn from probs (one row) with r; checks 0 <= id < n_vocab. */
 int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
-                        int32_t *id, sd_err *e);
+                      int32_t *id, sd_err *e);
 
 #endif

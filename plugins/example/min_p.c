@@ -1,7 +1,7 @@
 /* min_p: an example of a third-party sampler, built with nothing but
- * samplers/logits_processor.h:
+ * samplers/sampler.h and samplers/sampler_util.h:
  *
- *     cc -std=c11 -O2 -fPIC -shared -Isamplers plugins/example/min_p.c -lm \
+ *     cc -std=c11 -O2 -fPIC -shared -I. plugins/example/min_p.c -lm \
  *        -o plugins/example/min_p.so
  *
  * Min-p sampling keeps the tokens whose probability is at least min_p times
@@ -13,39 +13,40 @@
 #include <math.h>
 
 #include "samplers/sampler.h"
+#include "samplers/sampler_util.h"
 
 typedef struct min_p {
     double temperature;
     double min_p;
-    sd_lp_work *work; /* scratch for max_vocab tokens, allocated once */
+    sd_su_work *work; /* scratch for max_vocab tokens, allocated once */
 } min_p;
 
-static const sd_lp_param params[] = {
-    {"temperature", SD_LP_FLOAT, SD_LP_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
+static const sd_sampler_param params[] = {
+    {"temperature", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
      "softmax temperature applied after filtering"},
-    {"min_p", SD_LP_FLOAT, 0, 0.1, 0.0, 1.0,
+    {"min_p", SD_SAMPLER_FLOAT, 0, 0.1, 0.0, 1.0,
      "keep tokens with probability >= min_p * (largest probability)"},
 };
 
 static void min_p_destroy(void *h) {
     min_p *m = h;
-    sd_lp_work_destroy(m->work);
+    sd_su_work_destroy(m->work);
     free(m);
 }
 
 /* The engine has already checked the values against the table above. */
-static void *min_p_create(const sd_lp_value *v, int max_vocab, char *err, size_t errlen) {
+static void *min_p_create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {
     min_p *m = malloc(sizeof *m);
     if (!m) {
-        sd_lp_set_error(err, errlen, "out of memory");
+        sd_su_set_error(err, errlen, "out of memory");
         return NULL;
     }
     m->temperature = v[0].f;
     m->min_p = v[1].f;
-    m->work = sd_lp_work_create(max_vocab);
+    m->work = sd_su_work_create(max_vocab);
     if (!m->work) {
         min_p_destroy(m);
-        sd_lp_set_error(err, errlen, "out of memory");
+        sd_su_set_error(err, errlen, "out of memory");
         return NULL;
     }
     return m;
@@ -57,11 +58,11 @@ static int min_p_process(void *h, const float *logits, float *probs, int n_rows,
     for (int r = 0; r < n_rows; r++) {
         const float *row = logits + (size_t)r * (size_t)n_vocab;
         float *out = probs + (size_t)r * (size_t)n_vocab;
-        if (sd_lp_begin(m->work, row, n_vocab))
+        if (sd_su_begin(m->work, row, n_vocab))
             return -1;
-        float threshold = sd_lp_max_logit(m->work) + offset;
-        if (sd_lp_keep_at_least(m->work, row, n_vocab, threshold) ||
-            sd_lp_finish(m->work, row, out, n_vocab, m->temperature))
+        float threshold = sd_su_max_logit(m->work) + offset;
+        if (sd_su_keep_at_least(m->work, row, n_vocab, threshold) ||
+            sd_su_finish(m->work, row, out, n_vocab, m->temperature))
             return -1;
     }
     return 0;
@@ -69,14 +70,14 @@ static int min_p_process(void *h, const float *logits, float *probs, int n_rows,
 
 /* Draw from exactly the distribution given (it may be a speculative
  * decoding residual, not process()'s output). */
-static int32_t min_p_sample(void *h, const float *probs, int n_vocab, sd_lp_rng *rng) {
+static int32_t min_p_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
     (void)h;
-    return sd_lp_sample_cdf(probs, n_vocab, rng);
+    return sd_su_sample_cdf(probs, n_vocab, rng);
 }
 
-static const sd_logits_processor descriptor = {
-    .abi_version = SD_LP_ABI_VERSION,
-    .struct_size = sizeof(sd_logits_processor),
+static const sd_sampler_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION,
+    .struct_size = sizeof(sd_sampler_desc),
     .name = "min_p",
     .description = "min-p sampling: tokens with p >= min_p * p_max (example plugin)",
     .flags = 0,
@@ -88,6 +89,6 @@ static const sd_logits_processor descriptor = {
     .sample = min_p_sample,
 };
 
-const sd_logits_processor *sd_logits_processor_v1(void) {
+const sd_sampler_desc *sd_logits_processor_v1(void) {
     return &descriptor;
 }

@@ -230,7 +230,9 @@ void sd_fuzz_tokenizer(const uint8_t *data, size_t size) {
 /* ---- fuzz_sampler_args: parameter parsing against the built plugins -------
  * Input: byte 0 picks a sampler (one past the last: the first line is taken
  * as the name), byte 1 the vocabulary size; the rest is newline-separated
- * "key=value" strings. A processor that gets made also runs once. */
+ * "key=value" strings. sd_sampler_check must reject exactly what
+ * sd_sampler_create rejects before calling the plugin; a sampler that gets
+ * made also runs once. */
 #define MAX_KV 16
 static sd_sampler_set *samplers;
 
@@ -254,19 +256,23 @@ void sd_fuzz_sampler_args(const uint8_t *data, size_t size) {
         if (!name) name = p;
         else kv[n_kv++] = p;
     }
-    sd_sampler *proc = sd_sampler_create(samplers, name ? name : "", kv, n_kv, vocab, &e);
-    if (proc) {
+    int bad;
+    int checked = sd_sampler_check(samplers, name ? name : "", kv, n_kv, &bad, &e) == 0;
+    sd_sampler *smp = sd_sampler_create(samplers, name ? name : "", kv, n_kv, vocab, &e);
+    /* The built-ins' create() fails only when out of memory. */
+    if (checked != (smp != NULL)) abort();
+    if (smp) {
         char desc[256];
-        sd_sampler_describe(proc, desc, sizeof desc);
-        sd_sampler_is_greedy(proc);
+        sd_sampler_describe(smp, desc, sizeof desc);
+        sd_sampler_is_greedy(smp);
         float logits[64], probs[64];
         for (int i = 0; i < vocab; i++) logits[i] = (float)(3.0 * sin(i * 1.7)) + (i % 3 == 0);
         sd_rng r;
         sd_rng_seed(&r, size);
         int32_t id;
-        if (!sd_sampler_probs(proc, logits, probs, 1, vocab, &e))
-            sd_sampler_sample(proc, probs, vocab, &r, &id, &e);
-        sd_sampler_destroy(proc);
+        if (!sd_sampler_probs(smp, logits, probs, 1, vocab, &e))
+            sd_sampler_sample(smp, probs, vocab, &r, &id, &e);
+        sd_sampler_destroy(smp);
     }
     free(text);
 }
