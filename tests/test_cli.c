@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/util/json.h"
@@ -56,6 +57,9 @@ Test(cli, bad_flags_and_values) {
         {"-m Makefile -p hi", "Makefile: not a GGUF file", 1},
         {"-m " M "stories260K.gguf -p hi --ctx 99999", "context_length 2048", 1},
         {"-m " M "stories260K.gguf -f tests/data/none.txt", "tests/data/none.txt: cannot open", 1},
+        {"-m " M "stories260K.gguf -f tests", "tests: is a directory", 1},
+        {"-m tests -p hi", "tests: is a directory", 1},
+        {"-m /dev/null -p hi", "/dev/null: not a regular file (a character device)", 1},
         {"-m " M "stories260K.gguf -p hi --sampler nope", "nope", 1},
         {"-m " M "stories260K.gguf --draft-layers 9 --strategy spec -p hi", "the target has 5 layers", 1},
     };
@@ -67,6 +71,45 @@ Test(cli, bad_flags_and_values) {
         cr_assert(strncmp(r.err, "specdec: ", 9) == 0, "%s", r.err);
         done(&r);
     }
+}
+
+/* A FIFO as -m or -d is refused by its type; opening it would wait for a
+ * writer forever, so the run has a time limit and a hang fails (rc 124). */
+Test(cli, fifo_model_is_refused_not_waited_on) {
+    char fifo[64], args[256];
+    snprintf(fifo, sizeof fifo, "tests/tmp/cli_fifo.%d", (int)getpid());
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo %s", fifo);
+    const char *forms[] = {"-m %s -p hi", "-m " M "stories260K.gguf -d %s -p hi"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, forms[i], fifo);
+        run_out r = tu_specdec_ex(args, NULL, 10, 0);
+        cr_assert(r.out && r.err, "could not run specdec %s", args);
+        cr_assert_neq(r.rc, 124, "%s: hung on the FIFO", args);
+        cr_assert_eq(r.rc, 1, "%s: rc %d (%s)", args, r.rc, r.err);
+        char want[128];
+        snprintf(want, sizeof want, "specdec: %s: not a regular file (a FIFO)\n", fifo);
+        cr_assert_str_eq(r.err, want);
+        done(&r);
+    }
+    unlink(fifo);
+}
+
+/* -n 0 through several strategies: no rate is defined, so the table shows
+ * "-" where it used to show -nanx, and JSON has null for the speedup. */
+Test(cli, zero_tokens_show_no_nan) {
+    run_out r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd,beam", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "vs ar"), "%s", r.out);
+    cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
+    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +0 +0 +- same as ar", r.out), "%s", r.out);
+    done(&r);
+    r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
+    cr_assert(strstr(r.out, "\"speedup_vs_ar\":null,\"same_as_ar\":1"), "%s", r.out);
+    done(&r);
 }
 
 static const char *golden_ids = "[432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337]";
