@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/util/json.h"
@@ -185,12 +188,122 @@ Test(cli, interactive_mode_through_a_pipe) {
     const char *want[] = {"commands:", "length: 8", "gamma: 3", "ngram (NASD): on", "debug: on",
                           "cache: off", "ngram storage: one, N 4", "top_k_filler: 2",
                           "reset_in_between: off", "seed: 7", "error: /gamma N",
-                          "error: unknown command '/bogus'", "processor: top_k(",
+                          "error: unknown command '/bogus'", "sampler: top_k(",
                           "--- ar ---", "--- nasd ---"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
     cr_assert_null(strstr(r.out, "not reached"));
     done(&r);
+}
+
+/* -i -p TEXT runs the prompt first, then reads commands. */
+Test(cli, interactive_with_a_prompt_runs_it_first) {
+    run_out r = run("-m " M "stories260K.gguf -n 8 -i -p 'Once upon a time'", "/length 4\n/quit\n");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *text = strstr(r.out, "Once upon a time, there was");
+    const char *len = strstr(r.out, "length: 4");
+    cr_assert(text && len && text < len, "prompt output, then the command's:\n%s", r.out);
+    done(&r);
+}
+
+/* The reference tool's names: /sampler (and /processor) with topk and
+ * topknucleus, basic and onelevel stores; --sampler topk; escapes in a
+ * typed prompt; the drafter hint of /speculative. */
+Test(cli, interactive_aliases_and_escapes) {
+    const char *script = "/sampler topk top_k=5\n/processor topknucleus\n/set_ngramstorage onelevel 4\n"
+                         "/set_ngramstorage basic 3\n/sampler greedy\n/length 2\nOnce\\tupon\\na\\\\ntime\n"
+                         "/speculative\nOnce\n/quit\n";
+    run_out r = run("-m " M "stories260K.gguf -i", script);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *want[] = {"sampler: top_k(", "sampler: top_k_nucleus(", "ngram storage: one, N 4",
+                          "ngram storage: multi, N 3", "Once\tupon\na\\ntime",
+                          "speculative: on\nnote: no drafter yet: /draft_layers K",
+                          "error: spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+    done(&r);
+    r = run("-m " M "stories260K.gguf -p hi -n 2 --sampler topknucleus --seed 1 --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"sampler\":\"top_k_nucleus("), "%s", r.out);
+    done(&r);
+}
+
+/* Ctrl-C during a generation in the interactive mode stops that generation
+ * and the session goes on: a slow run (no KV cache, no EOS, a long length)
+ * is interrupted once its text streams, then a command and /quit are
+ * answered. Every wait is bounded, so a regression fails instead of hanging. */
+Test(cli, interactive_ctrl_c_stops_the_generation_only) {
+    int in[2], outp[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(outp), 0);
+    char errf[64];
+    snprintf(errf, sizeof errf, "tests/tmp/sigint_err.%d", (int)getpid());
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
+    const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(outp[1], 1);
+        FILE *ef = freopen(errf, "w", stderr);
+        (void)ef;
+        close(in[1]);
+        close(outp[0]);
+        execl(bin, bin, "-m", M "stories260K.gguf", "-i", "--no-cache", "--ignore-eos", "-n",
+              "100000", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(outp[1]);
+    const char *first = "Once upon a time\n";
+    cr_assert(write(in[1], first, strlen(first)) == (ssize_t)strlen(first));
+    /* wait (at most 60 s) for some generated text after the echoed prompt */
+    char buf[65536];
+    size_t n = 0;
+    for (int waited = 0; waited < 600; waited++) {
+        struct pollfd p = {outp[0], POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            ssize_t k = read(outp[0], buf + n, sizeof buf - 1 - n);
+            if (k <= 0) break;
+            n += (size_t)k;
+            buf[n] = 0;
+            const char *t = strstr(buf, "Once upon a time");
+            if (t && strlen(t) > 40) break;
+        }
+    }
+    buf[n] = 0;
+    const char *t = strstr(buf, "Once upon a time");
+    int streaming = t && strlen(t) > 40;
+    if (!streaming) kill(pid, SIGKILL);
+    cr_assert(streaming, "no text streamed: '%s'", buf);
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    const char *rest = "/length 3\n/quit\n";
+    cr_assert(write(in[1], rest, strlen(rest)) == (ssize_t)strlen(rest));
+    close(in[1]);
+    /* the rest of stdout until EOF, then the exit status (60 s at most) */
+    for (int waited = 0; waited < 600 && n < sizeof buf - 1; waited++) {
+        struct pollfd p = {outp[0], POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t k = read(outp[0], buf + n, sizeof buf - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    close(outp[0]);
+    int st = 0, got = 0;
+    for (int waited = 0; waited < 100 && !(got = waitpid(pid, &st, WNOHANG)); waited++)
+        usleep(100000);
+    if (!got) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    char *err = tu_slurp(errf);
+    remove(errf);
+    cr_assert(got, "specdec did not leave after /quit:\n%s", buf);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x; stderr: %s", st, err);
+    cr_assert(err && strstr(err, "specdec: interrupted\n"), "stderr: %s", err);
+    cr_assert(strstr(buf, "length: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
+    free(err);
 }
 
 /* Every `./specdec ...` example in README.md runs and exits 0 (examples on

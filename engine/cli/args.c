@@ -83,7 +83,8 @@ void sd_args_usage(FILE *out) {
         "      --min-length L        length-penalty constant (default 5)\n"
         "      --alpha A             length-penalty exponent (default 1.2)\n"
         "sampling\n"
-        "      --sampler NAME        sampler plugin (default greedy)\n"
+        "      --sampler NAME        sampler plugin (default greedy; topk and topknucleus\n"
+        "                            are accepted for top_k and top_k_nucleus)\n"
         "      --sampler-arg K=V     sampler parameter, repeatable\n"
         "      --list-samplers       list the sampler plugins found and exit\n"
         "      --plugin-dir DIR      search DIR for sampler plugins first, repeatable\n"
@@ -95,6 +96,12 @@ void sd_args_usage(FILE *out) {
         "Plugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
         "then plugins/ beside the binary.\n",
         out);
+}
+
+const char *sd_sampler_alias(const char *name) {
+    if (name && !strcmp(name, "topk")) return "top_k";
+    if (name && !strcmp(name, "topknucleus")) return "top_k_nucleus";
+    return name;
 }
 
 typedef enum { F_BOOL, F_OFF, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
@@ -204,6 +211,7 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         }
         if (r) return -1;
     }
+    a->c.sampler = sd_sampler_alias(a->c.sampler);
     if (a->help || a->list_samplers) return 0;
     if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
     if (!a->interactive && !a->prompt && !a->prompt_file)

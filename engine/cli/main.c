@@ -81,8 +81,8 @@ static int run(const sd_args *a, sd_err *e) {
     sd_cli_warnings(cli.s.samplers);
     const char *prompt = file_text ? file_text : a->prompt;
     int rc = 0;
-    if (prompt) rc = sd_cli_run(&cli, prompt, stdout, e);
-    if (!rc && a->interactive) rc = sd_repl_run(&cli);
+    if (a->interactive) rc = sd_repl_run(&cli, prompt, e);
+    else rc = sd_cli_run(&cli, prompt, stdout, e);
     sd_session_close(&cli.s);
     free(file_text);
     return rc;

@@ -149,7 +149,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             goto done;
         }
         stream st = {.tok = s->target->tok, .out = out, .text = !cli->json && !cli->debug};
-        sd_hooks h = {on_token, cli->debug && !cli->json ? on_step : NULL, &st};
+        sd_hooks h = {on_token, cli->debug && !cli->json ? on_step : NULL, &st, cli->cancel};
         if (!cli->json) {
             if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fputs(prompt, out);
@@ -198,8 +198,13 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
                         g->drafted, 100.0 * g->accepted / g->drafted, g->draft_calls);
             fprintf(stderr, "%s\n", g->hit_context ? " (context full)" : "");
         }
+        if (cli->cancel && *cli->cancel) {
+            fflush(out);
+            fprintf(stderr, "specdec: interrupted\n");
+            break;
+        }
     }
-    if (!cli->json && n_runs > 1) print_summary(res, out);
+    if (!cli->json && n_runs > 1 && !(cli->cancel && *cli->cancel)) print_summary(res, out);
     if (!cli->json && s->sampler) fprintf(stderr, "specdec: seed %llu\n", (unsigned long long)s->seed);
     rc = 0;
 done:
