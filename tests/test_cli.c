@@ -115,6 +115,52 @@ Test(cli, zero_tokens_show_no_nan) {
     done(&r);
 }
 
+/* -t far above the core count is refused before anything loads (exit 2,
+ * naming the flag); 4x the cores is the bound --help states. */
+Test(cli, threads_far_above_the_cores_are_refused) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert(cores > 0);
+    char args[256], want[128];
+    snprintf(args, sizeof args, "-m " M "stories260K.gguf -p hi -n 2 --threads %ld", 4 * cores + 1);
+    run_out r = run(args, NULL);
+    cr_assert_eq(r.rc, 2, "%s: rc %d (%s)", args, r.rc, r.err);
+    snprintf(want, sizeof want, "specdec: --threads: %ld threads is more than 4x the %ld cores",
+             4 * cores + 1, cores);
+    cr_assert(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    done(&r);
+    snprintf(args, sizeof args, "-m " M "stories260K.gguf -p hi -n 2 -t %ld", 4 * cores);
+    r = run(args, NULL);
+    cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
+    done(&r);
+    r = run("--help", NULL);
+    cr_assert(strstr(r.out, "at most 4x the cores"), "%s", r.out);
+    done(&r);
+}
+
+/* stdout and stderr into one pipe (`specdec 2>&1 | less`): the text's
+ * last line is complete before the metrics line follows, so every
+ * "specdec: " line starts a line of its own, after the text. */
+Test(cli, stats_start_their_own_line_in_a_shared_pipe) {
+    const char *modes[] = {"-n 16", "-n 16 --strategy ar,nasd"};
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf -p 'Once upon a time' %s", modes[i]);
+        run_out r = tu_specdec_ex(args, NULL, 60, 1);
+        cr_assert(r.out, "could not run specdec %s", args);
+        cr_assert_eq(r.rc, 0, "%s: %s", args, r.out);
+        const char *text = strstr(r.out, "Once upon a time, there was a little girl");
+        cr_assert(text, "%s", r.out);
+        int lines = 0;
+        for (const char *p = strstr(r.out, "specdec: "); p; p = strstr(p + 1, "specdec: ")) {
+            cr_assert(p == r.out || p[-1] == '\n', "glued onto the line before:\n%s", r.out);
+            lines++;
+        }
+        cr_assert(lines >= 1 + i, "%s", r.out);
+        cr_assert(tu_matches("girl[^\\n]*\\nspecdec: ar: prompt", r.out), "%s", r.out);
+        done(&r);
+    }
+}
+
 static const char *golden_ids = "[432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337]";
 
 Test(cli, json_output_has_the_contract_fields) {
