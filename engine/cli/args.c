@@ -55,7 +55,7 @@ void sd_args_usage(FILE *out) {
         "      --draft-layers K      self-speculative drafter: the target's first K layers\n"
         "  -p, --prompt TEXT         prompt text\n"
         "  -f, --file PATH           read the prompt from a file\n"
-        "  -i, --interactive         read prompts and /commands from stdin\n"
+        "  -i, --interactive         read prompts and /commands from stdin (after -p/-f)\n"
         "      --chat                wrap the prompt in the model's chat template\n"
         "      --system TEXT         system message for --chat (default: the template's)\n"
         "generation\n"
