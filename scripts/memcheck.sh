@@ -33,7 +33,7 @@ run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-sa
 run_fail -m $m/stories260K.gguf -p "Once upon a time" --ctx 4 -t 1
 run_fail -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
 run_fail -m $m/stories260K.gguf -d tests/data/README.md -p hi -t 1
-printf '/length 6\n/ngram\n/processor multinomial temperature=0.8\nOnce upon a time\n/quit\n' >tests/tmp/memcheck.in
+printf '/length 6\n/ngram\n/sampler multinomial temperature=0.8\nOnce upon a time\n/quit\n' >tests/tmp/memcheck.in
 echo "memcheck: interactive"
 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
     "$bin" -m $m/stories260K.gguf -i <tests/tmp/memcheck.in >/dev/null 2>tests/tmp/memcheck.log \

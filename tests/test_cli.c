@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/util/json.h"
@@ -70,6 +74,9 @@ Test(cli, bad_flags_and_values) {
          "--sampler-arg temperature=0.5: greedy: unknown parameter 'temperature'", 2},
         {"-m tests/data/none.gguf -p hi --sampler top_k --sampler-arg top_k=3",
          "tests/data/none.gguf: cannot open", 1},
+        {"-m " M "stories260K.gguf -f tests", "tests: is a directory", 1},
+        {"-m tests -p hi", "tests: is a directory", 1},
+        {"-m /dev/null -p hi", "/dev/null: not a regular file (a character device)", 1},
         {"-m " M "stories260K.gguf --draft-layers 9 --strategy spec -p hi", "the target has 5 layers", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,6 +85,91 @@ Test(cli, bad_flags_and_values) {
         cr_assert(strstr(r.err, cases[i].msg), "%s: stderr '%s' lacks '%s'", cases[i].args, r.err,
                   cases[i].msg);
         cr_assert(strncmp(r.err, "specdec: ", 9) == 0, "%s", r.err);
+        done(&r);
+    }
+}
+
+/* A FIFO as -m or -d is refused by its type; opening it would wait for a
+ * writer forever, so the run has a time limit and a hang fails (rc 124). */
+Test(cli, fifo_model_is_refused_not_waited_on) {
+    char fifo[64], args[256];
+    snprintf(fifo, sizeof fifo, "tests/tmp/cli_fifo.%d", (int)getpid());
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo %s", fifo);
+    const char *forms[] = {"-m %s -p hi", "-m " M "stories260K.gguf -d %s -p hi"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, forms[i], fifo);
+        run_out r = tu_specdec_ex(args, NULL, 10, 0);
+        cr_assert(r.out && r.err, "could not run specdec %s", args);
+        cr_assert_neq(r.rc, 124, "%s: hung on the FIFO", args);
+        cr_assert_eq(r.rc, 1, "%s: rc %d (%s)", args, r.rc, r.err);
+        char want[128];
+        snprintf(want, sizeof want, "specdec: %s: not a regular file (a FIFO)\n", fifo);
+        cr_assert_str_eq(r.err, want);
+        done(&r);
+    }
+    unlink(fifo);
+}
+
+/* -n 0 through several strategies: no rate is defined, so the table shows
+ * "-" where it used to show -nanx, and JSON has null for the speedup. */
+Test(cli, zero_tokens_show_no_nan) {
+    run_out r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd,beam", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "vs ar"), "%s", r.out);
+    cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
+    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +0 +0 +- same as ar", r.out), "%s", r.out);
+    done(&r);
+    r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
+    cr_assert(strstr(r.out, "\"speedup_vs_ar\":null,\"same_as_ar\":1"), "%s", r.out);
+    done(&r);
+}
+
+/* -t far above the core count is refused before anything loads (exit 2,
+ * naming the flag); 4x the cores is the bound --help states. */
+Test(cli, threads_far_above_the_cores_are_refused) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cr_assert(cores > 0);
+    char args[256], want[128];
+    snprintf(args, sizeof args, "-m " M "stories260K.gguf -p hi -n 2 --threads %ld", 4 * cores + 1);
+    run_out r = run(args, NULL);
+    cr_assert_eq(r.rc, 2, "%s: rc %d (%s)", args, r.rc, r.err);
+    snprintf(want, sizeof want, "specdec: --threads: %ld threads is more than 4x the %ld cores",
+             4 * cores + 1, cores);
+    cr_assert(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    done(&r);
+    snprintf(args, sizeof args, "-m " M "stories260K.gguf -p hi -n 2 -t %ld", 4 * cores);
+    r = run(args, NULL);
+    cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
+    done(&r);
+    r = run("--help", NULL);
+    cr_assert(strstr(r.out, "at most 4x the cores"), "%s", r.out);
+    done(&r);
+}
+
+/* stdout and stderr into one pipe (`specdec 2>&1 | less`): the text's
+ * last line is complete before the metrics line follows, so every
+ * "specdec: " line starts a line of its own, after the text. */
+Test(cli, stats_start_their_own_line_in_a_shared_pipe) {
+    const char *modes[] = {"-n 16", "-n 16 --strategy ar,nasd"};
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf -p 'Once upon a time' %s", modes[i]);
+        run_out r = tu_specdec_ex(args, NULL, 60, 1);
+        cr_assert(r.out, "could not run specdec %s", args);
+        cr_assert_eq(r.rc, 0, "%s: %s", args, r.out);
+        const char *text = strstr(r.out, "Once upon a time, there was a little girl");
+        cr_assert(text, "%s", r.out);
+        int lines = 0;
+        for (const char *p = strstr(r.out, "specdec: "); p; p = strstr(p + 1, "specdec: ")) {
+            cr_assert(p == r.out || p[-1] == '\n', "glued onto the line before:\n%s", r.out);
+            lines++;
+        }
+        cr_assert(lines >= 1 + i, "%s", r.out);
+        cr_assert(tu_matches("girl[^\\n]*\\nspecdec: ar: prompt", r.out), "%s", r.out);
         done(&r);
     }
 }
@@ -155,12 +247,122 @@ Test(cli, interactive_mode_through_a_pipe) {
     const char *want[] = {"commands:", "length: 8", "gamma: 3", "ngram (NASD): on", "debug: on",
                           "cache: off", "ngram storage: one, N 4", "top_k_filler: 2",
                           "reset_in_between: off", "seed: 7", "error: /gamma N",
-                          "error: unknown command '/bogus'", "processor: top_k(",
+                          "error: unknown command '/bogus'", "sampler: top_k(",
                           "--- ar ---", "--- nasd ---"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
     cr_assert_null(strstr(r.out, "not reached"));
     done(&r);
+}
+
+/* -i -p TEXT runs the prompt first, then reads commands. */
+Test(cli, interactive_with_a_prompt_runs_it_first) {
+    run_out r = run("-m " M "stories260K.gguf -n 8 -i -p 'Once upon a time'", "/length 4\n/quit\n");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *text = strstr(r.out, "Once upon a time, there was");
+    const char *len = strstr(r.out, "length: 4");
+    cr_assert(text && len && text < len, "prompt output, then the command's:\n%s", r.out);
+    done(&r);
+}
+
+/* The reference tool's names: /sampler (and /processor) with topk and
+ * topknucleus, basic and onelevel stores; --sampler topk; escapes in a
+ * typed prompt; the drafter hint of /speculative. */
+Test(cli, interactive_aliases_and_escapes) {
+    const char *script = "/sampler topk top_k=5\n/processor topknucleus\n/set_ngramstorage onelevel 4\n"
+                         "/set_ngramstorage basic 3\n/sampler greedy\n/length 2\nOnce\\tupon\\na\\\\ntime\n"
+                         "/speculative\nOnce\n/quit\n";
+    run_out r = run("-m " M "stories260K.gguf -i", script);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *want[] = {"sampler: top_k(", "sampler: top_k_nucleus(", "ngram storage: one, N 4",
+                          "ngram storage: multi, N 3", "Once\tupon\na\\ntime",
+                          "speculative: on\nnote: no drafter yet: /draft_layers K",
+                          "error: spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+    done(&r);
+    r = run("-m " M "stories260K.gguf -p hi -n 2 --sampler topknucleus --seed 1 --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"sampler\":\"top_k_nucleus("), "%s", r.out);
+    done(&r);
+}
+
+/* Ctrl-C during a generation in the interactive mode stops that generation
+ * and the session goes on: a slow run (no KV cache, no EOS, a long length)
+ * is interrupted once its text streams, then a command and /quit are
+ * answered. Every wait is bounded, so a regression fails instead of hanging. */
+Test(cli, interactive_ctrl_c_stops_the_generation_only) {
+    int in[2], outp[2];
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(outp), 0);
+    char errf[64];
+    snprintf(errf, sizeof errf, "tests/tmp/sigint_err.%d", (int)getpid());
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
+    const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(outp[1], 1);
+        FILE *ef = freopen(errf, "w", stderr);
+        (void)ef;
+        close(in[1]);
+        close(outp[0]);
+        execl(bin, bin, "-m", M "stories260K.gguf", "-i", "--no-cache", "--ignore-eos", "-n",
+              "100000", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(outp[1]);
+    const char *first = "Once upon a time\n";
+    cr_assert(write(in[1], first, strlen(first)) == (ssize_t)strlen(first));
+    /* wait (at most 60 s) for some generated text after the echoed prompt */
+    char buf[65536];
+    size_t n = 0;
+    for (int waited = 0; waited < 600; waited++) {
+        struct pollfd p = {outp[0], POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            ssize_t k = read(outp[0], buf + n, sizeof buf - 1 - n);
+            if (k <= 0) break;
+            n += (size_t)k;
+            buf[n] = 0;
+            const char *t = strstr(buf, "Once upon a time");
+            if (t && strlen(t) > 40) break;
+        }
+    }
+    buf[n] = 0;
+    const char *t = strstr(buf, "Once upon a time");
+    int streaming = t && strlen(t) > 40;
+    if (!streaming) kill(pid, SIGKILL);
+    cr_assert(streaming, "no text streamed: '%s'", buf);
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    const char *rest = "/length 3\n/quit\n";
+    cr_assert(write(in[1], rest, strlen(rest)) == (ssize_t)strlen(rest));
+    close(in[1]);
+    /* the rest of stdout until EOF, then the exit status (60 s at most) */
+    for (int waited = 0; waited < 600 && n < sizeof buf - 1; waited++) {
+        struct pollfd p = {outp[0], POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t k = read(outp[0], buf + n, sizeof buf - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    close(outp[0]);
+    int st = 0, got = 0;
+    for (int waited = 0; waited < 100 && !(got = waitpid(pid, &st, WNOHANG)); waited++)
+        usleep(100000);
+    if (!got) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    char *err = tu_slurp(errf);
+    remove(errf);
+    cr_assert(got, "specdec did not leave after /quit:\n%s", buf);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x; stderr: %s", st, err);
+    cr_assert(err && strstr(err, "specdec: interrupted\n"), "stderr: %s", err);
+    cr_assert(strstr(buf, "length: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
+    free(err);
 }
 
 /* Every `./specdec ...` example in README.md runs and exits 0 (examples on

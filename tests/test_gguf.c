@@ -879,6 +879,28 @@ Test(open, directory) {
     cr_assert(matches("directory", e.msg), "%s", e.msg);
 }
 
+/* A FIFO with no writer: opening it for reading would block forever, so it
+ * must be refused by type. .timeout turns a regression into a failure
+ * instead of a hang. */
+Test(open, fifo_is_refused_not_waited_on, .timeout = 10) {
+    mkdir(TMP_DIR, 0755);
+    char path[64];
+    snprintf(path, sizeof path, TMP_DIR "/gguf_fifo_%ld", (long)getpid());
+    unlink(path);
+    cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo %s: %s", path, strerror(errno));
+    sd_err e = {{0}};
+    gguf_file *f = gguf_open(path, &e);
+    unlink(path);
+    cr_assert_null(f);
+    cr_assert(matches("not a regular file \\(a FIFO\\)", e.msg), "%s", e.msg);
+}
+
+Test(open, character_device) {
+    sd_err e = {{0}};
+    cr_assert_null(gguf_open("/dev/null", &e));
+    cr_assert(matches("not a regular file \\(a character device\\)", e.msg), "%s", e.msg);
+}
+
 Test(open, empty_file) {
     mkdir(TMP_DIR, 0755);
     char path[64];

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, sd_err *e) {
@@ -54,7 +55,7 @@ void sd_args_usage(FILE *out) {
         "      --draft-layers K      self-speculative drafter: the target's first K layers\n"
         "  -p, --prompt TEXT         prompt text\n"
         "  -f, --file PATH           read the prompt from a file\n"
-        "  -i, --interactive         read prompts and /commands from stdin\n"
+        "  -i, --interactive         read prompts and /commands from stdin (after -p/-f)\n"
         "      --chat                wrap the prompt in the model's chat template\n"
         "      --system TEXT         system message for --chat (default: the template's)\n"
         "generation\n"
@@ -63,7 +64,7 @@ void sd_args_usage(FILE *out) {
         "      --ignore-eos          keep generating past end-of-sequence tokens\n"
         "      --no-cache            recompute the whole prefix every step (no KV cache)\n"
         "      --ctx N               context positions to allocate (default min(model, 4096))\n"
-        "  -t, --threads N           CPU threads (default: all cores)\n"
+        "  -t, --threads N           CPU threads (default: all cores; at most 4x the cores)\n"
         "      --device D            auto, cpu or cuda (default auto: cuda when a GPU is usable)\n"
         "      --draft-device D      backend of the draft model (default: as --device)\n"
         "speculative decoding and NASD\n"
@@ -83,7 +84,8 @@ void sd_args_usage(FILE *out) {
         "      --min-length L        length-penalty constant (default 5)\n"
         "      --alpha A             length-penalty exponent (default 1.2)\n"
         "sampling\n"
-        "      --sampler NAME        sampler plugin (default greedy)\n"
+        "      --sampler NAME        sampler plugin (default greedy; topk and topknucleus\n"
+        "                            are accepted for top_k and top_k_nucleus)\n"
         "      --sampler-arg K=V     sampler parameter, repeatable\n"
         "      --list-samplers       list the sampler plugins found and exit\n"
         "      --plugin-dir DIR      search DIR for sampler plugins first, repeatable\n"
@@ -95,6 +97,26 @@ void sd_args_usage(FILE *out) {
         "Plugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
         "then plugins/ beside the binary.\n",
         out);
+}
+
+const char *sd_sampler_alias(const char *name) {
+    if (name && !strcmp(name, "topk")) return "top_k";
+    if (name && !strcmp(name, "topknucleus")) return "top_k_nucleus";
+    return name;
+}
+
+int sd_threads_max(void) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? 4 * (int)(cores < 256 ? cores : 256) : 1024;
+}
+
+/* More threads than cores only adds switching; far more is a typo. */
+static int sd_check_threads(const char *flag, int n, sd_err *e) {
+    int max = sd_threads_max();
+    if (n > max)
+        return sd_fail(e, "%s: %d threads is more than 4x the %d cores (at most %d)", flag, n,
+                       max / 4, max);
+    return 0;
 }
 
 typedef enum { F_BOOL, F_OFF, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
@@ -203,7 +225,9 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         case F_OFF: break;
         }
         if (r) return -1;
+        if (f->off == OFF(c.threads) && sd_check_threads(arg, a->c.threads, e)) return -1;
     }
+    a->c.sampler = sd_sampler_alias(a->c.sampler);
     if (a->help || a->list_samplers) return 0;
     if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
     if (!a->interactive && !a->prompt && !a->prompt_file)

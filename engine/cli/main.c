@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/cli/args.h"
 #include "engine/cli/repl.h"
@@ -15,10 +16,19 @@ static char *read_file(const char *path, sd_err *e) {
         sd_fail(e, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        sd_fail(e, "%s: is a directory", path);
+        return NULL;
+    }
     size_t cap = 4096, n = 0;
+    int read_errno = 0;
     char *buf = malloc(cap);
     while (buf) {
+        errno = 0;
         n += fread(buf + n, 1, cap - n - 1, f);
+        read_errno = errno;
         if (n < cap - 1) break;
         char *grown = realloc(buf, cap * 2);
         if (!grown) {
@@ -33,7 +43,8 @@ static char *read_file(const char *path, sd_err *e) {
     fclose(f);
     if (!buf || bad) {
         free(buf);
-        sd_fail(e, "%s: %s", path, bad ? "read error" : "out of memory");
+        if (bad) sd_fail(e, "%s: cannot read: %s", path, read_errno ? strerror(read_errno) : "read error");
+        else sd_fail(e, "%s: out of memory", path);
         return NULL;
     }
     buf[n] = 0;
@@ -101,8 +112,8 @@ static int run(const sd_args *a, sd_err *e) {
     sd_cli_warnings(cli.s.samplers);
     const char *prompt = file_text ? file_text : a->prompt;
     int rc = 0;
-    if (prompt) rc = sd_cli_run(&cli, prompt, stdout, e);
-    if (!rc && a->interactive) rc = sd_repl_run(&cli);
+    if (a->interactive) rc = sd_repl_run(&cli, prompt, e);
+    else rc = sd_cli_run(&cli, prompt, stdout, e);
     sd_session_close(&cli.s);
     free(file_text);
     return rc;

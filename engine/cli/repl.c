@@ -2,9 +2,12 @@
 
 #include <editline/readline.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "engine/cli/args.h"
 
 #define MAX_WORDS 34
 
@@ -21,13 +24,17 @@ static const char usage[] =
     "  /chat                          toggle the chat template\n"
     "  /length N                      tokens to generate\n"
     "  /gamma N                       drafts per verification\n"
-    "  /processor NAME [key=value ...] sampler plugin and its parameters\n"
+    "  /sampler NAME [key=value ...]  sampler plugin and its parameters (alias /processor;\n"
+    "                                 topk = top_k, topknucleus = top_k_nucleus)\n"
     "  /top_k_filler N                target top-k added to the n-gram store\n"
-    "  /set_ngramstorage multi|one N  n-gram store kind and order (rebuilds the store)\n"
+    "  /set_ngramstorage multi|one N  n-gram store kind and order (rebuilds the store;\n"
+    "                                 basic = multi, onelevel = one)\n"
     "  /reset_in_between              toggle resetting the n-gram store between prompts\n"
     "  /draft_layers K                self-speculative drafter: the target's first K layers\n"
     "  /seed N                        sampling seed\n"
-    "anything else is a prompt, run through every enabled strategy\n";
+    "anything else is a prompt, run through every enabled strategy (\\n, \\t and \\\\ in it\n"
+    "are a newline, a tab and a backslash); Ctrl-C stops a running generation and\n"
+    "returns here, a second Ctrl-C during it (or one at this prompt) ends specdec\n";
 
 static int split(char *line, char **w) {
     int n = 0;
@@ -46,7 +53,11 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
     s->c.strategies ^= bit;
-    fprintf(out, "%s: %s\n", what, s->c.strategies & bit ? "on" : "off");
+    int on = (s->c.strategies & bit) != 0;
+    fprintf(out, "%s: %s\n", what, on ? "on" : "off");
+    if (on && (bit & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
+        fprintf(out, "note: no drafter yet: /draft_layers K here, or start with -d DRAFT "
+                     "or --draft-layers K\n");
 }
 
 static void bad(FILE *out, const char *msg) {
@@ -104,9 +115,13 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
         if (n != 2 || w[1][0] == '-' || *end || errno) bad(out, "/seed N with N >= 0");
         else fprintf(out, "seed: %llu\n", (unsigned long long)(s->seed = sv));
     } else if (!strcmp(c, "/set_ngramstorage")) {
-        int kind = n == 3 && !strcmp(w[1], "multi") ? 0 : n == 3 && !strcmp(w[1], "one") ? 1 : -1;
+        /* basic and onelevel: the reference tool's names */
+        int kind = n != 3                                                 ? -1
+                   : !strcmp(w[1], "multi") || !strcmp(w[1], "basic")     ? SD_NGRAM_MULTI
+                   : !strcmp(w[1], "one") || !strcmp(w[1], "onelevel") ? SD_NGRAM_ONE
+                                                                          : -1;
         if (kind < 0 || parse_int(w[2], 2, SD_NGRAM_MAX_N, &v)) {
-            bad(out, "/set_ngramstorage multi|one N with N in [2, 16]");
+            bad(out, "/set_ngramstorage multi|one N with N in [2, 16] (basic = multi, onelevel = one)");
         } else {
             int old_kind = a->ngram_kind, old_n = a->ngram_n;
             a->ngram_kind = kind;
@@ -116,7 +131,7 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
                 a->ngram_n = old_n;
                 fprintf(out, "error: %s\n", e.msg);
             } else {
-                fprintf(out, "ngram storage: %s, N %d\n", w[1], v);
+                fprintf(out, "ngram storage: %s, N %d\n", kind == SD_NGRAM_MULTI ? "multi" : "one", v);
             }
         }
     } else if (!strcmp(c, "/draft_layers")) {
@@ -124,22 +139,66 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
         else if (s->draft) fprintf(out, "error: a draft model is loaded (-d); draft layers need none\n");
         else if (sd_session_set_draft_layers(s, v, &e)) fprintf(out, "error: %s\n", e.msg);
         else fprintf(out, "draft layers: %d\n", v);
-    } else if (!strcmp(c, "/processor")) {
+    } else if (!strcmp(c, "/sampler") || !strcmp(c, "/processor")) {
         if (n < 2) {
-            bad(out, "/processor NAME [key=value ...]");
+            bad(out, "/sampler NAME [key=value ...]");
             sd_samplers_list(s->samplers, out);
-        } else if (sd_session_set_sampler(s, w[1], (const char *const *)w + 2, n - 2, &e)) {
+        } else if (sd_session_set_sampler(s, sd_sampler_alias(w[1]), (const char *const *)w + 2,
+                                          n - 2, &e)) {
             fprintf(out, "error: %s\n", e.msg);
             sd_samplers_list(s->samplers, out);
         } else {
             char desc[256];
             sd_sampler_describe(s->sampler, desc, sizeof desc);
-            fprintf(out, "processor: %s\n", desc);
+            fprintf(out, "sampler: %s\n", desc);
         }
     } else {
         fprintf(out, "error: unknown command '%s'\n%s", c, usage);
     }
     return 0;
+}
+
+/* ---- Ctrl-C ----------------------------------------------------------------
+ * While a prompt runs, SIGINT only sets a flag the strategies check at each
+ * token (SA_RESETHAND: a second Ctrl-C during the same run ends specdec, for
+ * a run stuck where nothing checks). Outside a run SIGINT has its default
+ * action, so a Ctrl-C at the prompt ends the session as before. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static int run_prompt(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    cli->cancel = &interrupted;
+    sigaction(SIGINT, &sa, &old);
+    int rc = sd_cli_run(cli, prompt, out, e);
+    sigaction(SIGINT, &old, NULL);
+    cli->cancel = NULL;
+    fflush(out);
+    return rc;
+}
+
+/* A typed prompt's escapes, in place: \n newline, \t tab, \\ backslash;
+ * any other backslash stays as it is. */
+static void unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (*r == '\\' && (r[1] == 'n' || r[1] == 't' || r[1] == '\\')) {
+            r++;
+            *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : '\\';
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
 }
 
 int sd_repl_line(sd_cli *cli, char *line, FILE *out) {
@@ -156,11 +215,15 @@ int sd_repl_line(sd_cli *cli, char *line, FILE *out) {
         return command(cli, w, n, out);
     }
     sd_err e = {{0}};
-    if (sd_cli_run(cli, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
+    unescape(line);
+    if (run_prompt(cli, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
     return 0;
 }
 
-int sd_repl_run(sd_cli *cli) {
+int sd_repl_run(sd_cli *cli, const char *first, sd_err *e) {
+    /* -i -p TEXT: the prompt first, as given (no unescaping); an error in
+     * it ends the run like one without -i */
+    if (first && run_prompt(cli, first, stdout, e)) return -1;
     int tty = isatty(0);
     if (tty) {
         printf("specdec interactive mode; /help lists the commands\n");

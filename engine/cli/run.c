@@ -51,6 +51,13 @@ typedef struct result {
 
 static double rate(int n, double s) { return s > 0 && n > 0 ? n / s : 0; }
 
+/* r's tokens per second over ar's; NAN (shown "-" or null) when either
+ * rate is undefined, e.g. with -n 0 nothing was generated or timed. */
+static double speedup(const result *r, const result *ar) {
+    double a = rate(ar->st.new_tokens, ar->st.total_s), b = rate(r->st.new_tokens, r->st.total_s);
+    return a > 0 && b > 0 ? b / a : NAN;
+}
+
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar) {
     const sd_gen_stats *st = &r->st;
@@ -82,8 +89,7 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     sd_json_int(&j, "target_calls", st->target_calls);
     sd_json_int(&j, "draft_calls", st->draft_calls);
     if (ar && ar->ran) {
-        sd_json_num(&j, "speedup_vs_ar",
-                    rate(st->new_tokens, st->total_s) / rate(ar->st.new_tokens, ar->st.total_s));
+        sd_json_num(&j, "speedup_vs_ar", speedup(r, ar));
         sd_json_int(&j, "same_as_ar", ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4));
     } else {
         sd_json_num(&j, "speedup_vs_ar", NAN);
@@ -103,15 +109,16 @@ static void print_summary(const result *res, FILE *out) {
         if (!r->ran) continue;
         const sd_gen_stats *st = &r->st;
         double tps = rate(st->new_tokens, st->total_s);
-        char acc[16] = "-", sp[16] = "-";
+        char acc[16] = "-", sp[16] = "-", tp[16] = "-";
         if (st->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st->accepted / st->drafted);
-        if (ar->ran) snprintf(sp, sizeof sp, "%.2fx", tps / rate(ar->st.new_tokens, ar->st.total_s));
+        if (ar->ran && isfinite(speedup(r, ar))) snprintf(sp, sizeof sp, "%.2fx", speedup(r, ar));
+        if (tps > 0) snprintf(tp, sizeof tp, "%.1f", tps);
         const char *same = !ar->ran || r == ar ? ""
                            : (ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4))
                                ? "same as ar"
                                : "differs from ar";
-        fprintf(out, "%-6s %7d %9.3f %9.1f %8s %7ld %7ld %8s %s\n", sd_strategy_name(order[i]),
-                st->new_tokens, st->total_s, tps, acc, st->target_calls, st->draft_calls, sp, same);
+        fprintf(out, "%-6s %7d %9.3f %9s %8s %7ld %7ld %8s %s\n", sd_strategy_name(order[i]),
+                st->new_tokens, st->total_s, tp, acc, st->target_calls, st->draft_calls, sp, same);
     }
 }
 
@@ -142,7 +149,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             goto done;
         }
         stream st = {.tok = s->target->tok, .out = out, .text = !cli->json && !cli->debug};
-        sd_hooks h = {on_token, cli->debug && !cli->json ? on_step : NULL, &st};
+        sd_hooks h = {on_token, cli->debug && !cli->json ? on_step : NULL, &st, cli->cancel};
         if (!cli->json) {
             if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fputs(prompt, out);
@@ -191,8 +198,13 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
                         g->drafted, 100.0 * g->accepted / g->drafted, g->draft_calls);
             fprintf(stderr, "%s\n", g->hit_context ? " (context full)" : "");
         }
+        if (cli->cancel && *cli->cancel) {
+            fflush(out);
+            fprintf(stderr, "specdec: interrupted\n");
+            break;
+        }
     }
-    if (!cli->json && n_runs > 1) print_summary(res, out);
+    if (!cli->json && n_runs > 1 && !(cli->cancel && *cli->cancel)) print_summary(res, out);
     if (!cli->json && s->sampler) fprintf(stderr, "specdec: seed %llu\n", (unsigned long long)s->seed);
     rc = 0;
 done:

@@ -4,6 +4,7 @@
 #ifndef SD_RUN_H
 #define SD_RUN_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "engine/session/session.h"
@@ -14,10 +15,15 @@ typedef struct sd_cli {
     sd_session s;
     int json;  /* one JSON object per strategy instead of text and tables */
     int debug; /* one line per verification round on stderr */
+    /* NULL, or a flag a SIGINT handler sets (interactive mode): once set, the
+     * running strategy stops early and the rest of the prompt's strategies
+     * and the table are skipped. */
+    const volatile sig_atomic_t *cancel;
 } sd_cli;
 
 /* Runs prompt through the enabled strategies; text to out, metrics to
- * stderr (or JSON lines to out). */
+ * stderr (or JSON lines to out). An interrupted run (cli->cancel) returns 0
+ * after a "specdec: interrupted" line on stderr. */
 int sd_cli_run(sd_cli *c, const char *prompt, FILE *out, sd_err *e);
 /* The current settings, as /help shows them. */
 void sd_cli_describe(const sd_cli *c, FILE *out);

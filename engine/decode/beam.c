@@ -110,7 +110,7 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
         beams[i].score = beams[i].logp / penalty(1, o->min_length, o->alpha);
         beams[i].finished = sd_is_eos(cfg, idx[i]);
     }
-    for (int len = 1; len < gen; len++) {
+    for (int len = 1; len < gen && !(cfg->cancel && *cfg->cancel); len++) {
         int live = 0;
         for (int i = 0; i < B; i++)
             if (!beams[i].finished) {

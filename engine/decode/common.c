@@ -87,7 +87,7 @@ int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
 int sd_emit(const sd_gen_cfg *cfg, int32_t *out, int *count, int32_t id) {
     out[(*count)++] = id;
     if (cfg->on_token) cfg->on_token(cfg->ud, id);
-    return sd_is_eos(cfg, id);
+    return sd_is_eos(cfg, id) || (cfg->cancel && *cfg->cancel);
 }
 
 int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *out, int count,

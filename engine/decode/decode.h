@@ -5,6 +5,7 @@
 #ifndef SD_GENERATE_H
 #define SD_GENERATE_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "kernels/common/error.h"
@@ -47,6 +48,7 @@ typedef struct sd_gen_cfg {
     sd_token_cb on_token;
     sd_step_cb on_step; /* may be NULL */
     void *ud;
+    const volatile sig_atomic_t *cancel; /* may be NULL; set: stop after the token being emitted */
 } sd_gen_cfg;
 
 /* A model as a strategy sees it: weights, the cache it extends, and how many

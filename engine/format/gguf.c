@@ -343,8 +343,19 @@ gguf_file *gguf_open_mem(const void *mem, size_t size, const char *name, sd_err 
     return finish(f, e);
 }
 
+/* What a non-regular file is, for the error that refuses it. */
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m)  ? "a FIFO"
+           : S_ISCHR(m) ? "a character device"
+           : S_ISBLK(m) ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a plain file";
+}
+
 gguf_file *gguf_open(const char *path, sd_err *e) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever; anything but a regular file is refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) { sd_fail(e, "cannot open: %s", strerror(errno)); return NULL; }
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -353,7 +364,11 @@ gguf_file *gguf_open(const char *path, sd_err *e) {
         return NULL;
     }
     if (S_ISDIR(st.st_mode)) { sd_fail(e, "is a directory, not a GGUF file"); close(fd); return NULL; }
-    if (!S_ISREG(st.st_mode)) { sd_fail(e, "not a regular file"); close(fd); return NULL; }
+    if (!S_ISREG(st.st_mode)) {
+        sd_fail(e, "not a regular file (%s)", file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
     if (st.st_size < 24) {
         sd_fail(e, "not a GGUF file (%lld bytes, a header needs 24)", (long long)st.st_size);
         close(fd);

@@ -198,6 +198,7 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
         cfg.on_token = h->on_token;
         cfg.on_step = h->on_step;
         cfg.ud = h->ud;
+        cfg.cancel = h->cancel;
     }
     int max = c->n_predict;
     switch (strat) {

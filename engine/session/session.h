@@ -116,6 +116,10 @@ typedef struct sd_hooks {
     sd_token_cb on_token; /* each final token, in order */
     sd_step_cb on_step;   /* each verification round (spec, NASD) */
     void *ud;
+    /* May be NULL. Once *cancel is set (e.g. by a SIGINT handler) the run
+     * stops after the token it is emitting (beam search: after its current
+     * step, with the best beam so far) and returns what it has. */
+    const volatile sig_atomic_t *cancel;
 } sd_hooks;
 
 /* Runs strategy strat (one SD_STRAT_* bit) on ids from empty caches, with

@@ -32,7 +32,9 @@ char *tu_slurp(const char *path) {
     return b;
 }
 
-tu_run tu_specdec(const char *args, const char *input) {
+tu_run tu_specdec(const char *args, const char *input) { return tu_specdec_ex(args, input, 0, 0); }
+
+tu_run tu_specdec_ex(const char *args, const char *input, int timeout_s, int merge) {
     tu_run r = {NULL, NULL, -1};
     char cmd[8192], in[64], out[64], err[64];
     int pid = (int)getpid();
@@ -47,11 +49,23 @@ tu_run tu_specdec(const char *args, const char *input) {
         fclose(f);
     }
     const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
-    snprintf(cmd, sizeof cmd, "%s %s <%s >%s 2>%s", bin, args, input ? in : "/dev/null", out, err);
+    char limit[48] = "";
+    if (timeout_s > 0) snprintf(limit, sizeof limit, "timeout -k 5 %d ", timeout_s);
+    /* merged: one pipe into cat, so stdout is a pipe, not a file, as in `specdec 2>&1 | less` */
+    if (merge)
+        snprintf(cmd, sizeof cmd, "{ %s%s %s <%s 2>&1; echo $? >%s; } | cat >%s", limit, bin,
+                 args, input ? in : "/dev/null", err, out);
+    else
+        snprintf(cmd, sizeof cmd, "%s%s %s <%s >%s 2>%s", limit, bin, args,
+                 input ? in : "/dev/null", out, err);
     int st = system(cmd);
     r.out = tu_slurp(out);
     r.err = tu_slurp(err);
     r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (merge && r.err) { /* the err file held the exit status */
+        r.rc = r.rc == 0 ? atoi(r.err) : -1;
+        r.err[0] = 0;
+    }
     remove(out);
     remove(err);
     if (input) remove(in);

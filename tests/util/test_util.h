@@ -19,6 +19,11 @@ typedef struct tu_run {
  * stdin from `input` (NULL: /dev/null). Files are per process (tests may run
  * in parallel) and removed afterwards. */
 tu_run tu_specdec(const char *args, const char *input);
+/* The same, killed after timeout_s seconds when > 0 (rc 124: a hang fails
+ * the test instead of stalling the suite), and with stderr sent into the
+ * same pipe as stdout when merge is set (out holds both, err is ""), so a
+ * test sees the two streams interleaved as a terminal or `2>&1` would. */
+tu_run tu_specdec_ex(const char *args, const char *input, int timeout_s, int merge);
 void tu_run_free(tu_run *r);
 
 #endif
