@@ -39,8 +39,8 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         }
         int32_t id;
         if (sd_is_greedy(cfg)) {
-            if (sd_lm_extend_argmax(lm, seq, len, cfg->use_cache, &id, e)) goto done;
-        } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, e) ||
+            if (sd_lm_extend_argmax(lm, seq, len, cfg->use_cache, &id, st, e)) goto done;
+        } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, st, e) ||
                    sd_pick_token(cfg, logits, probs, vocab, &id, e)) {
             goto done;
         }

@@ -56,17 +56,19 @@ int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int 
 }
 
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
-                 int n_logits, sd_err *e) {
+                 int n_logits, sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - n_logits) start = len - n_logits;
+    st->host_bytes += (long long)n_logits * lm->m->hp.vocab * (long long)sizeof(float);
     return sd_forward_ex(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, logits,
                          n_logits, e);
 }
 
 int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
-                        sd_err *e) {
+                        sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - 1) start = len - 1;
+    st->host_bytes += (long long)sizeof(int32_t);
     return sd_forward_argmax(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, id, e);
 }
 

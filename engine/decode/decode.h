@@ -19,6 +19,7 @@ typedef struct sd_gen_stats {
     double total_s;   /* whole call, prefill included */
     long target_calls, draft_calls;
     long drafted, accepted;
+    long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
 } sd_gen_stats;
 
@@ -61,12 +62,12 @@ typedef struct sd_lm {
 /* Logits of the last n_logits tokens of seq[0..len): feeds only what the
  * cache does not hold yet (everything from 0 when use_cache is off). */
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
-                 int n_logits, sd_err *e);
+                 int n_logits, sd_gen_stats *st, sd_err *e);
 
 /* Greedy next token after seq[0..len) with the logits left in backend
  * memory (one id crosses to the host). */
 int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
-                        sd_err *e);
+                        sd_gen_stats *st, sd_err *e);
 
 /* Picks the next token from one row of logits with the configured
  * sampler; probs is [vocab] scratch. */

@@ -51,7 +51,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     double t0 = sd_now();
     if (o->first_target && cur < total) {
         int32_t t;
-        if (sd_lm_extend(target, seq, cur, cfg->use_cache, tlog, 1, e) ||
+        if (sd_lm_extend(target, seq, cur, cfg->use_cache, tlog, 1, st, e) ||
             sd_token_dist(cfg, tlog, p, 1, vocab, e) || sd_dist_sample(cfg, p, vocab, &t, e) ||
             add_fillers(store, seq, cur, tlog, vocab, o->filler_top_k, e) ||
             sd_ngram_observe(store, seq, cur, t, e))
@@ -66,7 +66,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
         while (g < room && sd_ngram_predict(store, seq, cur + g, !o->stop_if_unknown, &seq[cur + g], NULL))
             g++;
         st->drafted += g;
-        if (sd_lm_extend(target, seq, cur + g, cfg->use_cache, tlog, g + 1, e) ||
+        if (sd_lm_extend(target, seq, cur + g, cfg->use_cache, tlog, g + 1, st, e) ||
             sd_token_dist(cfg, tlog, p, g + 1, vocab, e))
             goto done;
         st->target_calls++;

@@ -70,7 +70,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     double t0 = sd_now();
     if (o->first_target && cur < total) {
         int32_t t;
-        if (sd_lm_extend(target, b.seq, cur, cfg->use_cache, b.tlog, 1, e) ||
+        if (sd_lm_extend(target, b.seq, cur, cfg->use_cache, b.tlog, 1, st, e) ||
             sd_token_dist(cfg, b.tlog, b.p, 1, vocab, e) || sd_dist_sample(cfg, b.p, vocab, &t, e))
             goto done;
         st->target_calls++;
@@ -81,14 +81,14 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     while (cur < total) {
         int g = total - cur - 1 < gamma ? total - cur - 1 : gamma;
         for (int k = 0; k < g; k++) {
-            if (sd_lm_extend(drafter, b.seq, cur + k, cfg->use_cache, b.dlog, 1, e) ||
+            if (sd_lm_extend(drafter, b.seq, cur + k, cfg->use_cache, b.dlog, 1, st, e) ||
                 sd_token_dist(cfg, b.dlog, b.q + (size_t)k * V, 1, vocab, e) ||
                 sd_dist_sample(cfg, b.q + (size_t)k * V, vocab, &b.seq[cur + k], e))
                 goto done;
             st->draft_calls++;
         }
         st->drafted += g;
-        if (sd_lm_extend(target, b.seq, cur + g, cfg->use_cache, b.tlog, g + 1, e) ||
+        if (sd_lm_extend(target, b.seq, cur + g, cfg->use_cache, b.tlog, g + 1, st, e) ||
             sd_token_dist(cfg, b.tlog, b.p, g + 1, vocab, e))
             goto done;
         st->target_calls++;
