@@ -52,8 +52,11 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
     return M.which == 1 ? p.k[i] : M.which == 2 ? p.v[i] : M.out + (size_t)i * M.w.rows;
 }
 
+/* __grid_constant__: args is read in place in parameter memory (the
+ * scatter table is indexed by the row, which would otherwise copy the 2 KB
+ * struct to each thread's local memory). */
 template <int T, int NT, class P>
-__global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const P args) {
+__global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
     const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
