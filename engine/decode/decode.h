@@ -138,7 +138,8 @@ typedef struct sd_verify {
     int vocab;
     int32_t *ids;              /* [gamma+1][top_k] */
     float *q, *p, *tlog, *resid; /* sampled path: [gamma][vocab], [gamma+1][vocab] x2, [vocab] */
-    double t0;                 /* start of generation, for st->prefill_s */
+    /* set by the caller before the first round */
+    double t0; /* start of generation, for st->prefill_s */
 } sd_verify;
 
 /* Allocates the buffers for v's gamma, top_k and path. */
