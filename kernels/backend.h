@@ -6,8 +6,8 @@
  * for the CPU, device memory for CUDA) obtained from alloc(); weights are
  * made resident once with upload_weight(), which rewrites w->data. Token ids
  * and logits cross to the host explicitly (embed takes host ids, to_host
- * copies logits back), so a CUDA backend copies one small buffer each way
- * per step.
+ * copies logits back, top_k_rows copies only the ids of the best tokens),
+ * so a CUDA backend copies one small buffer each way per step.
  *
  * Shapes: activations are row-major [n][dim]; the KV cache of one layer is
  * [position][kv_head][head_dim], so the K/V rows of positions pos..pos+n-1
@@ -20,6 +20,11 @@
 
 #include "kernels/common/error.h"
 #include "kernels/common/weight.h"
+
+/* Limits of the ops below: rows of one qkv_rope_same_pos or top_k_rows call
+ * (the model's chunk of positions, or the beams of one step), and the k of
+ * top_k_rows. */
+enum { SD_MAX_ROWS = 128, SD_TOP_K_MAX = 64 };
 
 typedef struct sd_attn_shape {
     int n_head, n_kv, head_dim, rope_dim;
@@ -49,21 +54,30 @@ struct sd_backend {
     int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
                     const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                     int n, int pos, sd_err *e);
-    /* Optional (NULL: the model calls qkv_rope once per row): the same with
-     * every row at position pos, for beams that share a length but not a
-     * cache; k_rows/v_rows are [n][kv_dim] scratch the caller scatters. */
-    int (*qkv_rope_same_pos)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
-                             float *v_rows, const sd_weight *wq, const sd_weight *wk,
-                             const sd_weight *wv, const float *x, int n, int pos, sd_err *e);
+    /* The same with every row at position pos, for n <= SD_MAX_ROWS
+     * sequences that share a length but not a cache (beams): row i's key
+     * and value go straight to k_dst[i] and v_dst[i] ([kv_dim] each, backend
+     * memory: position pos of sequence i's layer cache). The pointer arrays
+     * themselves are host memory, read during the call. */
+    int (*qkv_rope_same_pos)(sd_backend *b, const sd_attn_shape *s, float *q,
+                             float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                             const sd_weight *wk, const sd_weight *wv, const float *x, int n,
+                             int pos, sd_err *e);
     /* Causal GQA over the layer cache kc/vc holding positions 0..pos+n-1. */
     int (*attention)(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
                      const float *kc, const float *vc, int n, int pos, sd_err *e);
     /* out (+)= x W^T */
     int (*matmul)(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
                   int accumulate, sd_err *e);
-    /* *id = index of the first maximum of x[0..n) (backend memory), so
-     * greedy decoding copies one id per step instead of a logits row. */
-    int (*argmax)(sd_backend *b, const float *x, int n, int32_t *id, sd_err *e);
+    /* For each row r of x[n_rows][cols] (backend memory), the indices of
+     * its k largest values, largest first, the lowest index first among
+     * equal values, into ids_host[r*k .. r*k+k) (host memory): k = 1 is the
+     * first maximum. Only the ids cross to the host, so greedy decoding and
+     * verification copy n_rows*k ints instead of the rows. 1 <= n_rows <=
+     * SD_MAX_ROWS, 1 <= k <= min(cols, SD_TOP_K_MAX); rows hold no NaN
+     * (with one the order is unspecified). Waits for queued work. */
+    int (*top_k_rows)(sd_backend *b, const float *x, int n_rows, int cols, int k,
+                      int32_t *ids_host, sd_err *e);
     /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
     int (*ffn_swiglu)(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
                       const sd_weight *w3, const float *x, int n, sd_err *e);

@@ -183,11 +183,14 @@ Test(cli, json_output_has_the_contract_fields) {
     cr_assert(j, "not one JSON object: %s", r.out);
     const char *fields[] = {"strategy", "prompt_ids", "ids", "text", "new_tokens", "seconds",
                             "tokens_per_s", "drafted", "accepted", "acceptance_rate",
-                            "target_calls", "draft_calls", "speedup_vs_ar"};
+                            "target_calls", "draft_calls", "host_bytes", "host_bytes_per_round",
+                            "speedup_vs_ar"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         cr_assert(json_get(j, fields[i]), "missing %s", fields[i]);
     cr_assert_str_eq(json_str(json_get(j, "strategy"), NULL), "ar");
     cr_assert_eq(json_num(json_get(j, "new_tokens")), 16);
+    /* greedy AR copies one id a step */
+    cr_assert_eq(json_num(json_get(j, "host_bytes")), 4 * json_num(json_get(j, "target_calls")));
     cr_assert(strstr(r.out, golden_ids), "ids differ from the golden greedy ids: %s", r.out);
     cr_assert(strncmp(json_str(json_get(j, "text"), NULL), ", there was a little girl", 25) == 0);
     json_free(j);
@@ -224,6 +227,28 @@ Test(cli, strategies_side_by_side_are_lossless) {
         line = nl + 1;
     }
     done(&r);
+}
+
+/* beam search honours --no-cache (it recomputes every beam's prefix): the
+ * same beams, the same ids */
+Test(cli, beam_no_cache_gives_the_same_ids) {
+    const char *cmd = "-m " M "stories260K.gguf -p 'Once upon a time' -n 12 --strategy beam --json";
+    run_out a = run(cmd, NULL);
+    char nc[256];
+    snprintf(nc, sizeof nc, "%s --no-cache", cmd);
+    run_out b = run(nc, NULL);
+    cr_assert_eq(a.rc, 0, "%s", a.err);
+    cr_assert_eq(b.rc, 0, "%s", b.err);
+    json *ja = json_parse(a.out, strlen(a.out)), *jb = json_parse(b.out, strlen(b.out));
+    cr_assert(ja && jb);
+    cr_assert_eq(json_num(json_get(jb, "use_cache")), 0);
+    char *ia = strstr(a.out, "\"ids\":"), *ib = strstr(b.out, "\"ids\":");
+    cr_assert(ia && ib);
+    *strchr(ia, ']') = 0;
+    *strchr(ib, ']') = 0;
+    cr_assert_str_eq(ib, ia);
+    json_free(ja), json_free(jb);
+    done(&a), done(&b);
 }
 
 Test(cli, human_output_streams_text_and_metrics) {

@@ -18,7 +18,8 @@
  *  - rmsnorm 1e-5 relative; swiglu 1e-6 relative + 1e-7;
  *  - rope: angles are built in float like llama.cpp, so the error grows with
  *    the position: err <= (2e-5 + 2e-7 * pos) * max|x|;
- *  - attention: err <= 2e-5 (inputs O(1), outputs are convex mixes of V). */
+ *  - attention: err <= 2e-5 (inputs O(1), outputs are convex mixes of V);
+ *  - top-k ids: exact, the selection reference's order. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -506,5 +507,41 @@ Test(cpu, embed) {
         cr_assert(strstr(e.msg, "range"), "%s", e.msg);
         free((void *)w.data);
     }
+    sd_cpu_destroy(c);
+}
+
+/* Rows with ties (values from a few levels), -inf and ordinary random
+ * values; k from 1 to 64, k = cols included. */
+Test(cpu, top_k_rows) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(2, &e);
+    cr_assert(c, "%s", e.msg);
+    enum { ROWS = 6, COLS = 300 };
+    static float x[ROWS * COLS];
+    static int32_t got[ROWS * 64], ref[64];
+    for (int r = 0; r < ROWS; r++) {
+        float *row = x + r * COLS;
+        fill(row, COLS, -5, 5);
+        for (int i = 0; i < COLS; i++) {
+            if (r == 1) row[i] = (float)(i % 4);           /* ties everywhere */
+            if (r == 2 && i % 3) row[i] = -INFINITY;       /* -inf among values */
+            if (r == 3) row[i] = -INFINITY;                /* only -inf */
+            if (r == 4 && i % 7 == 0) row[i] = 5.0f;       /* a tie at the top */
+        }
+    }
+    static const int ks[] = {1, 2, 5, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        const int k = ks[ki];
+        sd_cpu_top_k_rows(c, x, ROWS, COLS, k, got);
+        for (int r = 0; r < ROWS; r++) {
+            ref_top_k(x + r * COLS, COLS, k, ref);
+            cr_assert_eq(memcmp(got + r * k, ref, (size_t)k * sizeof *ref), 0,
+                         "row %d k %d: first id %d, reference %d", r, k, got[r * k], ref[0]);
+        }
+    }
+    const float small[3] = {1, 3, 3};
+    int32_t all[3];
+    cr_assert_eq(sd_cpu_top_k(small, 3, 64, all), 3); /* k > n: n ids */
+    cr_assert(all[0] == 1 && all[1] == 2 && all[2] == 0);
     sd_cpu_destroy(c);
 }

@@ -21,7 +21,8 @@
  *                                        split combination reorder sums
  *   rmsnorm                        1e-6  the same double-precision scale
  *   embed                          exact the same dequantisation arithmetic
- *   argmax                         exact index, the engine's tie rule
+ *   top_k_rows                     exact ids, the CPU backend's order
+ *   qkv_rope_same_pos              as qkv_rope (the CPU op per row)
  *   whole model, float weights     1e-4; quantised weights 1e-2: a tiny
  *                                        difference in the residual stream
  *                                        can move one activation across an
@@ -408,42 +409,110 @@ Test(cuda, embed) {
         }
 }
 
-/* ---- argmax ---------------------------------------------------------------------------------- */
-static int32_t host_argmax(const float *x, int n) { /* engine/generate/common.c */
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-static void check_argmax(const float *x, int n, const char *what) {
-    float *d = dbuf((size_t)n, x);
-    int32_t id = -1;
-    OK(sd_cuda_argmax(gpu, d, n, &id, e));
-    cr_expect(id == host_argmax(x, n), "argmax %s (n=%d): %d, host says %d", what, n, id,
-              host_argmax(x, n));
+/* ---- top_k_rows ----------------------------------------------------------------------------- */
+/* Both backends on the same rows: the ids must match exactly. */
+static void check_top_k(const float *x, int n_rows, int cols, int k, const char *what) {
+    float *d = dbuf((size_t)n_rows * cols, x);
+    int32_t *got = malloc((size_t)n_rows * k * sizeof *got), *ref = malloc((size_t)n_rows * k * sizeof *ref);
+    cr_assert(got && ref);
+    OK(cpu->top_k_rows(cpu, x, n_rows, cols, k, ref, e));
+    OK(gpu->top_k_rows(gpu, d, n_rows, cols, k, got, e));
+    for (int i = 0; i < n_rows * k; i++)
+        if (got[i] != ref[i]) {
+            cr_expect(0, "top_k_rows %s (%d rows of %d, k %d): row %d rank %d is %d, cpu says %d",
+                      what, n_rows, cols, k, i / k, i % k, got[i], ref[i]);
+            break;
+        }
     gpu->release(gpu, d);
+    free(got), free(ref);
 }
 
-Test(cuda, argmax) {
+Test(cuda, top_k_rows) {
     rng_state = 53;
-    const int n = 128256;
+    const int n = 128256, rows = 5, cols = 49152;
     float *x = hrand((size_t)n, 10.0f);
-    check_argmax(x, n, "random");
-    check_argmax(x, 1, "one element");
-    check_argmax(x, 1000, "short row");
+    check_top_k(x, 1, n, 1, "random, argmax");
+    check_top_k(x, 1, n, 64, "random, k 64");
+    check_top_k(x, 1, 1, 1, "one element");
+    check_top_k(x, 1, 1000, 7, "short row");
     x[n - 1] = 100.0f;
-    check_argmax(x, n, "last");
+    check_top_k(x, 1, n, 1, "last");
     x[77] = 100.0f;
-    check_argmax(x, n, "tie (lowest index wins)");
-    x[5] = NAN;
-    x[n - 2] = NAN;
-    check_argmax(x, n, "NaNs ignored");
-    x[0] = NAN;
-    check_argmax(x, n, "NaN first");
+    x[3] = 100.0f;
+    check_top_k(x, 1, n, 4, "tie (lowest index first)");
+    for (int i = 0; i < 200; i++) x[1000 + i] = (float)(i % 3); /* many equal values */
+    check_top_k(x + 1000, 1, 200, 64, "ties within the top 64");
     for (int i = 0; i < n; i++) x[i] = -INFINITY;
-    check_argmax(x, n, "all -inf");
+    check_top_k(x, 1, n, 8, "all -inf");
+    x[500] = 1.0f;
+    check_top_k(x, 1, n, 3, "one value among -inf");
     free(x);
+    float *y = hrand((size_t)rows * cols, 5.0f);
+    check_top_k(y, rows, cols, 1, "rows, argmax");
+    check_top_k(y, rows, cols, 10, "rows, k 10");
+    float *z = hrand((size_t)SD_MAX_ROWS * 300, 1.0f);
+    check_top_k(z, SD_MAX_ROWS, 300, SD_TOP_K_MAX, "the most rows and the largest k");
+    free(y), free(z);
+}
+
+/* ---- qkv_rope_same_pos -------------------------------------------------------------------------
+ * n sequences at position pos, each with its own cache: the CUDA op against
+ * the CPU one, K/V rows read back from each cache (sentinels elsewhere). */
+static void check_qkv_same_pos(uint32_t type, sd_attn_shape s, int n, int pos) {
+    const int dim = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim, len = pos + 1;
+    wpair wq, wk, wv;
+    wpair_rand(&wq, type, dim, dim, 1.0f);
+    wpair_rand(&wk, type, kv, dim, 1.0f);
+    wpair_rand(&wv, type, kv, dim, 1.0f);
+    float *x = hrand((size_t)n * dim, 1.0f), *q_ref = malloc((size_t)n * dim * 4);
+    float *kv_ref = malloc(2 * (size_t)n * len * kv * 4), *kv_init = malloc((size_t)len * kv * 4);
+    float **hk = malloc((size_t)n * sizeof *hk), **hv = malloc((size_t)n * sizeof *hv);
+    float **dk = malloc((size_t)n * sizeof *dk), **dv = malloc((size_t)n * sizeof *dv);
+    float **ck = malloc((size_t)n * sizeof *ck), **cv = malloc((size_t)n * sizeof *cv);
+    cr_assert(q_ref && kv_ref && kv_init && hk && hv && dk && dv && ck && cv);
+    for (size_t i = 0; i < (size_t)len * kv; i++) kv_init[i] = 12345.0f;
+    for (int i = 0; i < n; i++) {
+        hk[i] = kv_ref + (size_t)(2 * i) * len * kv;
+        hv[i] = hk[i] + (size_t)len * kv;
+        memcpy(hk[i], kv_init, (size_t)len * kv * 4);
+        memcpy(hv[i], kv_init, (size_t)len * kv * 4);
+        ck[i] = hk[i] + (size_t)pos * kv;
+        cv[i] = hv[i] + (size_t)pos * kv;
+    }
+    OK(cpu->qkv_rope_same_pos(cpu, &s, q_ref, ck, cv, &wq.c, &wk.c, &wv.c, x, n, pos, e));
+    float *dx = dbuf((size_t)n * dim, x), *dq = dbuf((size_t)n * dim, NULL);
+    float **dcache = malloc(2 * (size_t)n * sizeof *dcache);
+    cr_assert(dcache);
+    for (int i = 0; i < 2 * n; i++) dcache[i] = dbuf((size_t)len * kv, kv_init);
+    for (int i = 0; i < n; i++) {
+        dk[i] = dcache[2 * i] + (size_t)pos * kv;
+        dv[i] = dcache[2 * i + 1] + (size_t)pos * kv;
+    }
+    OK(gpu->qkv_rope_same_pos(gpu, &s, dq, dk, dv, &wq.g, &wk.g, &wv.g, dx, n, pos, e));
+    float *q = fetch(dq, (size_t)n * dim);
+    double worst = rel_err(q, q_ref, (size_t)n * dim);
+    for (int i = 0; i < 2 * n; i++) {
+        float *c = fetch(dcache[i], (size_t)len * kv);
+        double err = rel_err(c, i % 2 ? hv[i / 2] : hk[i / 2], (size_t)len * kv);
+        if (err > worst) worst = err;
+        free(c);
+        gpu->release(gpu, dcache[i]);
+    }
+    const double tol = is_quant(type) ? 1e-3 : 1e-4;
+    cr_expect(worst <= tol, "qkv_rope_same_pos %s n=%d pos=%d: error %.3g > %.1g",
+              sd_wtype_name(type), n, pos, worst, tol);
+    gpu->release(gpu, dx), gpu->release(gpu, dq);
+    free(x), free(q_ref), free(kv_ref), free(kv_init), free(hk), free(hv), free(dk), free(dv);
+    free(ck), free(cv), free(dcache), free(q);
+    wpair_free(&wq), wpair_free(&wk), wpair_free(&wv);
+}
+
+Test(cuda, qkv_rope_same_pos) {
+    rng_state = 31;
+    const sd_attn_shape s = {9, 3, 64, 64, 10000.0f};
+    static const int ns[] = {1, 4, SD_MAX_ROWS};
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (size_t k = 0; k < 3; k++) check_qkv_same_pos(all_types[t], s, ns[k], 17);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -460,8 +529,9 @@ Test(cuda, errors_name_the_op) {
               e.msg);
     cr_expect(gpu->rmsnorm(gpu, d, d, &w, 1, 16, 1e-5f, &e) != 0 && strstr(e.msg, "cuda: rmsnorm"),
               "'%s'", e.msg);
-    int32_t id;
-    cr_expect(sd_cuda_argmax(cpu, d, 4, &id, &e) != 0, "argmax on the CPU backend must fail");
+    int32_t ids[4];
+    cr_expect(gpu->top_k_rows(gpu, d, 1, 4, 5, ids, &e) != 0 && strstr(e.msg, "cuda: top_k_rows"),
+              "'%s'", e.msg);
     gpu->release(gpu, d);
 }
 
@@ -601,7 +671,8 @@ static void tiny_host_free(tiny_host *m) {
 
 /* Same weights, same tokens on ref and dut: max relative logit error over a
  * 7-token prefill, a 4-token verification at 7 and a decode step at 11.
- * Also checks sd_cuda_argmax on dut's last logits row when dut is CUDA. */
+ * Also checks top_k_rows on dut's last logits row against the CPU op on
+ * the host copy. */
 static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) {
     tiny_host m;
     tiny_host_make(&m);
@@ -620,11 +691,11 @@ static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) 
         double err = rel_err(lb, la, (size_t)n * TVOCAB);
         if (err > worst) worst = err;
     }
-    if (dut->name && strcmp(dut->name, "cuda") == 0) {
-        int32_t id = -1;
-        OK(sd_cuda_argmax(dut, b.logits, TVOCAB, &id, e));
-        cr_expect(id == host_argmax(lb, TVOCAB), "model argmax %d, host %d", id, host_argmax(lb, TVOCAB));
-    }
+    int32_t ids[4], host[4];
+    OK(dut->top_k_rows(dut, b.logits, 1, TVOCAB, 4, ids, e));
+    OK(cpu->top_k_rows(cpu, lb, 1, TVOCAB, 4, host, e));
+    cr_expect(!memcmp(ids, host, sizeof ids), "model top 4 %d %d %d %d, host %d %d %d %d", ids[0],
+              ids[1], ids[2], ids[3], host[0], host[1], host[2], host[3]);
     free(la), free(lb);
     tiny_free(&a), tiny_free(&b);
     tiny_host_free(&m);

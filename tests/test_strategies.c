@@ -89,6 +89,8 @@ Test(speculative, greedy_equals_autoregressive) {
                                      files[t], files[d], g, cache);
                     cr_assert(st.drafted > 0 && st.accepted <= st.drafted);
                     if (t == d) cr_assert_eq(st.accepted, st.drafted, "own drafter must accept all");
+                    /* ids only: (g+1) per round from the target, one per draft */
+                    cr_assert_eq(st.host_bytes, 4LL * (st.drafted + st.target_calls + st.draft_calls));
                 }
             sd_model_free(draft);
         }
@@ -141,10 +143,83 @@ Test(nasd, greedy_equals_autoregressive) {
                         cr_assert_arr_eq(got, want, sizeof want, "%s kind %d stop %d cache %d gamma %d",
                                          files[t], kind, stop, cache, g);
                         cr_assert(st.accepted <= st.drafted);
+                        /* (g+1)*k ids a round, k = 3 fillers */
+                        cr_assert_eq(st.host_bytes, 4LL * 3 * (st.drafted + st.target_calls));
                         sd_ngram_free(s);
                     }
         sd_model_free(m);
     }
+}
+
+/* What a round copies from backend memory to the host. Greedy: the ids of
+ * the g+1 verified rows, (g+1)*k*4 bytes with k = 1 (speculative) or the
+ * filler count (NASD), and one id per model draft; before the id path a
+ * round copied (g+1) rows of vocab floats. Sampled: the rows, as the test
+ * needs p and q. Each round's bytes are checked from on_step: the round's
+ * tokens tell g when it ended at a rejection (g drafts and their row count
+ * are not in the report otherwise, so full rounds are checked in total). */
+typedef struct bytes_probe {
+    const sd_gen_stats *st;
+    long long last;
+    int k, bad;
+} bytes_probe;
+
+static void probe_step(void *ud, const sd_step *step) {
+    bytes_probe *p = ud;
+    long long round = p->st->host_bytes - p->last;
+    p->last = p->st->host_bytes;
+    /* at least the accepted drafts, the rejected one and the bonus row */
+    long long rows = step->n_accepted + (step->rejected >= 0) + 1;
+    if (round % (4LL * p->k) || round / (4LL * p->k) < rows) p->bad++;
+}
+
+Test(strategies, greedy_rounds_copy_ids_not_rows) {
+    sd_model *m = load("stories260K.gguf");
+    int32_t want[GEN], got[GEN];
+    greedy_ar(m, 1, want);
+    sd_lm tl = {m, m->kv, 0};
+    const long long row = 4LL * m->hp.vocab;
+    for (int k = 0; k <= 8; k += 4) {
+        sd_err e;
+        sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, &e);
+        cr_assert(s, "%s", e.msg);
+        sd_nasd_opts o = {4, k, 0, 0, 1};
+        sd_gen_stats st;
+        bytes_probe p = {&st, 0, k > 1 ? k : 1, 0};
+        sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1, .on_step = probe_step, .ud = &p};
+        cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, GEN, &cfg, got, &st, &e), GEN);
+        cr_assert_arr_eq(got, want, sizeof want, "nasd filler_top_k %d", k);
+        cr_assert_eq(st.host_bytes, 4LL * p.k * (st.drafted + st.target_calls), "filler_top_k %d", k);
+        cr_assert_eq(p.bad, 0, "%d rounds copied other than (g+1)*k ids", p.bad);
+        cr_assert_lt(st.host_bytes, row * st.target_calls, "a greedy round must copy less than a row");
+        sd_ngram_free(s);
+    }
+    sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, NULL);
+    cr_assert(kv);
+    sd_lm dl = {m, kv, 2};
+    sd_spec_opts so = {4, 0, 1};
+    sd_gen_stats st;
+    sd_err e;
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN);
+    cr_assert_arr_eq(got, want, sizeof want);
+    cr_assert_eq(st.host_bytes, 4LL * (st.drafted + st.target_calls + st.draft_calls));
+    /* sampled: every verified row and every draft row crosses */
+    const char *dirs[] = {"plugins"};
+    sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
+    cr_assert(set, "%s", e.msg);
+    sd_sampler *smp = sd_sampler_create(set, "multinomial", NULL, 0, m->hp.vocab, &e);
+    cr_assert(smp, "%s", e.msg);
+    sd_rng rng;
+    sd_rng_seed(&rng, 7);
+    sd_gen_cfg scfg = {.sampler = smp, .rng = &rng, .pad_id = -1, .use_cache = 1};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &scfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_eq(st.host_bytes, row * (st.drafted + st.target_calls + st.draft_calls));
+    sd_sampler_destroy(smp);
+    sd_samplers_close(set);
+    sd_kv_free(kv);
+    sd_model_free(m);
 }
 
 /* Stories repeat themselves, so the store must pay off on a long run. */
@@ -313,6 +388,22 @@ static double lsm(const float *x, int n, int i) {
     for (int j = 0; j < n; j++) mx = fmax(mx, x[j]);
     for (int j = 0; j < n; j++) s += exp(x[j] - mx);
     return x[i] - mx - log(s);
+}
+
+/* --no-cache recomputes every beam's prefix each step: same beams, same
+ * output as with the caches following their beams. */
+Test(beam, no_cache_recomputes_the_same_beams) {
+    sd_model *m = load("stories260K.gguf");
+    int32_t want[16], got[16];
+    sd_beam_opts o = {3, 3, 5.0, 1.2};
+    sd_gen_stats st;
+    sd_err e;
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, 16, &cfg, want, &st, &e), 16, "%s", e.msg);
+    cfg.use_cache = 0;
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, 16, &cfg, got, &st, &e), 16, "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want);
+    sd_model_free(m);
 }
 
 Test(beam, finds_exhaustive_optimum) {

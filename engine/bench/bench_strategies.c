@@ -54,8 +54,8 @@ static int run_case(const bench_case *c) {
     printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s\n", c->title,
            strrchr(c->target, '/') + 1, n_ids, c->gen, c->gamma,
            c->draft ? strrchr(c->draft, '/') + 1 : "self (first layers)");
-    printf("%-6s %8s %9s %9s %8s %8s %s\n", "", "tokens", "tok/s", "accept", "calls", "vs ar",
-           "output");
+    printf("%-6s %8s %9s %9s %8s %12s %8s %s\n", "", "tokens", "tok/s", "accept", "calls",
+           "host B/round", "vs ar", "output");
     double ar_tps = 0;
     int n_out[N_STRAT];
     for (int k = 0; k < N_STRAT; k++) {
@@ -78,8 +78,11 @@ static int run_case(const bench_case *c) {
                            : n_out[k] == n_out[AR] && !memcmp(out[k], out[AR], (size_t)n_out[k] * 4)
                                ? "identical to ar"
                                : "DIFFERS from ar";
-        printf("%-6s %8d %9.1f %9s %8ld %7.2fx %s\n", names[k], n_out[k], med, acc,
-               st.target_calls + st.draft_calls, med / ar_tps, same);
+        /* bytes copied from backend memory to the host per target call
+         * (a verification round, or an AR/beam step) */
+        printf("%-6s %8d %9.1f %9s %8ld %12.0f %7.2fx %s\n", names[k], n_out[k], med, acc,
+               st.target_calls + st.draft_calls,
+               st.target_calls ? (double)st.host_bytes / st.target_calls : 0.0, med / ar_tps, same);
     }
     rc = 0;
 done:

@@ -88,6 +88,9 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     sd_json_num(&j, "acceptance_rate", st->drafted ? (double)st->accepted / st->drafted : 0);
     sd_json_int(&j, "target_calls", st->target_calls);
     sd_json_int(&j, "draft_calls", st->draft_calls);
+    sd_json_int(&j, "host_bytes", (long)st->host_bytes);
+    sd_json_num(&j, "host_bytes_per_round",
+                st->target_calls ? (double)st->host_bytes / st->target_calls : 0);
     if (ar && ar->ran) {
         sd_json_num(&j, "speedup_vs_ar", speedup(r, ar));
         sd_json_int(&j, "same_as_ar", ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4));

@@ -3,7 +3,8 @@
  * token one call of n=1; without it, each step re-runs the whole prefix from
  * position 0 (the PyTorch original's use_cache=False, kept as an oracle).
  * Greedy steps take the argmax where the logits are (on the device for
- * CUDA), so only the chosen id is copied. */
+ * CUDA, the backend's top_k_rows with k = 1), so only the chosen id is
+ * copied. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,8 +40,8 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         }
         int32_t id;
         if (sd_is_greedy(cfg)) {
-            if (sd_lm_extend_argmax(lm, seq, len, cfg->use_cache, &id, e)) goto done;
-        } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, e) ||
+            if (sd_lm_extend_top_k(lm, seq, len, cfg->use_cache, 1, 1, &id, st, e)) goto done;
+        } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, st, e) ||
                    sd_pick_token(cfg, logits, probs, vocab, &id, e)) {
             goto done;
         }

@@ -5,7 +5,10 @@
  * beams that emitted EOS keep their score and stop growing. After each
  * selection the caches follow their beams: a new beam takes over its
  * parent's cache when it is the first child, otherwise the parent's cache is
- * copied into a cache no survivor needs — no prefix is ever recomputed. */
+ * copied into a cache no survivor needs — no prefix is ever recomputed.
+ * Without the cache (use_cache 0, the PyTorch original's use_cache=False
+ * oracle) each step instead recomputes every live beam's whole sequence,
+ * prompt included, from position 0, and no cache follows its beam. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,22 @@ static int cand_cmp(const void *a, const void *b) {
     if (x->score != y->score) return x->score < y->score ? 1 : -1;
     if (x->parent != y->parent) return x->parent - y->parent;
     return x->tok - y->tok;
+}
+
+/* use_cache 0: the logits after each live beam's whole sequence (prompt +
+ * its len tokens, assembled in seq), one forward from position 0 each, rows
+ * in beam order. */
+static int recompute(sd_model *m, const beam *beams, int B, int len, const int32_t *inputs,
+                     int n_inputs, int32_t *seq, float *logits, sd_err *e) {
+    memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    for (int i = 0, r = 0; i < B; i++) {
+        if (beams[i].finished) continue;
+        memcpy(seq + n_inputs, beams[i].toks, (size_t)len * sizeof *seq);
+        if (sd_forward_ex(m, beams[i].kv, seq, n_inputs + len, 0, 0,
+                          logits + (size_t)r++ * m->hp.vocab, 1, e))
+            return -1;
+    }
+    return 0;
 }
 
 /* log of the softmax normaliser of one row: logp(i) = x[i] - lse. */
@@ -79,9 +98,10 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     int *claimed = malloc((size_t)B * sizeof *claimed);
     sd_kv **pool = calloc((size_t)B, sizeof *pool), **kvs = calloc((size_t)B, sizeof *kvs);
     sd_kv **spare = calloc((size_t)B, sizeof *spare);
+    int32_t *seq = cfg->use_cache ? NULL : malloc((size_t)n_ctx * sizeof *seq);
     int rc = -1, count = 0;
     if (!beams || !next || !cands || !logits || !idx || !last || !claimed || !pool || !kvs ||
-        !spare) {
+        !spare || (!cfg->use_cache && !seq)) {
         sd_fail(e, "out of memory");
         goto done;
     }
@@ -99,11 +119,12 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     /* prefill once, then every beam starts from a copy of that cache */
     if (sd_forward_ex(m, beams[0].kv, inputs, n_inputs, 0, 0, logits, 1, e)) goto done;
     st->target_calls++;
+    st->host_bytes += (long long)V * (long long)sizeof(float);
     st->prefill_s = sd_now() - t0;
     double lse = log_sum_exp(logits, V);
     sd_top_k(logits, V, B, idx);
     for (int i = 0; i < B; i++) {
-        if (i > 0 && sd_kv_copy(beams[i].kv, beams[0].kv, e)) goto done;
+        if (i > 0 && cfg->use_cache && sd_kv_copy(beams[i].kv, beams[0].kv, e)) goto done;
         beams[i].toks[0] = idx[i];
         beams[i].len = 1;
         beams[i].logp = logits[idx[i]] - lse;
@@ -118,13 +139,16 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                 last[live++] = beams[i].toks[len - 1];
             }
         if (!live) break;
-        for (int c = 0; c < live; c += m->max_batch) {
+        for (int c = 0; cfg->use_cache && c < live; c += m->max_batch) {
             int nb = live - c < m->max_batch ? live - c : m->max_batch;
             if (sd_forward_multi(m, kvs + c, last + c, nb, n_inputs + len - 1,
                                  logits + (size_t)c * V, e))
                 goto done;
         }
+        if (!cfg->use_cache && recompute(m, beams, B, len, inputs, n_inputs, seq, logits, e))
+            goto done;
         st->target_calls++;
+        st->host_bytes += (long long)live * V * (long long)sizeof(float);
         int nc = 0;
         for (int i = 0, r = 0; i < B; i++) {
             beam *bm = &beams[i];
@@ -163,7 +187,7 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                 claimed[c->parent] = 1;
             } else {
                 nb->kv = spare[--ns];
-                if (!c->finished && sd_kv_copy(nb->kv, p->kv, e)) goto done;
+                if (!c->finished && cfg->use_cache && sd_kv_copy(nb->kv, p->kv, e)) goto done;
             }
         }
         beam *tmp = beams;
@@ -194,5 +218,6 @@ done:
     free(pool);
     free(kvs);
     free(spare);
+    free(seq);
     return rc;
 }

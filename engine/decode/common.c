@@ -2,6 +2,7 @@
 #include <time.h>
 
 #include "engine/decode/decode.h"
+#include "kernels/cpu/cpu.h"
 
 double sd_now(void) {
     struct timespec ts;
@@ -56,18 +57,21 @@ int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int 
 }
 
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
-                 int n_logits, sd_err *e) {
+                 int n_logits, sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - n_logits) start = len - n_logits;
+    st->host_bytes += (long long)n_logits * lm->m->hp.vocab * (long long)sizeof(float);
     return sd_forward_ex(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, logits,
                          n_logits, e);
 }
 
-int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
-                        sd_err *e) {
+int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
+                       int32_t *ids, sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
-    if (start > len - 1) start = len - 1;
-    return sd_forward_argmax(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, id, e);
+    if (start > len - n_rows) start = len - n_rows;
+    st->host_bytes += (long long)n_rows * k * (long long)sizeof(int32_t);
+    return sd_forward_top_k(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, n_rows, k,
+                            ids, e);
 }
 
 int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {
@@ -99,19 +103,7 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
     return count;
 }
 
-int sd_top_k(const float *x, int n, int k, int32_t *idx) {
-    int m = 0;
-    for (int i = 0; i < n && k > 0; i++) {
-        if (m == k && x[i] <= x[idx[m - 1]]) continue;
-        int j = m < k ? m++ : m - 1;
-        while (j > 0 && x[idx[j - 1]] < x[i]) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = i;
-    }
-    return m;
-}
+int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_cpu_top_k(x, n, k, idx); }
 
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {
     if (n_inputs > n_ctx)

@@ -20,6 +20,7 @@ typedef struct sd_gen_stats {
     double total_s;   /* whole call, prefill included */
     long target_calls, draft_calls;
     long drafted, accepted;
+    long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
 } sd_gen_stats;
 
@@ -61,14 +62,16 @@ typedef struct sd_lm {
 } sd_lm;
 
 /* Logits of the last n_logits tokens of seq[0..len): feeds only what the
- * cache does not hold yet (everything from 0 when use_cache is off). */
+ * cache does not hold yet (everything from 0 when use_cache is off). Adds
+ * the bytes copied to the host to st->host_bytes. */
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,
-                 int n_logits, sd_err *e);
+                 int n_logits, sd_gen_stats *st, sd_err *e);
 
-/* Greedy next token after seq[0..len) with the logits left in backend
- * memory (one id crosses to the host). */
-int sd_lm_extend_argmax(sd_lm *lm, const int32_t *seq, int len, int use_cache, int32_t *id,
-                        sd_err *e);
+/* The same with the logits left in backend memory: only the top k ids of
+ * each of the last n_rows positions cross to the host (ids: [n_rows][k],
+ * see sd_forward_top_k); k = 1 is the greedy next token. */
+int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
+                       int32_t *ids, sd_gen_stats *st, sd_err *e);
 
 /* Picks the next token from one row of logits with the configured
  * sampler; probs is [vocab] scratch. */
@@ -95,7 +98,8 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
  * a message when the prompt alone does not fit. */
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
 /* Indices of the k largest x (descending, lowest index first on ties);
- * O(n k), for the small k of fillers and beams. Returns min(k, n). */
+ * O(n k), for the small k of fillers and beams. Returns min(k, n). The
+ * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */
 int sd_top_k(const float *x, int n, int k, int32_t *idx);
 int sd_is_eos(const sd_gen_cfg *cfg, int32_t id);
 double sd_now(void);
@@ -109,6 +113,46 @@ int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m,
 int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm, int max_gen_len,
                                   const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
                                   sd_err *e);
+
+/* One verification round, shared by speculative decoding and NASD
+ * (engine/decode/verify.c): a drafter proposes up to gamma tokens, one
+ * target call scores them, the accepted ones and the token that ends the
+ * round are emitted, and the caches roll back past a rejection.
+ *
+ * draft() proposes the token at seq[at] from seq[0..at): returns 1 with
+ * seq[at] set (and, when q is not NULL, q = [vocab] the distribution it was
+ * drawn from), 0 when it has none (drafting stops), -1 on error. A NULL q
+ * means the greedy path, where only ids are compared. With one_hot set
+ * the drafts are deterministic (q is one-hot at the draft; q is never
+ * asked for). verified(), when set, gets the target's top_k ids at every
+ * verified position whose context is final. */
+typedef struct sd_verify {
+    sd_lm *target;
+    sd_lm *drafter; /* its cache rolls back with the target's; NULL: none */
+    int gamma;
+    int skip_sample_adjustment;
+    int one_hot;
+    int top_k; /* ids per verified row on the greedy path (>= 1) */
+    int (*draft)(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e);
+    int (*verified)(void *ud, const int32_t *seq, int at, const int32_t *ids, int k, sd_err *e);
+    void *ud;
+    /* set by sd_verify_init */
+    int vocab;
+    int32_t *ids;              /* [gamma+1][top_k] */
+    float *q, *p, *tlog, *resid; /* sampled path: [gamma][vocab], [gamma+1][vocab] x2, [vocab] */
+    /* set by the caller before the first round */
+    double t0; /* start of generation, for st->prefill_s */
+} sd_verify;
+
+/* Allocates the buffers for v's gamma, top_k and path. */
+int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e);
+void sd_verify_free(sd_verify *v);
+/* One round at *cur with room for max_drafts drafts (0: the target alone,
+ * the "first_target" step); report: hand the round to cfg->on_step.
+ * Advances *cur past the emitted tokens. Returns 1 when an EOS ended
+ * generation, 0 to go on, -1 on error. */
+int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
+                    int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e);
 
 /* Speculative decoding (lossless rejection sampling): the drafter proposes
  * gamma tokens, one target call scores gamma+1 positions; draft i is kept

@@ -1,26 +1,39 @@
 /* NASD: n-gram assisted speculative decoding. The drafter is an n-gram
  * store instead of a model, so a draft costs a hash lookup. Its proposal
- * is deterministic (q is one-hot at the draft x), so the lossless test
- * r < p(x)/q(x) becomes r < p(x), and a rejection resamples from p with x
- * removed (norm(max(0, p - onehot(x)))).
+ * is deterministic (q is one-hot at the draft x), so the shared round
+ * (engine/decode/verify.c, one_hot) tests r < p(x) and resamples a
+ * rejection from p with x removed.
  *
  * The store learns as generation goes: the prompt first, then every final
  * token (accepted drafts and the corrected/bonus token), and the target's
  * filler_top_k most likely tokens at every verified position whose context
- * is final (rows 0..n of a round with n accepted drafts). */
+ * is final (rows 0..n of a round with n accepted drafts). On the greedy
+ * path those come from the backend's top-k ids of the verified rows
+ * (k = max(1, filler_top_k) ids per row, no logits copied). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
 
-/* Adds the k highest logits of row as continuations of seq[0..len). */
-static int add_fillers(sd_ngram *s, const int32_t *seq, int len, const float *row, int vocab,
-                       int k, sd_err *e) {
-    int32_t top[64];
-    int n = sd_top_k(row, vocab, k < 64 ? k : 64, top);
+typedef struct nasd_ctx {
+    sd_ngram *store;
+    const sd_nasd_opts *o;
+} nasd_ctx;
+
+static int nasd_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
+    nasd_ctx *s = ud;
+    (void)q, (void)st, (void)e;
+    return sd_ngram_predict(s->store, seq, at, !s->o->stop_if_unknown, &seq[at], NULL);
+}
+
+/* Adds the target's filler_top_k best tokens as continuations of seq[0..at). */
+static int nasd_fillers(void *ud, const int32_t *seq, int at, const int32_t *ids, int k,
+                        sd_err *e) {
+    nasd_ctx *s = ud;
+    int n = s->o->filler_top_k < k ? s->o->filler_top_k : k;
     for (int i = 0; i < n; i++)
-        if (sd_ngram_observe(s, seq, len, top[i], e)) return -1;
+        if (sd_ngram_observe(s->store, seq, at, ids[i], e)) return -1;
     return 0;
 }
 
@@ -29,97 +42,41 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
                                int32_t *out, sd_gen_stats *st, sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
-    int gamma = o->gamma, vocab = target->m->hp.vocab;
+    int gamma = o->gamma;
     if (gamma < 1) return sd_fail(e, "nasd: gamma %d must be at least 1", gamma);
-    if (o->filler_top_k < 0) return sd_fail(e, "nasd: filler_top_k %d < 0", o->filler_top_k);
+    if (o->filler_top_k < 0 || o->filler_top_k > SD_TOP_K_MAX)
+        return sd_fail(e, "nasd: filler_top_k %d is outside [0, %d]", o->filler_top_k,
+                       SD_TOP_K_MAX);
     if (n_inputs < 1) return sd_fail(e, "nasd: empty prompt");
     if (max_gen_len < 0) return sd_fail(e, "nasd: max_gen_len %d < 0", max_gen_len);
     int total = sd_gen_total(n_inputs, max_gen_len, target->kv->n_ctx, st, e);
     if (total < 0) return -1;
-    size_t V = (size_t)vocab, G = (size_t)gamma;
+    nasd_ctx nc = {store, o};
+    int k = o->filler_top_k > 1 ? o->filler_top_k : 1;
+    if (k > target->m->hp.vocab) k = target->m->hp.vocab;
+    sd_verify v = {.target = target, .gamma = gamma,
+                   .skip_sample_adjustment = o->skip_sample_adjustment, .one_hot = 1, .top_k = k,
+                   .draft = nasd_draft, .verified = nasd_fillers, .ud = &nc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
-    float *tlog = malloc((G + 1) * V * sizeof *tlog);
-    float *p = malloc((G + 1) * V * sizeof *p);
-    int rc = -1, count = 0, cur = n_inputs;
-    if (!seq || !tlog || !p) {
+    int rc = -1, count = 0, cur = n_inputs, r = 0;
+    if (sd_verify_init(&v, cfg, e)) goto done;
+    if (!seq) {
         sd_fail(e, "out of memory");
         goto done;
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
     if (sd_ngram_observe_seq(store, seq, 0, n_inputs, e)) goto done;
     target->kv->n = 0; /* a fresh sequence: nothing cached is ours */
-    double t0 = sd_now();
-    if (o->first_target && cur < total) {
-        int32_t t;
-        if (sd_lm_extend(target, seq, cur, cfg->use_cache, tlog, 1, e) ||
-            sd_token_dist(cfg, tlog, p, 1, vocab, e) || sd_dist_sample(cfg, p, vocab, &t, e) ||
-            add_fillers(store, seq, cur, tlog, vocab, o->filler_top_k, e) ||
-            sd_ngram_observe(store, seq, cur, t, e))
-            goto done;
-        st->target_calls++;
-        st->prefill_s = sd_now() - t0;
-        seq[cur++] = t;
-        if (sd_emit(cfg, out, &count, t)) goto finished;
+    v.t0 = sd_now();
+    for (int first = o->first_target; r == 0 && cur < total; first = 0) {
+        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, from = cur;
+        r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
+        for (int i = from; r >= 0 && i < cur; i++)
+            if (sd_ngram_observe(store, seq, i, seq[i], e)) r = -1;
     }
-    while (cur < total) {
-        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, g = 0;
-        while (g < room && sd_ngram_predict(store, seq, cur + g, !o->stop_if_unknown, &seq[cur + g], NULL))
-            g++;
-        st->drafted += g;
-        if (sd_lm_extend(target, seq, cur + g, cfg->use_cache, tlog, g + 1, e) ||
-            sd_token_dist(cfg, tlog, p, g + 1, vocab, e))
-            goto done;
-        st->target_calls++;
-        if (count == 0 && st->prefill_s == 0) st->prefill_s = sd_now() - t0;
-        int n = g;
-        for (int i = 0; i < g; i++) {
-            float px = p[(size_t)i * V + seq[cur + i]];
-            double r = sd_is_greedy(cfg) ? 0.0 : sd_rng_uniform(cfg->rng);
-            if (!(r < px)) {
-                n = i;
-                break;
-            }
-        }
-        st->accepted += n;
-        int32_t rejected = n < g ? seq[cur + n] : -1;
-        for (int i = 0; i <= n && i <= g; i++)
-            if (add_fillers(store, seq, cur + i, tlog + (size_t)i * V, vocab, o->filler_top_k, e))
-                goto done;
-        for (int i = 0; i < n; i++) {
-            if (sd_ngram_observe(store, seq, cur + i, seq[cur + i], e)) goto done;
-            if (sd_emit(cfg, out, &count, seq[cur + i])) {
-                sd_report_step(cfg, seq + cur, i + 1, -1, -1);
-                goto finished;
-            }
-        }
-        float *dist = p + (size_t)n * V;
-        if (n < g) {
-            if (sd_kv_truncate(target->kv, cur + n, e)) goto done;
-            if (!o->skip_sample_adjustment) {
-                /* remove the rejected draft and renormalise; p itself when
-                 * the draft held all the mass (cannot happen after a
-                 * rejection, kept for float safety) */
-                float px = dist[rejected];
-                if (px < 1.0f) {
-                    dist[rejected] = 0;
-                    float inv = 1.0f / (1.0f - px);
-                    for (size_t i = 0; i < V; i++) dist[i] *= inv;
-                }
-            }
-        }
-        int32_t x;
-        if (sd_dist_sample(cfg, dist, vocab, &x, e)) goto done;
-        sd_report_step(cfg, seq + cur, n, rejected, x);
-        seq[cur + n] = x;
-        if (sd_ngram_observe(store, seq, cur + n, x, e)) goto done;
-        cur += n + 1;
-        if (sd_emit(cfg, out, &count, x)) break;
-    }
-finished:
-    rc = sd_gen_finish(cfg, st, t0, out, count, max_gen_len);
+    if (r >= 0) rc = sd_gen_finish(cfg, st, v.t0, out, count, max_gen_len);
 done:
+    sd_verify_free(&v);
     free(seq);
-    free(tlog);
-    free(p);
     return rc;
 }

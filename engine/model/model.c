@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BATCH 128
+/* Positions per chunk of a forward call and sequences per sd_forward_multi:
+ * the most rows one backend op takes. */
+#define MAX_BATCH SD_MAX_ROWS
 
 /* ---- hyper-parameters ---------------------------------------------------
  * Keys are "<arch>.<name>"; only the llama architecture is read. Each value
@@ -144,7 +146,7 @@ static int release_one(sd_backend *b, sd_weight *w, sd_err *e) {
 void sd_model_free(sd_model *m) {
     if (!m) return;
     if (m->be) {
-        float *bufs[] = {m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->logits, m->krows, m->vrows};
+        float *bufs[] = {m->x, m->xb, m->q, m->att, m->hb, m->hb2, m->logits};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->release(m->be, bufs[i]);
         sd_kv_free(m->kv);
@@ -212,9 +214,7 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     if (!m->kv || !(m->x = scratch(m, mb * hp->dim, e)) || !(m->xb = scratch(m, mb * hp->dim, e)) ||
         !(m->q = scratch(m, mb * hp->dim, e)) || !(m->att = scratch(m, mb * hp->dim, e)) ||
         !(m->hb = scratch(m, mb * hp->ffn, e)) || !(m->hb2 = scratch(m, mb * hp->ffn, e)) ||
-        !(m->logits = scratch(m, mb * hp->vocab, e)) ||
-        !(m->krows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)) ||
-        !(m->vrows = scratch(m, mb * hp->n_kv_heads * hp->head_dim, e)))
+        !(m->logits = scratch(m, mb * hp->vocab, e)))
         goto fail;
     return m;
 fail:
@@ -236,22 +236,45 @@ sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o
 }
 
 /* ---- forward ----------------------------------------------------------------
- * Tokens are processed in chunks of max_batch so scratch stays bounded; the
- * cache makes chunking exact (chunk c attends to everything before it). */
-static int run_layers(sd_model *m, sd_kv *kv, const int32_t *tokens, int nb, int pos,
-                      int n_layers, sd_err *e) {
+ * One layer loop serves two layouts of the nb rows in m->x:
+ *   - one sequence (n_seq = 1) at consecutive positions pos..pos+nb-1 of
+ *     kvs[0]: qkv_rope writes the nb new K/V rows as one block at position
+ *     pos of the layer cache, attention is causal over the block;
+ *   - nb sequences (n_seq = nb) that all stand at position pos, each with
+ *     its own cache (beams): qkv_rope_same_pos writes row i's K/V straight
+ *     into position pos of kvs[i], attention runs per sequence.
+ * Either way the matrix products run once over all nb rows. */
+static int run_layers(sd_model *m, sd_kv *const *kvs, int n_seq, const int32_t *tokens, int nb,
+                      int pos, int n_layers, sd_err *e) {
     sd_backend *b = m->be;
     const sd_hparams *hp = &m->hp;
     sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
-    size_t off = (size_t)pos * (size_t)kv->kv_dim;
+    size_t off = (size_t)pos * (size_t)kvs[0]->kv_dim, qd = (size_t)hp->dim;
+    float *kd[SD_MAX_ROWS], *vd[SD_MAX_ROWS];
     if (b->embed(b, m->x, &m->tok_embd, tokens, nb, e)) return -1;
     for (int l = 0; l < n_layers; l++) {
         const sd_layer *L = &m->layers[l];
-        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, nb, hp->dim, hp->eps, e) ||
-            b->qkv_rope(b, &s, m->q, kv->k[l] + off, kv->v[l] + off, &L->wq, &L->wk, &L->wv,
-                        m->xb, nb, pos, e) ||
-            b->attention(b, &s, m->att, m->q, kv->k[l], kv->v[l], nb, pos, e) ||
-            b->matmul(b, m->x, &L->wo, m->att, nb, 1, e) ||
+        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, nb, hp->dim, hp->eps, e)) return -1;
+        if (n_seq == 1) {
+            sd_kv *kv = kvs[0];
+            if (b->qkv_rope(b, &s, m->q, kv->k[l] + off, kv->v[l] + off, &L->wq, &L->wk, &L->wv,
+                            m->xb, nb, pos, e) ||
+                b->attention(b, &s, m->att, m->q, kv->k[l], kv->v[l], nb, pos, e))
+                return -1;
+        } else {
+            for (int i = 0; i < nb; i++) {
+                kd[i] = kvs[i]->k[l] + off;
+                vd[i] = kvs[i]->v[l] + off;
+            }
+            if (b->qkv_rope_same_pos(b, &s, m->q, kd, vd, &L->wq, &L->wk, &L->wv, m->xb, nb, pos,
+                                     e))
+                return -1;
+            for (int i = 0; i < nb; i++)
+                if (b->attention(b, &s, m->att + i * qd, m->q + i * qd, kvs[i]->k[l], kvs[i]->v[l],
+                                 1, pos, e))
+                    return -1;
+        }
+        if (b->matmul(b, m->x, &L->wo, m->att, nb, 1, e) ||
             b->rmsnorm(b, m->xb, m->x, &L->ffn_norm, nb, hp->dim, hp->eps, e) ||
             b->ffn_swiglu(b, m->hb, m->hb2, &L->w_gate, &L->w_up, m->xb, nb, e) ||
             b->matmul(b, m->x, &L->w_down, m->hb, nb, 1, e))
@@ -260,13 +283,41 @@ static int run_layers(sd_model *m, sd_kv *kv, const int32_t *tokens, int nb, int
     return 0;
 }
 
-int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
-                  float *logits, int n_logits, sd_err *e) {
+/* What comes back for the output rows of a call: their logits (host
+ * [rows][vocab]; NULL: none, they stay in m->logits) or, when ids is set,
+ * only the top k ids of each row (host [rows][k]). */
+typedef struct fwd_out {
+    float *logits;
+    int k;
+    int32_t *ids;
+} fwd_out;
+
+/* The output head over rows of m->x starting at row x0, landing at output
+ * row r0: logits in backend memory (m->logits), then what o asks for. */
+static int head(sd_model *m, int x0, int rows, const fwd_out *o, int r0, sd_err *e) {
+    sd_backend *b = m->be;
+    const sd_hparams *hp = &m->hp;
+    if (b->rmsnorm(b, m->xb, m->x + (size_t)x0 * hp->dim, &m->out_norm, rows, hp->dim, hp->eps,
+                   e) ||
+        b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
+        return -1;
+    if (o->ids) return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + (size_t)r0 * o->k, e);
+    if (!o->logits) return 0;
+    return b->to_host(b, o->logits + (size_t)r0 * hp->vocab, m->logits,
+                      (size_t)rows * hp->vocab * sizeof(float), e);
+}
+
+/* Tokens are processed in chunks of max_batch so scratch stays bounded; the
+ * cache makes chunking exact (chunk c attends to everything before it).
+ * m->logits holds one chunk's rows, so the output head runs per chunk on
+ * the chunk's share of the last n_out positions. */
+static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                   int n_out, const fwd_out *o, sd_err *e) {
     const sd_hparams *hp = &m->hp;
     if (n_layers <= 0 || n_layers > hp->n_layers) n_layers = hp->n_layers;
     if (n < 1) return sd_fail(e, "forward: no tokens");
-    if (n_logits < 0 || n_logits > n)
-        return sd_fail(e, "forward: %d logit rows asked for %d tokens", n_logits, n);
+    if (n_out < 0 || n_out > n)
+        return sd_fail(e, "forward: %d logit rows asked for %d tokens", n_out, n);
     if (pos < 0 || pos > kv->n)
         return sd_fail(e, "forward: position %d but the cache holds %d", pos, kv->n);
     if (n > kv->n_ctx - pos)
@@ -279,56 +330,39 @@ int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos,
             return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
                            hp->vocab);
     kv->n = pos;
-    sd_backend *b = m->be;
-    int first_logit = n - n_logits;
+    int first_out = n - n_out;
     for (int c = 0; c < n; c += m->max_batch) {
         int nb = n - c < m->max_batch ? n - c : m->max_batch;
-        if (run_layers(m, kv, tokens + c, nb, pos + c, n_layers, e)) return -1;
+        if (run_layers(m, &kv, 1, tokens + c, nb, pos + c, n_layers, e)) return -1;
         kv->n = pos + c + nb;
-        int lo = first_logit > c ? first_logit : c;
-        if (lo >= c + nb) continue;
-        int rows = c + nb - lo;
-        const float *xr = m->x + (size_t)(lo - c) * hp->dim;
-        if (b->rmsnorm(b, m->xb, xr, &m->out_norm, rows, hp->dim, hp->eps, e) ||
-            b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
-            return -1;
-        if (!logits) continue;
-        float *dst = logits + (size_t)(lo - first_logit) * hp->vocab;
-        if (b->to_host(b, dst, m->logits, (size_t)rows * hp->vocab * sizeof(float), e)) return -1;
+        int lo = first_out > c ? first_out : c;
+        if (lo < c + nb && head(m, lo - c, c + nb - lo, o, lo - first_out, e)) return -1;
     }
     return 0;
 }
 
-int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
-                      int32_t *id, sd_err *e) {
-    if (sd_forward_ex(m, kv, tokens, n, pos, n_layers, NULL, 1, e)) return -1;
-    return m->be->argmax(m->be, m->logits, m->hp.vocab, id, e);
+int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                  float *logits, int n_logits, sd_err *e) {
+    fwd_out o = {logits, 0, NULL};
+    return forward(m, kv, tokens, n, pos, n_layers, n_logits, &o, e);
+}
+
+int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                     int n_rows, int k, int32_t *ids, sd_err *e) {
+    if (n_rows < 1 || k < 1 || k > m->hp.vocab || k > SD_TOP_K_MAX)
+        return sd_fail(e, "forward: top %d ids of %d rows (k 1 to %d, at least one row)", k,
+                       n_rows, SD_TOP_K_MAX < m->hp.vocab ? SD_TOP_K_MAX : m->hp.vocab);
+    fwd_out o = {NULL, k, ids};
+    return forward(m, kv, tokens, n, pos, n_layers, n_rows, &o, e);
 }
 
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {
     return sd_forward_ex(m, m->kv, tokens, n, pos, 0, logits, n, e);
 }
 
-/* Beams share the weights, not the caches: Q/K/V land in scratch rows and
- * are scattered to each beam's cache before attention. */
-static int multi_qkv(sd_model *m, const sd_attn_shape *s, const sd_layer *L, int n, int pos,
-                     sd_err *e) {
-    sd_backend *b = m->be;
-    if (b->qkv_rope_same_pos)
-        return b->qkv_rope_same_pos(b, s, m->q, m->krows, m->vrows, &L->wq, &L->wk, &L->wv, m->xb,
-                                    n, pos, e);
-    size_t kd = (size_t)s->n_kv * s->head_dim, qd = (size_t)m->hp.dim;
-    for (int i = 0; i < n; i++)
-        if (b->qkv_rope(b, s, m->q + i * qd, m->krows + i * kd, m->vrows + i * kd, &L->wq, &L->wk,
-                        &L->wv, m->xb + i * qd, 1, pos, e))
-            return -1;
-    return 0;
-}
-
 int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
                      float *logits, sd_err *e) {
     const sd_hparams *hp = &m->hp;
-    sd_backend *b = m->be;
     if (n < 1 || n > m->max_batch)
         return sd_fail(e, "forward: %d sequences (1 to %d supported)", n, m->max_batch);
     for (int i = 0; i < n; i++) {
@@ -339,33 +373,10 @@ int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int 
             return sd_fail(e, "forward: sequence %d cannot take position %d (cache holds %d of %d)",
                            i, pos, kvs[i]->n, kvs[i]->n_ctx);
     }
-    sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
-    size_t kd = (size_t)hp->n_kv_heads * hp->head_dim, qd = (size_t)hp->dim;
-    size_t off = (size_t)pos * kd;
-    if (b->embed(b, m->x, &m->tok_embd, tokens, n, e)) return -1;
-    for (int l = 0; l < hp->n_layers; l++) {
-        const sd_layer *L = &m->layers[l];
-        if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, n, hp->dim, hp->eps, e) ||
-            multi_qkv(m, &s, L, n, pos, e))
-            return -1;
-        for (int i = 0; i < n; i++)
-            if (b->copy(b, kvs[i]->k[l] + off, m->krows + i * kd, kd * sizeof(float), e) ||
-                b->copy(b, kvs[i]->v[l] + off, m->vrows + i * kd, kd * sizeof(float), e) ||
-                b->attention(b, &s, m->att + i * qd, m->q + i * qd, kvs[i]->k[l], kvs[i]->v[l], 1,
-                             pos, e))
-                return -1;
-        if (b->matmul(b, m->x, &L->wo, m->att, n, 1, e) ||
-            b->rmsnorm(b, m->xb, m->x, &L->ffn_norm, n, hp->dim, hp->eps, e) ||
-            b->ffn_swiglu(b, m->hb, m->hb2, &L->w_gate, &L->w_up, m->xb, n, e) ||
-            b->matmul(b, m->x, &L->w_down, m->hb, n, 1, e))
-            return -1;
-    }
+    if (run_layers(m, kvs, n, tokens, n, pos, hp->n_layers, e)) return -1;
     for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
-    return b->rmsnorm(b, m->xb, m->x, &m->out_norm, n, hp->dim, hp->eps, e) ||
-                   b->matmul(b, m->logits, &m->output, m->xb, n, 0, e) ||
-                   b->to_host(b, logits, m->logits, (size_t)n * hp->vocab * sizeof(float), e)
-               ? -1
-               : 0;
+    fwd_out o = {logits, 0, NULL};
+    return head(m, 0, n, &o, 0, e);
 }
 
 uint64_t sd_model_weight_bytes(const sd_model *m) {

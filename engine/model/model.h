@@ -35,7 +35,6 @@ typedef struct sd_model {
     sd_kv *kv;      /* the model's own cache */
     /* scratch, backend memory, [max_batch][...] */
     float *x, *xb, *q, *att, *hb, *hb2, *logits;
-    float *krows, *vrows; /* [max_batch][kv_dim], for sd_forward_multi */
 } sd_model;
 
 typedef struct sd_model_opts {
@@ -55,7 +54,8 @@ void sd_model_free(sd_model *m);
 /* Runs tokens[0..n) at positions pos..pos+n-1 through the first n_layers
  * layers (<= 0: all) using cache kv (which must hold at least pos positions;
  * it is truncated to pos first, then holds pos+n). Writes logits of the last
- * n_logits positions to logits (host, [n_logits][vocab]). */
+ * n_logits positions to logits (host, [n_logits][vocab]; NULL: they stay in
+ * backend memory). */
 int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                   float *logits, int n_logits, sd_err *e);
 /* Logits for all n positions with the model's own cache and every layer. */
@@ -67,11 +67,13 @@ int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits
 int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int n, int pos,
                      float *logits, sd_err *e);
 
-/* Greedy step without copying logits off the device: *id = argmax of the
- * last row of the most recent forward call that was asked for n_logits = 0
- * (its logits stay in backend memory). */
-int sd_forward_argmax(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
-                      int32_t *id, sd_err *e);
+/* sd_forward_ex without copying logits off the backend: the logits of the
+ * last n_rows positions stay in backend memory and only the k most likely
+ * ids of each come back, ids[r*k .. r*k+k) for row r (host, [n_rows][k]),
+ * largest first, lowest id first on ties (k = 1: the greedy argmax). 1 <= k
+ * <= min(vocab, SD_TOP_K_MAX). */
+int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                     int n_rows, int k, int32_t *ids, sd_err *e);
 
 /* Weight bytes one decode step reads (every matrix once, the norms, one
  * embedding row). */

@@ -227,6 +227,31 @@ int main(void) {
         free(q), free(kc), free(vc), free(o);
     }
 
+    /* top-k ids of logits rows (SmolLM2's vocabulary): one row with k = 1
+     * (greedy decoding), 5 rows with k = 1 (verifying 4 drafts) and k = 8
+     * (NASD with fillers); cols = vocab, n = rows, GFLOP/s column = Gvalues/s */
+    {
+        const int vocab = 49152, cfg[3][2] = {{1, 1}, {5, 1}, {5, 8}};
+        float *lg = malloc(sizeof(float) * 5 * vocab);
+        int32_t ids[5 * 8];
+        for (int k = 0; k < 5 * vocab; k++) lg[k] = frand() * 10.0f;
+        for (int ci = 0; ci < 3; ci++)
+            for (int th = 0; th < 2; th++) {
+                double tt[101];
+                int n = cfg[ci][0], k = cfg[ci][1];
+                for (int r = 0; r < 101; r++) {
+                    double t0 = now();
+                    sd_cpu_top_k_rows(ctx[th], lg, n, vocab, k, ids);
+                    tt[r] = now() - t0;
+                }
+                double t = median(tt, 101);
+                printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9.2f %9.2f   (k %d)\n", "top_k_rows", "F32",
+                       vocab, vocab, n, th + 1, t * 1e6, 4.0 * n * vocab / t / 1e9,
+                       (double)n * vocab / t / 1e9, k);
+            }
+        free(lg);
+    }
+
     /* SmolLM2-135M estimates: per layer q,o (576x576), k,v (192x576),
      * gate,up (1536x576), down (576x1536); 30 layers; Q8_0 head. */
     for (int th = 0; th < 2; th++) {

@@ -318,14 +318,14 @@ static int attn_fn(Bench *B, void *a, int k, sd_err *e) {
     return B->gpu->attention(B->gpu, &o->s, o->out, o->q, o->kc[k], o->vc[k], o->n, o->pos, e);
 }
 
-struct ArgOp {
+struct TopKOp {
     float **x;
     int32_t *out;
-    int n;
+    int rows, cols, k;
 };
-static int arg_fn(Bench *B, void *a, int k, sd_err *e) {
-    ArgOp *o = (ArgOp *)a;
-    return cu_argmax(cu_ctx(B->gpu), o->out, o->x[k], o->n, e);
+static int top_k_fn(Bench *B, void *a, int k, sd_err *e) {
+    TopKOp *o = (TopKOp *)a;
+    return cu_top_k_rows(cu_ctx(B->gpu), o->out, o->x[k], o->rows, o->cols, o->k, e);
 }
 
 /* ---- rows --------------------------------------------------------------------------- */
@@ -535,29 +535,40 @@ static void bench_attention(Bench *B, const Shape *m) {
         }
 }
 
-static void bench_argmax(Bench *B, const Shape *m) {
-    float *xh = hrand((size_t)m->vocab, 10.0f);
-    const int nc = copies_for((size_t)m->vocab * 4);
-    ArgOp o;
-    o.n = m->vocab;
-    o.x = (float **)xmalloc(sizeof(float *) * (size_t)nc);
-    for (int k = 0; k < nc; k++) o.x[k] = dev_from(B, xh, (size_t)m->vocab);
-    sd_err e;
-    void *out = B->gpu->alloc(B->gpu, sizeof(int32_t), &e);
-    if (!out) die("argmax", e.msg);
-    o.out = (int32_t *)out;
-    int graphed;
-    const double us = time_op(B, arg_fn, &o, nc, reps_for((size_t)m->vocab * 4), &graphed);
-    int32_t id = -1, best = 0;
-    if (sd_cuda_argmax(B->gpu, o.x[0], m->vocab, &id, &e)) die("argmax check", e.msg);
-    for (int i = 1; i < m->vocab; i++)
-        if (xh[i] > xh[best]) best = i;
-    char shape[48];
-    snprintf(shape, sizeof shape, "%d", m->vocab);
-    row(B, "argmax", m->name, "F32", 1, shape, us, 4.0 * m->vocab, id == best ? 0.0 : 1.0, graphed);
-    for (int k = 0; k < nc; k++) B->gpu->release(B->gpu, o.x[k]);
-    B->gpu->release(B->gpu, out);
-    free(o.x), free(xh);
+/* Top-k ids of logits rows: greedy decoding (1 row, k 1), verifying 4
+ * drafts (5 rows, k 1), NASD with 8 fillers (5 rows, k 8). The timed part is
+ * the kernel; the check runs the op (ids copied back) against the CPU's. */
+static void bench_top_k(Bench *B, const Shape *m) {
+    static const int cfg[3][2] = {{1, 1}, {5, 1}, {5, 8}};
+    for (int ci = 0; ci < 3; ci++) {
+        const int rows = cfg[ci][0], k = cfg[ci][1];
+        const size_t n = (size_t)rows * m->vocab;
+        float *xh = hrand(n, 10.0f);
+        const int nc = copies_for(n * 4);
+        TopKOp o;
+        o.rows = rows;
+        o.cols = m->vocab;
+        o.k = k;
+        o.x = (float **)xmalloc(sizeof(float *) * (size_t)nc);
+        for (int c = 0; c < nc; c++) o.x[c] = dev_from(B, xh, n);
+        sd_err e;
+        void *out = B->gpu->alloc(B->gpu, (size_t)rows * k * sizeof(int32_t), &e);
+        if (!out) die("top_k_rows", e.msg);
+        o.out = (int32_t *)out;
+        int graphed;
+        const double us = time_op(B, top_k_fn, &o, nc, reps_for(n * 4), &graphed);
+        int32_t got[5 * 8], ref[5 * 8];
+        if (B->gpu->top_k_rows(B->gpu, o.x[0], rows, m->vocab, k, got, &e) ||
+            B->cpu->top_k_rows(B->cpu, xh, rows, m->vocab, k, ref, &e))
+            die("top_k_rows check", e.msg);
+        char shape[48];
+        snprintf(shape, sizeof shape, "%dx%d k%d", rows, m->vocab, k);
+        row(B, "top_k_rows", m->name, "F32", rows, shape, us, 4.0 * (double)n,
+            memcmp(got, ref, (size_t)rows * k * sizeof *got) ? 1.0 : 0.0, graphed);
+        for (int c = 0; c < nc; c++) B->gpu->release(B->gpu, o.x[c]);
+        B->gpu->release(B->gpu, out);
+        free(o.x), free(xh);
+    }
 }
 
 /* Device-to-device copy of 1 GiB, bytes read plus written, median of 10. */
@@ -620,7 +631,7 @@ int main(int argc, char **argv) {
         for (int t = 0; t < 3; t++) bench_type(&B, &models[mi], types[t]);
         bench_norm(&B, &models[mi]);
         bench_attention(&B, &models[mi]);
-        bench_argmax(&B, &models[mi]);
+        bench_top_k(&B, &models[mi]);
     }
     if (B.csv) {
         fclose(B.csv);

@@ -63,17 +63,27 @@ static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *
     return 0;
 }
 
-static int cpu_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
-                                 float *v_rows, const sd_weight *wq, const sd_weight *wk,
-                                 const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+/* Beams: one batched product reads each weight once for all n rows; the
+ * n key/value rows land in the context's staging rows ([n][kv_dim] each,
+ * host memory like every CPU buffer) and each is copied to its sequence's
+ * cache, a few hundred bytes a row. */
+static int cpu_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q,
+                                 float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                                 const sd_weight *wk, const sd_weight *wv, const float *x, int n,
+                                 int pos, sd_err *e) {
+    size_t qd = (size_t)s->n_head * s->head_dim, kd = (size_t)s->n_kv * s->head_dim;
+    float *k_rows = sd_cpu_scratch(cpu(b), SD_SCRATCH_KV, 2 * (size_t)n * kd * sizeof(float), e);
+    if (!k_rows) return -1;
+    float *v_rows = k_rows + (size_t)n * kd;
     float *outs[3] = {q, k_rows, v_rows};
     const sd_weight *ws[3] = {wq, wk, wv};
     if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
-    size_t qd = (size_t)s->n_head * s->head_dim, kd = (size_t)s->n_kv * s->head_dim;
     for (int i = 0; i < n; i++) {
         sd_cpu_rope(cpu(b), q + i * qd, 1, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base);
         sd_cpu_rope(cpu(b), k_rows + i * kd, 1, pos, s->n_kv, s->head_dim, s->rope_dim,
                     s->rope_base);
+        memcpy(k_dst[i], k_rows + i * kd, kd * sizeof(float));
+        memcpy(v_dst[i], v_rows + i * kd, kd * sizeof(float));
     }
     return 0;
 }
@@ -97,13 +107,12 @@ static int cpu_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *
     return 0;
 }
 
-static int cpu_argmax(sd_backend *b, const float *x, int n, int32_t *id, sd_err *e) {
-    (void)b;
-    if (n < 1) return sd_fail(e, "argmax over no values");
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    *id = best;
+static int cpu_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, int k,
+                          int32_t *ids_host, sd_err *e) {
+    if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
+        return sd_fail(e, "top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
+                       n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
+    sd_cpu_top_k_rows(cpu(b), x, n_rows, cols, k, ids_host);
     return 0;
 }
 
@@ -132,7 +141,7 @@ sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
     b->qkv_rope_same_pos = cpu_qkv_rope_same_pos;
     b->attention = cpu_attention;
     b->matmul = cpu_matmul;
-    b->argmax = cpu_argmax;
+    b->top_k_rows = cpu_top_k_rows;
     b->ffn_swiglu = cpu_ffn_swiglu;
     return b;
 }

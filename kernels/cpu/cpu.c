@@ -171,6 +171,30 @@ void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim,
     }
 }
 
+/* ---- top-k ----------------------------------------------------------------
+ * idx[0..m) stays sorted (value desc, index asc). A new value enters only
+ * when it beats the last kept one strictly, and moves up only past strictly
+ * smaller values, so among equal values the earlier index stays first. */
+int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx) {
+    int m = 0;
+    for (int i = 0; i < n && k > 0; i++) {
+        if (m == k && x[i] <= x[idx[m - 1]]) continue;
+        int j = m < k ? m++ : m - 1;
+        while (j > 0 && x[idx[j - 1]] < x[i]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    return m;
+}
+
+void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids) {
+#pragma omp parallel for num_threads(c->n_threads) if (n_rows > 1)
+    for (int r = 0; r < n_rows; r++)
+        sd_cpu_top_k(x + (size_t)r * cols, cols, k, ids + (size_t)r * k);
+}
+
 /* ---- swiglu --------------------------------------------------------------- */
 void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
     (void)c;

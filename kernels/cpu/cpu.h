@@ -56,6 +56,13 @@ int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, con
                      int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e);
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate. */
 void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count);
+/* Indices of the k largest of x[0..n), largest first, the lowest index
+ * first among equal values, into idx; returns min(k, n). One pass with an
+ * insertion-sorted list of k: O(n k), for the small k of top-k ids. */
+int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx);
+/* sd_cpu_top_k of each row of x[n_rows][cols] into ids[n_rows][k]
+ * (k <= cols), rows in parallel. */
+void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids);
 /* x[i] = dequantized row ids[i] of the embedding matrix (rows = vocab). */
 int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
                  sd_err *e);
@@ -111,7 +118,7 @@ void sd_cpu_qact_pair_avx512(const int8_t *q, const float *d, const float *s, in
 int sd_cpu_type_block(uint32_t type, int *elems, int *bytes);
 /* Context scratch slot `slot` grown to at least bytes (64-byte aligned);
  * NULL with e filled when the allocation fails. */
-enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_N = 2 };
+enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_N = 3 };
 void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e);
 
 #endif

@@ -213,6 +213,15 @@ static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float 
     return cu_qkv_rope(c, s, q, k_rows, v_rows, wq, wk, wv, x, n, pos, e);
 }
 
+static int cuda_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q,
+                                  float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                                  const sd_weight *wk, const sd_weight *wv, const float *x, int n,
+                                  int pos, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (cu_enter(c, "qkv_rope_same_pos", e)) return -1;
+    return cu_qkv_rope_same_pos(c, s, q, k_dst, v_dst, wq, wk, wv, x, n, pos, e);
+}
+
 static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
                           const float *kc, const float *vc, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
@@ -234,6 +243,26 @@ static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight 
     return cu_ffn_swiglu(c, h, tmp, w1, w3, x, n, e);
 }
 
+/* The ids of one top_k_rows call: [n_rows][k] int32, at most this many bytes. */
+#define TOP_K_BYTES ((size_t)SD_MAX_ROWS * SD_TOP_K_MAX * sizeof(int32_t))
+
+static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, int k,
+                           int32_t *ids_host, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
+        return sd_fail(e, "cuda: top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
+                       n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
+    if (cu_enter(c, "top_k_rows", e) || cu_top_k_rows(c, c->top_k_dev, x, n_rows, cols, k, e))
+        return -1;
+    const size_t bytes = (size_t)n_rows * (size_t)k * sizeof *ids_host;
+    cudaError_t err =
+        cudaMemcpyAsync(c->top_k_host, c->top_k_dev, bytes, cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "top_k_rows %dx%d k %d: copy the ids", n_rows, cols, k);
+    memcpy(ids_host, c->top_k_host, bytes);
+    return 0;
+}
+
 /* ---- backend lifetime ------------------------------------------------------------ */
 static void cuda_destroy(sd_backend *b) {
     sd_cuda *c = cu_ctx(b);
@@ -242,8 +271,8 @@ static void cuda_destroy(sd_backend *b) {
             if (c->stream) cudaStreamSynchronize(c->stream);
             for (int i = 0; i < CU_SCRATCH_N; i++)
                 if (c->scratch[i]) cudaFree(c->scratch[i]);
-            if (c->argmax_dev) cudaFree(c->argmax_dev);
-            if (c->argmax_host) cudaFreeHost(c->argmax_host);
+            if (c->top_k_dev) cudaFree(c->top_k_dev);
+            if (c->top_k_host) cudaFreeHost(c->top_k_host);
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         free(c);
@@ -315,8 +344,8 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     const char *sync = getenv("SD_CUDA_SYNC");
     c->sync_each = sync && strcmp(sync, "0") != 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-        (err = cudaMalloc(&c->argmax_dev, sizeof *c->argmax_dev)) != cudaSuccess ||
-        (err = cudaMallocHost(&c->argmax_host, sizeof *c->argmax_host)) != cudaSuccess) {
+        (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
+        (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess) {
         cu_fail(e, err, "backend: set up device %d", device);
         cuda_destroy(b);
         return NULL;
@@ -331,28 +360,15 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     b->embed = cuda_embed;
     b->rmsnorm = cuda_rmsnorm;
     b->qkv_rope = cuda_qkv_rope;
+    b->qkv_rope_same_pos = cuda_qkv_rope_same_pos;
     b->attention = cuda_attention;
     b->matmul = cuda_matmul;
     b->ffn_swiglu = cuda_ffn_swiglu;
-    b->argmax = sd_cuda_argmax;
+    b->top_k_rows = cuda_top_k_rows;
     return b;
 }
 
 static int is_cuda(const sd_backend *b) { return b && b->destroy == cuda_destroy; }
-
-extern "C" int sd_cuda_argmax(sd_backend *b, const float *logits_dev, int n, int32_t *id_host,
-                              sd_err *e) {
-    if (!is_cuda(b)) return sd_fail(e, "cuda: argmax: not a CUDA backend");
-    if (n <= 0) return sd_fail(e, "cuda: argmax: empty row (%d)", n);
-    sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "argmax", e) || cu_argmax(c, c->argmax_dev, logits_dev, n, e)) return -1;
-    cudaError_t err = cudaMemcpyAsync(c->argmax_host, c->argmax_dev, sizeof *c->argmax_host,
-                                      cudaMemcpyDeviceToHost, c->stream);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
-    if (err != cudaSuccess) return cu_fail(e, err, "argmax %d: copy the result", n);
-    *id_host = *c->argmax_host;
-    return 0;
-}
 
 extern "C" int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,
                                  sd_err *e) {

@@ -6,7 +6,7 @@
  * upload_weight (which rewrites w->data to device memory in the kernels' own
  * layout, so a weight uploaded to the CUDA backend is only for its ops), and
  * every float pointer passed to an op is memory from its alloc(). Ops are
- * queued on the backend's stream; to_host, sd_cuda_argmax and
+ * queued on the backend's stream; to_host, top_k_rows and
  * sd_cuda_from_host wait for it. Set SD_CUDA_SYNC=1 to synchronise after
  * every kernel, so that a fault is reported by the op that caused it. */
 #ifndef SD_BACKEND_CUDA_H
@@ -27,10 +27,6 @@ extern "C" {
 int sd_cuda_available(char *why, size_t cap);
 /* The backend on device `device` (0 = first), or NULL with e filled. */
 sd_backend *sd_backend_cuda(int device, sd_err *e);
-/* Greedy decoding without copying logits: *id_host = index of the first
- * maximum of logits_dev[0..n) (device memory of backend b), the same answer
- * as the engine's host argmax. Waits for b's queued work. */
-int sd_cuda_argmax(sd_backend *b, const float *logits_dev, int n, int32_t *id_host, sd_err *e);
 /* Copies bytes from host memory into device memory of backend b (tests,
  * benchmarks, and any input the op table has no op for); waits for it. */
 int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,

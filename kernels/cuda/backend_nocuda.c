@@ -17,11 +17,6 @@ sd_backend *sd_backend_cuda(int device, sd_err *e) {
     return NULL;
 }
 
-int sd_cuda_argmax(sd_backend *b, const float *logits_dev, int n, int32_t *id_host, sd_err *e) {
-    (void)b, (void)logits_dev, (void)n, (void)id_host;
-    return sd_fail(e, "cuda: argmax: " NO_CUDA);
-}
-
 int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,
                       sd_err *e) {
     (void)b, (void)dst_dev, (void)src_host, (void)bytes;

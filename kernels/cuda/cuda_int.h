@@ -3,7 +3,7 @@
  *
  * Streams: every backend owns one non-blocking stream and queues all of its
  * work there, so ops run in call order without host synchronisation; only
- * to_host, sd_cuda_argmax and scratch growth wait for the stream.
+ * to_host, top_k_rows and scratch growth wait for the stream.
  *
  * Errors: each launcher returns 0 or -1 with e filled as
  *   "cuda: <op> <type> <rows>x<cols> launch: <CUDA error string>"
@@ -33,8 +33,8 @@ typedef struct sd_cuda {
     cudaStream_t stream;
     void *scratch[CU_SCRATCH_N];
     size_t scratch_size[CU_SCRATCH_N];
-    int32_t *argmax_dev;  /* one int on the device */
-    int32_t *argmax_host; /* one pinned int */
+    int32_t *top_k_dev;  /* [SD_MAX_ROWS][SD_TOP_K_MAX] ids on the device */
+    int32_t *top_k_host; /* the same, pinned, so the copy back is one DMA */
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -101,6 +101,11 @@ int cu_matmul(sd_cuda *c, float *out, const sd_weight *w, const float *x, int n,
 int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
                 const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                 int n, int pos, sd_err *e);
+/* The same with every row at pos and row i's K/V written to k_dst[i]/v_dst[i]
+ * (n <= SD_MAX_ROWS; the pointers travel in the kernel arguments). */
+int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *const *k_dst,
+                         float *const *v_dst, const sd_weight *wq, const sd_weight *wk,
+                         const sd_weight *wv, const float *x, int n, int pos, sd_err *e);
 /* ffn.cu */
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
                   const float *x, int n, sd_err *e);
@@ -113,8 +118,10 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
 /* embed.cu (ids already on the device, checked by the caller) */
 int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev, int n,
              sd_err *e);
-/* argmax.cu: *out_dev = index of the first maximum of x[0..n) */
-int cu_argmax(sd_cuda *c, int32_t *out_dev, const float *x, int n, sd_err *e);
+/* top_k.cu: out_dev[r*k ..] = the k largest of row r of x[n_rows][cols]
+ * (value desc, index asc), rows and k checked by the caller */
+int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, const float *x, int n_rows, int cols, int k,
+                  sd_err *e);
 
 /* The stream a backend queues its work on (bench timing). */
 cudaStream_t sd_cuda_stream(sd_backend *b);

@@ -6,14 +6,21 @@
  * cache rows (k_rows/v_rows are positions pos..pos+n-1 of the cache,
  * [n][kv_dim]). When the three weights differ in type, each gets its own
  * launch of the same kernel. The activations are quantised once for all
- * three. */
+ * three.
+ *
+ * Beams (cu_qkv_rope_same_pos): every row stands at the same position and
+ * row i's key and value belong to cache i, so the kernel takes the n
+ * destination pointers by value in its argument struct (QkvScatterArgs,
+ * 2 x SD_MAX_ROWS pointers = 2 KB, within the 4 KB kernel-argument limit):
+ * nothing is staged, and no pointer table is copied to the device. */
 #include <math.h>
 
 #include "kernels/cuda/mv.cuh"
 
 struct QkvMat {
     MvMat w;
-    float *out; /* [n][w.rows] */
+    float *out; /* [n][w.rows] (unused for K/V of a scatter launch) */
+    int which;  /* 0: Q, 1: K, 2: V */
     int rope;   /* 1: rotate pairs */
     int pair0;  /* first pair index of this matrix in the launch */
 };
@@ -23,12 +30,34 @@ struct QkvArgs {
     QkvMat m[3];
     int nm;
     int ntiles, ks;
-    int pos, head_dim, rope_dim;
+    int pos, pos_step; /* row i stands at pos + i * pos_step */
+    int head_dim, rope_dim;
     float theta_scale; /* freq_base^(-2/rope_dim), computed on the host as the CPU does */
 };
 
-template <int T, int NT>
-__global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const QkvArgs p) {
+/* Per-row K/V destinations for beams, by value (see the top). */
+struct QkvScatterArgs {
+    QkvArgs a;
+    float *k[SD_MAX_ROWS], *v[SD_MAX_ROWS];
+};
+
+__device__ __forceinline__ const QkvArgs &qkv_args(const QkvArgs &p) { return p; }
+__device__ __forceinline__ const QkvArgs &qkv_args(const QkvScatterArgs &p) { return p.a; }
+
+/* Where row i of matrix M goes. */
+__device__ __forceinline__ float *qkv_out(const QkvArgs &, const QkvMat &M, int i) {
+    return M.out + (size_t)i * M.w.rows;
+}
+__device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat &M, int i) {
+    return M.which == 1 ? p.k[i] : M.which == 2 ? p.v[i] : M.out + (size_t)i * M.w.rows;
+}
+
+/* __grid_constant__: args is read in place in parameter memory (the
+ * scatter table is indexed by the row, which would otherwise copy the 2 KB
+ * struct to each thread's local memory). */
+template <int T, int NT, class P>
+__global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
+    const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
     QkvMat M = p.m[0];
@@ -44,35 +73,42 @@ __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const QkvArgs p) {
     if (M.rope && d < p.rope_dim) {
         /* the CPU's angle: theta_j = p * s^j by repeated multiplication
          * (ggml_rope_cache_init), rotation without fused multiply-adds */
-        float theta = (float)(p.pos + i);
+        float theta = (float)(p.pos + i * p.pos_step);
         for (int j = 0; j < d / 2; j++) theta *= p.theta_scale;
         const float co = cosf(theta), si = sinf(theta), a = v0, b = v1;
         v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
         v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(b, co));
     }
-    float *o = M.out + (size_t)i * M.w.rows;
+    float *o = qkv_out(args, M, i);
     o[r0] = v0;
     if (r1 < M.w.rows) o[r1] = v1;
 }
 
+template <class P>
 struct QkvLaunch {
-    typedef QkvArgs Args;
+    typedef P Args;
     template <int T, int NT>
-    static void run(const MvPlan &pl, cudaStream_t s, const QkvArgs &a) {
-        qkv_rope_kernel<T, NT><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    static void run(const MvPlan &pl, cudaStream_t s, const P &a) {
+        qkv_rope_kernel<T, NT, P><<<pl.blocks, MV_THREADS, 0, s>>>(a);
     }
 };
 
+static QkvArgs *qkv_host_args(QkvArgs *p) { return p; }
+static QkvArgs *qkv_host_args(QkvScatterArgs *p) { return &p->a; }
+
 /* One launch over matrices first..first+count-1 of ws (all one type). */
-static int qkv_launch(sd_cuda *c, QkvArgs *p, const sd_weight *const *ws, float *const *outs,
-                      const int *rope, int first, int count, sd_err *e) {
+template <class P>
+static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, float *const *outs,
+                      int first, int count, sd_err *e) {
+    QkvArgs *p = qkv_host_args(args);
     int pairs = 0;
     p->nm = count;
     for (int j = 0; j < count; j++) {
         const sd_weight *w = ws[first + j];
         p->m[j].w = mv_mat(w);
         p->m[j].out = outs[first + j];
-        p->m[j].rope = rope[first + j];
+        p->m[j].which = first + j;
+        p->m[j].rope = first + j < 2; /* Q and K rotate, V does not */
         p->m[j].pair0 = pairs;
         pairs += (int)((w->rows + 1) / 2);
     }
@@ -82,18 +118,18 @@ static int qkv_launch(sd_cuda *c, QkvArgs *p, const sd_weight *const *ws, float 
         return -1;
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
-    mv_launch<QkvLaunch>(w->type, pl, c->stream, *p);
+    mv_launch<QkvLaunch<P> >(w->type, pl, c->stream, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);
 }
 
-int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
-                const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
-                int n, int pos, sd_err *e) {
-    if (n <= 0) return 0;
+/* Checks the shapes and fills everything of p but the matrices; then one
+ * launch when the three weights share a type, else one each. */
+template <class P>
+static int qkv_run(sd_cuda *c, P *args, const sd_attn_shape *s, float *const *outs,
+                   const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                   int n, int pos, int pos_step, sd_err *e) {
     const sd_weight *ws[3] = {wq, wk, wv};
-    float *outs[3] = {q, k_rows, v_rows};
-    const int rope[3] = {1, 1, 0};
     for (int j = 0; j < 3; j++)
         if (cu_check_weight(ws[j], "qkv_rope", e)) return -1;
     if (s->head_dim <= 0 || s->head_dim % 2 || s->n_head <= 0 || s->n_kv <= 0 || pos < 0)
@@ -107,15 +143,40 @@ int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, flo
                        (long long)wq->rows, (long long)wq->cols, (long long)wk->rows,
                        (long long)wk->cols, (long long)wv->rows, (long long)wv->cols, s->n_head,
                        s->n_kv, s->head_dim);
-    QkvArgs p;
+    QkvArgs *p = qkv_host_args(args);
     const int need_q = cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type);
-    if (mv_act(c, &p.a, x, n, wq->cols, need_q, e)) return -1;
-    p.pos = pos;
-    p.head_dim = s->head_dim;
-    p.rope_dim = s->rope_dim < s->head_dim ? s->rope_dim : s->head_dim;
-    p.theta_scale = p.rope_dim > 0 ? powf(s->rope_base, -2.0f / (float)p.rope_dim) : 1.0f;
-    if (wq->type == wk->type && wq->type == wv->type) return qkv_launch(c, &p, ws, outs, rope, 0, 3, e);
+    if (mv_act(c, &p->a, x, n, wq->cols, need_q, e)) return -1;
+    p->pos = pos;
+    p->pos_step = pos_step;
+    p->head_dim = s->head_dim;
+    p->rope_dim = s->rope_dim < s->head_dim ? s->rope_dim : s->head_dim;
+    p->theta_scale = p->rope_dim > 0 ? powf(s->rope_base, -2.0f / (float)p->rope_dim) : 1.0f;
+    if (wq->type == wk->type && wq->type == wv->type) return qkv_launch(c, args, ws, outs, 0, 3, e);
     for (int j = 0; j < 3; j++)
-        if (qkv_launch(c, &p, ws, outs, rope, j, 1, e)) return -1;
+        if (qkv_launch(c, args, ws, outs, j, 1, e)) return -1;
     return 0;
+}
+
+int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
+                const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                int n, int pos, sd_err *e) {
+    if (n <= 0) return 0;
+    float *outs[3] = {q, k_rows, v_rows};
+    QkvArgs p;
+    return qkv_run(c, &p, s, outs, wq, wk, wv, x, n, pos, 1, e);
+}
+
+int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *const *k_dst,
+                         float *const *v_dst, const sd_weight *wq, const sd_weight *wk,
+                         const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+    if (n <= 0) return 0;
+    if (n > SD_MAX_ROWS)
+        return sd_fail(e, "cuda: qkv_rope_same_pos: %d rows (at most %d)", n, SD_MAX_ROWS);
+    float *outs[3] = {q, NULL, NULL};
+    QkvScatterArgs p = {};
+    for (int i = 0; i < n; i++) {
+        p.k[i] = k_dst[i];
+        p.v[i] = v_dst[i];
+    }
+    return qkv_run(c, &p, s, outs, wq, wk, wv, x, n, pos, 0, e);
 }

@@ -167,3 +167,15 @@ void ref_swiglu(double *out, const float *gate, const float *up, size_t count) {
         out[i] = g / (1.0 + exp(-g)) * up[i];
     }
 }
+
+/* a comes before b: larger value, or the same value at a lower index */
+static int before(const float *x, int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); }
+
+void ref_top_k(const float *x, int n, int k, int32_t *ids) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if ((j == 0 || before(x, ids[j - 1], i)) && (best < 0 || before(x, i, best))) best = i;
+        ids[j] = best;
+    }
+}

@@ -29,5 +29,8 @@ void ref_rope(double *out, const float *x, int n, int pos, int n_heads, int head
 void ref_attention(double *out, const float *q, const float *kc, const float *vc, int n,
                    int pos, int n_head, int n_kv, int head_dim);
 void ref_swiglu(double *out, const float *gate, const float *up, size_t count);
+/* Top-k by selection: pick j is the best element strictly after pick j-1 in
+ * the order (value desc, index asc). ids[0..k), k <= n. */
+void ref_top_k(const float *x, int n, int k, int32_t *ids);
 
 #endif
