@@ -252,6 +252,54 @@ int main(void) {
         free(lg);
     }
 
+    /* The element-wise ops at SmolLM2's shapes, decode (n = 1) and a
+     * 128-token prefill: rmsnorm over dim 576, rope on 9 query heads of 64,
+     * swiglu over ffn 1536, embed of n rows of the Q8_0 576-wide table.
+     * GB/s counts the activation bytes read and written (embed: the rows
+     * read); the GFLOP/s column is Gelements/s. */
+    {
+        const int dim = 576, ffn = 1536, hd = 64, nh = 9, vocab = 49152;
+        float *xa = malloc(sizeof(float) * 128 * ffn), *xb = malloc(sizeof(float) * 128 * ffn),
+              *xc = malloc(sizeof(float) * 128 * ffn), *wn = malloc(sizeof(float) * dim);
+        size_t erb = row_bytes(SD_Q8_0, dim);
+        uint8_t *table = malloc(erb * vocab);
+        float *tmp = malloc(sizeof(float) * dim);
+        int32_t ids[128];
+        for (int k = 0; k < 128 * ffn; k++) xa[k] = frand(), xb[k] = frand();
+        for (int k = 0; k < dim; k++) wn[k] = frand(), tmp[k] = frand();
+        for (int r = 0; r < vocab; r++) sd_quantize_row(SD_Q8_0, tmp, table + r * erb, dim);
+        for (int k = 0; k < 128; k++) ids[k] = (k * 7919) % vocab;
+        sd_weight emb = {SD_Q8_0, vocab, dim, erb, table};
+        const char *ops[4] = {"rmsnorm", "rope", "swiglu", "embed"};
+        for (int op = 0; op < 4; op++)
+            for (int ni = 0; ni < 2; ni++)
+                for (int th = 0; th < 2; th++) {
+                    int n = ni ? 128 : 1;
+                    double tt[101], bytes = 0, elems = 0;
+                    for (int r = 0; r < 101; r++) {
+                        double t0 = now();
+                        switch (op) {
+                        case 0: sd_cpu_rmsnorm(ctx[th], xc, xa, wn, n, dim, 1e-5f); break;
+                        case 1: sd_cpu_rope(ctx[th], xc, n, 511, nh, hd, hd, 10000.0f); break;
+                        case 2: sd_cpu_swiglu(ctx[th], xc, xa, xb, (size_t)n * ffn); break;
+                        default: sd_cpu_embed(ctx[th], xc, &emb, ids, n, &e); break;
+                        }
+                        tt[r] = now() - t0;
+                    }
+                    switch (op) {
+                    case 0: elems = (double)n * dim, bytes = 8.0 * elems; break;
+                    case 1: elems = (double)n * nh * hd, bytes = 8.0 * elems; break;
+                    case 2: elems = (double)n * ffn, bytes = 12.0 * elems; break;
+                    default: elems = (double)n * dim, bytes = (double)n * erb + 4.0 * elems; break;
+                    }
+                    double t = median(tt, 101);
+                    printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9.2f %9.2f\n", ops[op],
+                           op == 3 ? "Q8_0" : "F32", op == 3 ? vocab : 1, op == 2 ? ffn : dim, n,
+                           th + 1, t * 1e6, bytes / t / 1e9, elems / t / 1e9);
+                }
+        free(xa), free(xb), free(xc), free(wn), free(table), free(tmp);
+    }
+
     /* SmolLM2-135M estimates: per layer q,o (576x576), k,v (192x576),
      * gate,up (1536x576), down (576x1536); 30 layers; Q8_0 head. */
     for (int th = 0; th < 2; th++) {
