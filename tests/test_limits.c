@@ -14,7 +14,7 @@
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
 #include "engine/model/model.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "engine/sampling/sampler_host.h"
 #include "tests/util/gguf_writer.h"
 #include "tests/util/json.h"

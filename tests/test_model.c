@@ -26,7 +26,7 @@
 
 #include "engine/decode/decode.h"
 #include "engine/model/model.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "tests/util/json.h"
 
 #define GOLDEN "tests/data/greedy.jsonl"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "engine/decode/decode.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "tests/util/json.h"
 
 #define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"

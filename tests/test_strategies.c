@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "engine/decode/decode.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "engine/decode/ngram.h"
 #include "tests/util/synth_model.h"
 

@@ -12,7 +12,7 @@
 #include "engine/decode/decode.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/model/model.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 
 #define PROMPT_TOKENS 128
 #define DECODE_TOKENS 128

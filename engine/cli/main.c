@@ -70,9 +70,9 @@ static int list_samplers(const sd_args *a, sd_err *e) {
     sd_sampler_set *s = open_plugins(a, e);
     if (!s) return -1;
     sd_cli_warnings(s);
-    sd_samplers_list(s, stdout);
+    int rc = sd_cli_list_samplers(s, stdout, e);
     sd_samplers_close(s);
-    return 0;
+    return rc;
 }
 
 /* --sampler and --sampler-arg against the plugins found, before anything

@@ -142,11 +142,11 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
     } else if (!strcmp(c, "/sampler") || !strcmp(c, "/processor")) {
         if (n < 2) {
             bad(out, "/sampler NAME [key=value ...]");
-            sd_samplers_list(s->samplers, out);
+            sd_cli_list_samplers(s->samplers, out, &e);
         } else if (sd_session_set_sampler(s, sd_sampler_alias(w[1]), (const char *const *)w + 2,
                                           n - 2, &e)) {
             fprintf(out, "error: %s\n", e.msg);
-            sd_samplers_list(s->samplers, out);
+            sd_cli_list_samplers(s->samplers, out, &e);
         } else {
             char desc[256];
             sd_sampler_describe(s->sampler, desc, sizeof desc);

@@ -9,6 +9,14 @@
 #define N_ORDER SD_N_STRATEGIES
 #define order sd_strategy_order
 
+int sd_cli_list_samplers(const sd_sampler_set *set, FILE *out, sd_err *e) {
+    char *text = sd_samplers_list(set, e);
+    if (!text) return -1;
+    fputs(text, out);
+    free(text);
+    return 0;
+}
+
 void sd_cli_warnings(const sd_sampler_set *set) {
     for (int i = 0; i < sd_samplers_n_warnings(set); i++)
         fprintf(stderr, "specdec: warning: %s\n", sd_samplers_warning(set, i));

@@ -41,7 +41,7 @@ typedef struct sd_model_opts {
     int n_ctx; /* <= 0: min(context_length, 4096) */
 } sd_model_opts;
 
-/* Loads path onto backend be (engine/model/device.h opens one). The model
+/* Loads path onto backend be (engine/session/device.h opens one). The model
  * owns be from here on, also on failure (a NULL be fails with the message
  * its opener left in e). On failure e->msg reads "<path>: <reason>". */
 sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o, sd_err *e);

@@ -628,7 +628,14 @@ static const char *type_name(int32_t type) {
     return type == SD_SAMPLER_INT ? "int" : "float";
 }
 
-void sd_samplers_list(const sd_sampler_set *s, FILE *out) {
+char *sd_samplers_list(const sd_sampler_set *s, sd_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        sd_fail(e, "out of memory");
+        return NULL;
+    }
     if (s->n == 0)
         fprintf(out, "no samplers loaded\n");
     for (int i = 0; i < s->n; i++) {
@@ -644,6 +651,12 @@ void sd_samplers_list(const sd_sampler_set *s, FILE *out) {
                     type_name(p->type), p->def, r, p->help ? p->help : "");
         }
     }
+    if (fclose(out) || !text) {
+        free(text);
+        sd_fail(e, "out of memory");
+        return NULL;
+    }
+    return text;
 }
 
 /* ---------------------------------------------------------------------------

@@ -61,8 +61,9 @@ const char *sd_samplers_file(const sd_sampler_set *s, int i);
 int sd_samplers_find(const sd_sampler_set *s, const char *name);
 
 /* Human-readable listing: name, file, description, and each parameter with
- * its type, default, range and help. */
-void sd_samplers_list(const sd_sampler_set *s, FILE *out);
+ * its type, default, range and help, as one malloc'd string (the caller
+ * prints and frees it); NULL with e filled when out of memory. */
+char *sd_samplers_list(const sd_sampler_set *s, sd_err *e);
 
 /* kv: n_kv "key=value" strings; a key given twice takes the last value.
  * Unknown sampler, unknown key, malformed or out-of-range value: NULL with

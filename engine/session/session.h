@@ -11,7 +11,7 @@
 
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 

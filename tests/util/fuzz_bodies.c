@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/model/model.h"
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 #include "engine/sampling/sampler_host.h"
 #include "engine/text/tokenizer_int.h"
 #include "tests/util/gguf_writer.h"

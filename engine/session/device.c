@@ -1,4 +1,4 @@
-#include "engine/model/device.h"
+#include "engine/session/device.h"
 
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cuda/backend_cuda.h"
