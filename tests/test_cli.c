@@ -281,6 +281,18 @@ Test(cli, interactive_mode_through_a_pipe) {
 }
 
 /* -i -p TEXT runs the prompt first, then reads commands. */
+/* NASD stops drafting at an unknown context unless --fill-unknown says
+ * otherwise (the reference system's default). */
+Test(cli, nasd_stops_at_unknown_contexts_by_default) {
+    run_out a = run("-m " M "stories260K.gguf -i", "/help\n/quit\n");
+    run_out b = run("-m " M "stories260K.gguf -i --fill-unknown", "/help\n/quit\n");
+    cr_assert_eq(a.rc, 0, "%s", a.err);
+    cr_assert_eq(b.rc, 0, "%s", b.err);
+    cr_assert(strstr(a.out, "stop if unknown on"), "%s", a.out);
+    cr_assert(strstr(b.out, "stop if unknown off"), "%s", b.out);
+    done(&a), done(&b);
+}
+
 Test(cli, interactive_with_a_prompt_runs_it_first) {
     run_out r = run("-m " M "stories260K.gguf -n 8 -i -p 'Once upon a time'", "/length 4\n/quit\n");
     cr_assert_eq(r.rc, 0, "%s", r.err);
