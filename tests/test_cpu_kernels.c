@@ -365,7 +365,7 @@ Test(matmul, errors) {
     sd_cpu *c = sd_cpu_create(1, &e);
     float x[64] = {0}, out[4];
     uint8_t data[256] = {0};
-    sd_weight w = {.type = 6, .rows = 1, .cols = 32, .row_bytes = 64, .data = data};
+    sd_weight w = {.type = 10, .rows = 1, .cols = 32, .row_bytes = 64, .data = data}; /* Q2_K */
     cr_assert_eq(sd_cpu_matmul(c, out, &w, x, 1, 0, &e), -1);
     cr_assert(strstr(e.msg, "type"), "%s", e.msg);
     w.type = SD_Q4_0;

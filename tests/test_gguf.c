@@ -726,12 +726,12 @@ Test(malformed, duplicate_key) {
     reject_writer(w, "duplicate.*'test\\.u32'");
 }
 
-Test(malformed, unsupported_type_q4_k) {
+Test(malformed, unsupported_type_q2_k) {
     static const uint64_t ne[2] = {256, 1};
-    static const uint8_t blk[144] = {0}; /* one Q4_K super-block */
+    static const uint8_t blk[84] = {0}; /* one Q2_K super-block */
     gw *w = small_writer();
-    gw_tensor(w, "k.weight", 12, 2, ne, blk, sizeof blk);
-    reject_writer(w, "'k\\.weight'.*Q4_K.*F32.*F16.*BF16.*Q8_0.*Q4_0.*Q4_1");
+    gw_tensor(w, "k.weight", 10, 2, ne, blk, sizeof blk);
+    reject_writer(w, "'k\\.weight'.*Q2_K.*F32.*F16.*BF16.*Q8_0.*Q4_0.*Q4_1.*Q5_0.*Q4_K.*Q6_K");
 }
 
 Test(malformed, row_not_block_multiple) {

@@ -12,6 +12,9 @@ static const struct {
     {SD_Q8_0, SD_QK, sizeof(sd_block_q8_0), "Q8_0"},
     {SD_Q4_0, SD_QK, sizeof(sd_block_q4_0), "Q4_0"},
     {SD_Q4_1, SD_QK, sizeof(sd_block_q4_1), "Q4_1"},
+    {SD_Q5_0, SD_QK, sizeof(sd_block_q5_0), "Q5_0"},
+    {SD_Q4_K, SD_QK_K, sizeof(sd_block_q4_k), "Q4_K"},
+    {SD_Q6_K, SD_QK_K, sizeof(sd_block_q6_k), "Q6_K"},
 };
 #define N_WTYPES (sizeof wtypes / sizeof wtypes[0])
 
