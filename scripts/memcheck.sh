@@ -7,7 +7,8 @@ bin=$1
 m=tests/data/models
 command -v valgrind >/dev/null 2>&1 || { echo "memcheck: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
 # check WANT ARGS...: one valgrind run that must exit WANT (0 for a run
-# that succeeds, 1 for a bad-input run; a memcheck error or leak gives 99).
+# that succeeds, 2 for a bad flag value, 1 for a bad input found later; a
+# memcheck error or leak gives 99).
 check() {
     want=$1
     shift
@@ -31,7 +32,7 @@ run -m $m/stories260K.gguf --draft-layers 2 -p "Once upon a time" -n 12 -t 1 \
 run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-samplers
 # Error paths free what they made too.
 run_fail -m $m/stories260K.gguf -p "Once upon a time" --ctx 4 -t 1
-run_fail -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
+check 2 -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
 run_fail -m $m/stories260K.gguf -d tests/data/README.md -p hi -t 1
 printf '/length 6\n/ngram\n/sampler multinomial temperature=0.8\nOnce upon a time\n/quit\n' >tests/tmp/memcheck.in
 echo "memcheck: interactive"
