@@ -26,9 +26,18 @@
  * top_k_rows. */
 enum { SD_MAX_ROWS = 128, SD_TOP_K_MAX = 64 };
 
+/* One layer's attention parameters: the head layout, the rotary embedding
+ * and the optional Q/K/V biases. Rotation: neox = 0 turns pairs
+ * (2j, 2j+1) of each head (llama), neox = 1 pairs (j, j + rope_dim/2)
+ * (qwen2); pair j of position p turns by p * rope_base^(-2j/rope_dim), and
+ * dims >= rope_dim are left alone. Biases (NULL: none) are F32 vectors in
+ * backend memory, [n_head*head_dim] for bq and [n_kv*head_dim] for bk and
+ * bv, added to the projections before the rotation. */
 typedef struct sd_attn_shape {
     int n_head, n_kv, head_dim, rope_dim;
     float rope_base;
+    int neox;
+    const float *bq, *bk, *bv;
 } sd_attn_shape;
 
 typedef struct sd_backend sd_backend;
@@ -50,7 +59,8 @@ struct sd_backend {
     /* out = rmsnorm(x) * w (w: F32 weight of `dim`). */
     int (*rmsnorm)(sd_backend *b, float *out, const float *x, const sd_weight *w, int n, int dim,
                    float eps, sd_err *e);
-    /* q = rope(Wq x); k_rows = rope(Wk x); v_rows = Wv x, for positions pos.. */
+    /* q = rope(Wq x + bq); k_rows = rope(Wk x + bk); v_rows = Wv x + bv, for
+     * positions pos.. (biases and rotation as s describes them). */
     int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
                     const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                     int n, int pos, sd_err *e);

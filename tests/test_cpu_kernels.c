@@ -410,17 +410,18 @@ Test(cpu, rope) {
     const int poss[] = {0, 7, 100, 8000};
     float *x = malloc(sizeof(float) * n * nh * hd), *y = malloc(sizeof(float) * n * nh * hd);
     double *ref = malloc(sizeof(double) * n * nh * hd);
+    for (int neox = 0; neox < 2; neox++)
     for (int ri = 0; ri < 2; ri++)
         for (int pi = 0; pi < 4; pi++) {
             int rd = rope_dims[ri], pos = poss[pi];
             fill(x, (size_t)n * nh * hd, -1, 1);
             memcpy(y, x, sizeof(float) * n * nh * hd);
-            ref_rope(ref, x, n, pos, nh, hd, rd, 10000.0);
-            sd_cpu_rope(c, y, n, pos, nh, hd, rd, 10000.0f);
+            ref_rope(ref, x, n, pos, nh, hd, rd, 10000.0, neox);
+            sd_cpu_rope(c, y, n, pos, nh, hd, rd, 10000.0f, neox);
             double tol = 2e-5 + 2e-7 * (pos + n);
             for (int k = 0; k < n * nh * hd; k++) {
-                cr_assert_leq(fabs(y[k] - ref[k]), tol, "rope_dim %d pos %d [%d]: %g vs %g", rd, pos, k,
-                              y[k], ref[k]);
+                cr_assert_leq(fabs(y[k] - ref[k]), tol, "neox %d rope_dim %d pos %d [%d]: %g vs %g",
+                              neox, rd, pos, k, y[k], ref[k]);
                 if (k % hd >= rd) cr_assert_eq(y[k], x[k]); /* dims past rope_dim untouched */
             }
         }

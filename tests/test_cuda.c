@@ -239,11 +239,29 @@ Test(cuda, rmsnorm) {
             }
 }
 
+/* A llama-style attention shape (no biases, rotation of (2j, 2j+1) pairs). */
+#define SHAPE(heads, kv, hd, rd, base) \
+    {.n_head = heads, .n_kv = kv, .head_dim = hd, .rope_dim = rd, .rope_base = base}
+
 /* ---- qkv_rope --------------------------------------------------------------------- */
 /* Writes K/V rows at positions pos.. of a cache whose other rows hold a
- * sentinel that must survive. */
-static void check_qkv(const uint32_t types[3], sd_attn_shape s, int n, int pos) {
+ * sentinel that must survive. with_bias: random Q/K/V biases, the K ones in
+ * the hundreds as in Qwen2's first layers. */
+static void check_qkv_with(const uint32_t types[3], sd_attn_shape s, int n, int pos,
+                           int with_bias) {
     const int dim = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim, len = pos + n;
+    float *hb[3] = {NULL, NULL, NULL}, *db[3] = {NULL, NULL, NULL};
+    sd_attn_shape gs = s;
+    if (with_bias) {
+        const int len_b[3] = {dim, kv, kv};
+        const float scale[3] = {2.0f, 300.0f, 1.0f};
+        for (int j = 0; j < 3; j++) {
+            hb[j] = hrand((size_t)len_b[j], scale[j]);
+            db[j] = dbuf((size_t)len_b[j], hb[j]);
+        }
+        s.bq = hb[0], s.bk = hb[1], s.bv = hb[2];
+        gs.bq = db[0], gs.bk = db[1], gs.bv = db[2];
+    }
     wpair wq, wk, wv;
     wpair_rand(&wq, types[0], dim, dim, 1.0f);
     wpair_rand(&wk, types[1], kv, dim, 1.0f);
@@ -260,29 +278,57 @@ static void check_qkv(const uint32_t types[3], sd_attn_shape s, int n, int pos) 
     for (size_t i = 0; i < (size_t)len * kv; i++) sentinel[i] = i < (size_t)pos * kv ? 12345.0f : NAN;
     float *dx = dbuf((size_t)n * dim, x), *dq = dbuf((size_t)n * dim, NULL);
     float *dk = dbuf((size_t)len * kv, sentinel), *dv = dbuf((size_t)len * kv, sentinel);
-    OK(gpu->qkv_rope(gpu, &s, dq, dk + (size_t)pos * kv, dv + (size_t)pos * kv, &wq.g, &wk.g,
+    OK(gpu->qkv_rope(gpu, &gs, dq, dk + (size_t)pos * kv, dv + (size_t)pos * kv, &wq.g, &wk.g,
                      &wv.g, dx, n, pos, e));
     float *q = fetch(dq, (size_t)n * dim), *k = fetch(dk, (size_t)len * kv), *v = fetch(dv, (size_t)len * kv);
     const double tol = is_quant(types[0]) || is_quant(types[1]) || is_quant(types[2]) ? 1e-3 : 1e-4;
     double eq = rel_err(q, q_ref, (size_t)n * dim), ek = rel_err(k, kc_ref, (size_t)len * kv),
            ev = rel_err(v, vc_ref, (size_t)len * kv);
     cr_expect(eq <= tol && ek <= tol && ev <= tol,
-              "qkv_rope %s/%s/%s heads %d/%d dim %d rope %d base %g n=%d pos=%d: errors q %.3g k "
-              "%.3g v %.3g > %.1g",
+              "qkv_rope %s/%s/%s heads %d/%d dim %d rope %d base %g neox %d bias %d n=%d pos=%d: "
+              "errors q %.3g k %.3g v %.3g > %.1g",
               sd_wtype_name(types[0]), sd_wtype_name(types[1]), sd_wtype_name(types[2]), s.n_head,
-              s.n_kv, s.head_dim, s.rope_dim, s.rope_base, n, pos, eq, ek, ev, tol);
+              s.n_kv, s.head_dim, s.rope_dim, s.rope_base, s.neox, with_bias, n, pos, eq, ek, ev,
+              tol);
+    for (int j = 0; j < 3; j++) {
+        if (db[j]) gpu->release(gpu, db[j]);
+        free(hb[j]);
+    }
     gpu->release(gpu, dx), gpu->release(gpu, dq), gpu->release(gpu, dk), gpu->release(gpu, dv);
     free(x), free(q_ref), free(kc_ref), free(vc_ref), free(sentinel), free(q), free(k), free(v);
     wpair_free(&wq), wpair_free(&wk), wpair_free(&wv);
 }
 
+static void check_qkv(const uint32_t types[3], sd_attn_shape s, int n, int pos) {
+    check_qkv_with(types, s, n, pos, 0);
+}
+
+/* qwen2: NEOX pairs (j, j + rope_dim/2) and Q/K/V biases added before the
+ * rotation, at both Qwen2.5-Coder shapes and with a partial rotary. */
+Test(cuda, qkv_rope_neox_bias) {
+    rng_state = 31;
+    static const sd_attn_shape shapes[] = {
+        {.n_head = 12, .n_kv = 2, .head_dim = 128, .rope_dim = 128, .rope_base = 1e6f, .neox = 1},
+        {.n_head = 14, .n_kv = 2, .head_dim = 64, .rope_dim = 64, .rope_base = 1e6f, .neox = 1},
+        {.n_head = 4, .n_kv = 4, .head_dim = 64, .rope_dim = 32, .rope_base = 1e4f, .neox = 1},
+    };
+    static const int ns[] = {1, 5}, poss[] = {0, 300};
+    for (size_t t = 0; t < N_TYPES; t++)
+        for (size_t s = 0; s < 3; s++)
+            for (size_t k = 0; k < 2; k++)
+                for (int b = 0; b < 2; b++) {
+                    const uint32_t types[3] = {all_types[t], all_types[t], all_types[t]};
+                    check_qkv_with(types, shapes[s], ns[k], poss[k], b);
+                }
+}
+
 Test(cuda, qkv_rope) {
     rng_state = 23;
     static const sd_attn_shape shapes[] = {
-        {9, 3, 64, 64, 10000.0f},   /* SmolLM2-135M */
-        {6, 2, 128, 128, 500000.0f}, /* Llama-3 style, GQA 3 */
-        {4, 4, 64, 32, 10000.0f},   /* partial rotary */
-        {8, 4, 8, 8, 10000.0f},     /* stories260K's tiny heads */
+        SHAPE(9, 3, 64, 64, 10000.0f),   /* SmolLM2-135M */
+        SHAPE(6, 2, 128, 128, 500000.0f), /* Llama-3 style, GQA 3 */
+        SHAPE(4, 4, 64, 32, 10000.0f),   /* partial rotary */
+        SHAPE(8, 4, 8, 8, 10000.0f),     /* stories260K's tiny heads */
     };
     static const int ns[] = {1, 3, 9}, poss[] = {0, 17, 1000};
     for (size_t t = 0; t < N_TYPES; t++)
@@ -297,7 +343,7 @@ Test(cuda, qkv_rope) {
 Test(cuda, qkv_rope_mixed_types) {
     rng_state = 29;
     const uint32_t types[3] = {SD_Q8_0, SD_Q4_1, SD_F16};
-    const sd_attn_shape s = {9, 3, 64, 64, 10000.0f};
+    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
     check_qkv(types, s, 9, 17);
     check_qkv(types, s, 1, 0);
 }
@@ -321,11 +367,11 @@ static void check_attention(sd_attn_shape s, int n, int pos) {
 }
 
 static const sd_attn_shape attn_shapes[] = {
-    {4, 4, 64, 64, 1e4f},   /* GQA ratio 1 */
-    {6, 2, 128, 128, 1e4f}, /* GQA ratio 3, Llama-3.2-3B's head */
-    {9, 3, 64, 64, 1e4f},   /* SmolLM2 */
-    {32, 8, 64, 64, 1e4f},  /* Llama-3.2-1B */
-    {8, 4, 8, 8, 1e4f},     /* stories260K */
+    SHAPE(4, 4, 64, 64, 1e4f),   /* GQA ratio 1 */
+    SHAPE(6, 2, 128, 128, 1e4f), /* GQA ratio 3, Llama-3.2-3B's head */
+    SHAPE(9, 3, 64, 64, 1e4f),   /* SmolLM2 */
+    SHAPE(32, 8, 64, 64, 1e4f),  /* Llama-3.2-1B */
+    SHAPE(8, 4, 8, 8, 1e4f),     /* stories260K */
 };
 
 Test(cuda, attention) {
@@ -509,7 +555,7 @@ static void check_qkv_same_pos(uint32_t type, sd_attn_shape s, int n, int pos) {
 
 Test(cuda, qkv_rope_same_pos) {
     rng_state = 31;
-    const sd_attn_shape s = {9, 3, 64, 64, 10000.0f};
+    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
     static const int ns[] = {1, 4, SD_MAX_ROWS};
     for (size_t t = 0; t < N_TYPES; t++)
         for (size_t k = 0; k < 3; k++) check_qkv_same_pos(all_types[t], s, ns[k], 17);
@@ -518,7 +564,7 @@ Test(cuda, qkv_rope_same_pos) {
 /* ---- errors --------------------------------------------------------------------------------- */
 Test(cuda, errors_name_the_op) {
     sd_err e = {{0}};
-    const sd_attn_shape s = {2, 2, 256, 256, 1e4f}; /* head dim over the kernel's 128 */
+    const sd_attn_shape s = SHAPE(2, 2, 256, 256, 1e4f); /* head dim over the kernel's 128 */
     float *d = dbuf(4096, NULL);
     cr_expect(gpu->attention(gpu, &s, d, d, d, d, 1, 0, &e) != 0 && strstr(e.msg, "cuda: attention"),
               "'%s'", e.msg);
@@ -622,7 +668,7 @@ static void tiny_free(tiny *t) {
 /* logits_host[n][vocab] for tokens at positions pos..pos+n-1 (engine/model.c's order). */
 static void tiny_forward(tiny *t, const int32_t *tok, int n, int pos, float *logits_host) {
     sd_backend *b = t->b;
-    const sd_attn_shape s = {THEAD, TKV, THD, THD, 10000.0f};
+    const sd_attn_shape s = SHAPE(THEAD, TKV, THD, THD, 10000.0f);
     const size_t off = (size_t)pos * TKV * THD;
     const float eps = 1e-5f;
     OK(b->embed(b, t->x, &t->emb, tok, n, e));

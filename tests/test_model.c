@@ -28,6 +28,7 @@
 #include "engine/model/model.h"
 #include "engine/session/device.h"
 #include "tests/util/json.h"
+#include "tests/util/synth_model.h"
 
 #define GOLDEN "tests/data/greedy.jsonl"
 #define MODELS "tests/data/models/"
@@ -232,4 +233,32 @@ Test(model, load_errors_name_the_file) {
     o.n_ctx = 4096;
     cr_assert_null(sd_model_load(MODELS "stories260K.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
     cr_assert(strstr(e.msg, "context_length 2048"), "%s", e.msg);
+}
+
+/* The architecture is read from general.architecture and names the keys;
+ * anything but llama and qwen2 is refused by name. The synthetic llama
+ * file is patched in place ("llama" has the length of both replacements). */
+static sd_model *load_patched_arch(const char *arch, sd_err *e) {
+    synth_cfg c = synth_default();
+    uint8_t *bytes;
+    size_t len;
+    cr_assert_eq(synth_model_bytes(&c, &bytes, &len, e), 0, "%s", e->msg);
+    uint8_t *v = memmem(bytes, len, "llama", 5); /* the first is the architecture's value */
+    cr_assert(v);
+    memcpy(v, arch, 5);
+    gguf_file *f = gguf_open_mem(bytes, len, "patched", e);
+    cr_assert(f, "%s", e->msg);
+    sd_model_opts o = {16};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, e), &o, e);
+    free(bytes);
+    return m;
+}
+
+Test(model, architecture_is_named_when_refused) {
+    sd_err e;
+    cr_assert_null(load_patched_arch("mamba", &e));
+    cr_assert(strstr(e.msg, "architecture 'mamba' is not supported (supported: llama, qwen2)"), "%s",
+              e.msg);
+    cr_assert_null(load_patched_arch("qwen2", &e));
+    cr_assert(strstr(e.msg, "missing required key 'qwen2.embedding_length'"), "%s", e.msg);
 }

@@ -45,36 +45,61 @@ static int hp_float(const gguf_file *f, const char *key, int required, double lo
     return 0;
 }
 
+/* The architectures this engine runs. They share the Llama block; qwen2
+ * adds F32 biases on Q, K and V and rotates NEOX pairs (x[j], x[j + d/2]),
+ * the rotation llama.cpp applies to that architecture (the file has no key
+ * for it). */
+static const struct {
+    const char *name;
+    int arch, neox, qkv_bias;
+} archs[] = {{"llama", SD_ARCH_LLAMA, 0, 0}, {"qwen2", SD_ARCH_QWEN2, 1, 1}}; /* by enum sd_arch */
+#define N_ARCHS (int)(sizeof archs / sizeof archs[0])
+
 static int read_hparams(const gguf_file *f, sd_hparams *hp, sd_err *e) {
     gguf_str arch;
     int r = gguf_get_str(f, "general.architecture", &arch, e);
     if (r < 0) return -1;
     if (r == 1) return sd_fail(e, "missing required key 'general.architecture'");
-    if (!gguf_str_eq(arch, "llama")) {
-        char a[64];
-        snprintf(a, sizeof a, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.s);
-        return sd_fail(e, "architecture '%s' is not supported (only llama)", a);
+    int a = 0;
+    while (a < N_ARCHS && !gguf_str_eq(arch, archs[a].name)) a++;
+    if (a == N_ARCHS) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.s);
+        return sd_fail(e, "architecture '%s' is not supported (supported: llama, qwen2)", name);
     }
-    if (hp_int(f, "llama.embedding_length", 1, 1, 65536, 0, &hp->dim, e) ||
-        hp_int(f, "llama.block_count", 1, 1, 1024, 0, &hp->n_layers, e) ||
-        hp_int(f, "llama.feed_forward_length", 1, 1, 1 << 20, 0, &hp->ffn, e) ||
-        hp_int(f, "llama.attention.head_count", 1, 1, 1024, 0, &hp->n_heads, e) ||
-        hp_int(f, "llama.context_length", 1, 1, 1 << 24, 0, &hp->ctx_train, e) ||
-        hp_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0.0, 1.0, 0, &hp->eps, e) ||
-        hp_float(f, "llama.rope.freq_base", 0, 1.0, 1e12, 10000.0f, &hp->rope_base, e))
+    hp->arch = archs[a].arch;
+    hp->rope_neox = archs[a].neox;
+    hp->qkv_bias = archs[a].qkv_bias;
+    const char *p = archs[a].name;
+    char k[7][96];
+    snprintf(k[0], sizeof k[0], "%s.embedding_length", p);
+    snprintf(k[1], sizeof k[1], "%s.block_count", p);
+    snprintf(k[2], sizeof k[2], "%s.feed_forward_length", p);
+    snprintf(k[3], sizeof k[3], "%s.attention.head_count", p);
+    snprintf(k[4], sizeof k[4], "%s.context_length", p);
+    snprintf(k[5], sizeof k[5], "%s.attention.layer_norm_rms_epsilon", p);
+    snprintf(k[6], sizeof k[6], "%s.rope.freq_base", p);
+    if (hp_int(f, k[0], 1, 1, 65536, 0, &hp->dim, e) ||
+        hp_int(f, k[1], 1, 1, 1024, 0, &hp->n_layers, e) ||
+        hp_int(f, k[2], 1, 1, 1 << 20, 0, &hp->ffn, e) ||
+        hp_int(f, k[3], 1, 1, 1024, 0, &hp->n_heads, e) ||
+        hp_int(f, k[4], 1, 1, 1 << 24, 0, &hp->ctx_train, e) ||
+        hp_float(f, k[5], 1, 0.0, 1.0, 0, &hp->eps, e) ||
+        hp_float(f, k[6], 0, 1.0, 1e12, 10000.0f, &hp->rope_base, e))
         return -1;
-    if (hp_int(f, "llama.attention.head_count_kv", 0, 1, hp->n_heads, hp->n_heads, &hp->n_kv_heads, e))
-        return -1;
+    snprintf(k[0], sizeof k[0], "%s.attention.head_count_kv", p);
+    if (hp_int(f, k[0], 0, 1, hp->n_heads, hp->n_heads, &hp->n_kv_heads, e)) return -1;
     if (hp->dim % hp->n_heads)
-        return sd_fail(e, "llama.embedding_length %d is not a multiple of head_count %d", hp->dim,
+        return sd_fail(e, "%s.embedding_length %d is not a multiple of head_count %d", p, hp->dim,
                        hp->n_heads);
     if (hp->n_heads % hp->n_kv_heads)
         return sd_fail(e, "head_count %d is not a multiple of head_count_kv %d", hp->n_heads,
                        hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
-    if (hp_int(f, "llama.rope.dimension_count", 0, 2, hp->head_dim, hp->head_dim, &hp->rope_dim, e))
-        return -1;
-    if (hp->rope_dim % 2) return sd_fail(e, "llama.rope.dimension_count %d is odd", hp->rope_dim);
+    if (hp->head_dim % 2) return sd_fail(e, "head size %d is odd", hp->head_dim);
+    snprintf(k[0], sizeof k[0], "%s.rope.dimension_count", p);
+    if (hp_int(f, k[0], 0, 2, hp->head_dim, hp->head_dim, &hp->rope_dim, e)) return -1;
+    if (hp->rope_dim % 2) return sd_fail(e, "%s %d is odd", k[0], hp->rope_dim);
     return 0;
 }
 
@@ -120,6 +145,14 @@ static int bind_layer(const gguf_file *f, const sd_hparams *hp, int l, sd_layer 
     B(w_up, "ffn_up", hp->dim, hp->ffn)
     B(w_down, "ffn_down", hp->ffn, hp->dim)
 #undef B
+    if (!hp->qkv_bias) return 0;
+#define BIAS(field, suffix, len)                                         \
+    snprintf(n, sizeof n, "blk.%d." suffix ".bias", l);                  \
+    if (bind(f, n, len, 1, &L->field, e)) return -1;
+    BIAS(bq, "attn_q", hp->dim)
+    BIAS(bk, "attn_k", kv_dim)
+    BIAS(bv, "attn_v", kv_dim)
+#undef BIAS
     return 0;
 }
 
@@ -129,10 +162,10 @@ static int for_each_weight(sd_model *m, int (*fn)(sd_backend *, sd_weight *, sd_
     if (!m->hp.tied_output && fn(m->be, &m->output, e)) return -1;
     for (int l = 0; l < m->hp.n_layers; l++) {
         sd_layer *L = &m->layers[l];
-        sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
-                           &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk,       &L->wv,     &L->wo, &L->ffn_norm,
+                           &L->w_gate,    &L->w_up, &L->w_down, &L->bq, &L->bk, &L->bv};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (fn(m->be, ws[i], e)) return -1;
+            if (ws[i]->data && fn(m->be, ws[i], e)) return -1;
     }
     return 0;
 }
@@ -248,12 +281,17 @@ static int run_layers(sd_model *m, sd_kv *const *kvs, int n_seq, const int32_t *
                       int pos, int n_layers, sd_err *e) {
     sd_backend *b = m->be;
     const sd_hparams *hp = &m->hp;
-    sd_attn_shape s = {hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->rope_dim, hp->rope_base};
+    sd_attn_shape s = {.n_head = hp->n_heads, .n_kv = hp->n_kv_heads, .head_dim = hp->head_dim,
+                       .rope_dim = hp->rope_dim, .rope_base = hp->rope_base,
+                       .neox = hp->rope_neox};
     size_t off = (size_t)pos * (size_t)kvs[0]->kv_dim, qd = (size_t)hp->dim;
     float *kd[SD_MAX_ROWS], *vd[SD_MAX_ROWS];
     if (b->embed(b, m->x, &m->tok_embd, tokens, nb, e)) return -1;
     for (int l = 0; l < n_layers; l++) {
         const sd_layer *L = &m->layers[l];
+        s.bq = L->bq.data;
+        s.bk = L->bk.data;
+        s.bv = L->bv.data;
         if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, nb, hp->dim, hp->eps, e)) return -1;
         if (n_seq == 1) {
             sd_kv *kv = kvs[0];
@@ -395,9 +433,10 @@ uint64_t sd_model_weight_bytes(const sd_model *m) {
 const char *sd_model_describe(const sd_model *m, char *buf, size_t cap) {
     const sd_hparams *hp = &m->hp;
     snprintf(buf, cap,
-             "llama: dim %d, %d layers, %d heads (%d kv), ffn %d, vocab %d, context %d (model %d), "
+             "%s: dim %d, %d layers, %d heads (%d kv), ffn %d, vocab %d, context %d (model %d), "
              "layer weights %s, head %s%s",
-             hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->ffn, hp->vocab, m->n_ctx,
+             archs[hp->arch].name, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->ffn,
+             hp->vocab, m->n_ctx,
              hp->ctx_train, sd_wtype_name(m->layers[0].wq.type), sd_wtype_name(m->output.type),
              hp->tied_output ? " (tied)" : "");
     return buf;

@@ -1,6 +1,7 @@
-/* A Llama-architecture model: hyper-parameters from the llama.* keys,
- * weight views into the GGUF mapping (uploaded to the backend once), the
- * tokenizer, and the forward pass as a sequence of backend ops. */
+/* A Llama-family model (architectures llama and qwen2): hyper-parameters
+ * from the <arch>.* keys, weight views into the GGUF mapping (uploaded to
+ * the backend once), the tokenizer, and the forward pass as a sequence of
+ * backend ops. */
 #ifndef SD_MODEL_H
 #define SD_MODEL_H
 
@@ -12,14 +13,22 @@
 #include "engine/model/kvcache.h"
 #include "engine/text/tokenizer.h"
 
+enum sd_arch { SD_ARCH_LLAMA = 0, SD_ARCH_QWEN2 = 1 };
+
 typedef struct sd_hparams {
+    int arch; /* enum sd_arch */
     int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn, vocab, ctx_train, rope_dim;
     float rope_base, eps;
+    int rope_neox; /* rotate pairs (j, j + rope_dim/2) instead of (2j, 2j+1) */
+    int qkv_bias;  /* the layers have Q/K/V biases */
     int tied_output;
 } sd_hparams;
 
+/* One block's weights; bq/bk/bv are F32 vectors, data NULL when the
+ * architecture has none. */
 typedef struct sd_layer {
     sd_weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+    sd_weight bq, bk, bv;
 } sd_layer;
 
 typedef struct sd_model {

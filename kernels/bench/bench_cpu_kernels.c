@@ -280,7 +280,7 @@ int main(void) {
                         double t0 = now();
                         switch (op) {
                         case 0: sd_cpu_rmsnorm(ctx[th], xc, xa, wn, n, dim, 1e-5f); break;
-                        case 1: sd_cpu_rope(ctx[th], xc, n, 511, nh, hd, hd, 10000.0f); break;
+                        case 1: sd_cpu_rope(ctx[th], xc, n, 511, nh, hd, hd, 10000.0f, 0); break;
                         case 2: sd_cpu_swiglu(ctx[th], xc, xa, xb, (size_t)n * ffn); break;
                         default: sd_cpu_embed(ctx[th], xc, &emb, ids, n, &e); break;
                         }

@@ -52,14 +52,22 @@ static int cpu_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weigh
     return 0;
 }
 
+static void add_biases(const sd_attn_shape *s, float *q, float *k, float *v, int n) {
+    int qd = s->n_head * s->head_dim, kd = s->n_kv * s->head_dim;
+    if (s->bq) sd_cpu_add_bias(q, s->bq, n, qd);
+    if (s->bk) sd_cpu_add_bias(k, s->bk, n, kd);
+    if (s->bv) sd_cpu_add_bias(v, s->bv, n, kd);
+}
+
 static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
                         float *v_rows, const sd_weight *wq, const sd_weight *wk,
                         const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
     float *outs[3] = {q, k_rows, v_rows};
     const sd_weight *ws[3] = {wq, wk, wv};
     if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
-    sd_cpu_rope(cpu(b), q, n, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base);
-    sd_cpu_rope(cpu(b), k_rows, n, pos, s->n_kv, s->head_dim, s->rope_dim, s->rope_base);
+    add_biases(s, q, k_rows, v_rows, n);
+    sd_cpu_rope(cpu(b), q, n, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base, s->neox);
+    sd_cpu_rope(cpu(b), k_rows, n, pos, s->n_kv, s->head_dim, s->rope_dim, s->rope_base, s->neox);
     return 0;
 }
 
@@ -78,10 +86,12 @@ static int cpu_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q
     float *outs[3] = {q, k_rows, v_rows};
     const sd_weight *ws[3] = {wq, wk, wv};
     if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
+    add_biases(s, q, k_rows, v_rows, n);
     for (int i = 0; i < n; i++) {
-        sd_cpu_rope(cpu(b), q + i * qd, 1, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base);
+        sd_cpu_rope(cpu(b), q + i * qd, 1, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base,
+                    s->neox);
         sd_cpu_rope(cpu(b), k_rows + i * kd, 1, pos, s->n_kv, s->head_dim, s->rope_dim,
-                    s->rope_base);
+                    s->rope_base, s->neox);
         memcpy(k_dst[i], k_rows + i * kd, kd * sizeof(float));
         memcpy(v_dst[i], v_rows + i * kd, kd * sizeof(float));
     }

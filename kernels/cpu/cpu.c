@@ -132,10 +132,12 @@ void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n
  * s = base^(-2/rope_dim), theta built by repeated float multiplication as
  * ggml_rope_cache_init does, so angles match llama.cpp bit for bit. */
 void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
-                 float freq_base) {
+                 float freq_base, int neox) {
     (void)c;
     if (rope_dim > head_dim) rope_dim = head_dim;
     int half = rope_dim / 2;
+    /* element offsets of pair j: (2j, 2j+1), or (j, j+half) for neox */
+    const int step = neox ? 1 : 2, other = neox ? half : 1;
     const float theta_scale = powf(freq_base, -2.0f / (float)rope_dim);
     enum { MAXP = 512 };
     float cs[MAXP], sn[MAXP];
@@ -163,11 +165,19 @@ void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim,
                     si = sinf(th);
                     th *= theta_scale;
                 }
-                float a = v[2 * j], b = v[2 * j + 1];
-                v[2 * j] = a * co - b * si;
-                v[2 * j + 1] = a * si + b * co;
+                float *p0 = v + step * j, *p1 = p0 + other;
+                float a = *p0, b = *p1;
+                *p0 = a * co - b * si;
+                *p1 = a * si + b * co;
             }
         }
+    }
+}
+
+void sd_cpu_add_bias(float *x, const float *b, int n, int dim) {
+    for (int i = 0; i < n; i++) {
+        float *row = x + (size_t)i * dim;
+        for (int r = 0; r < dim; r++) row[r] += b[r];
     }
 }
 

@@ -43,11 +43,14 @@ int sd_cpu_matmul_multi(sd_cpu *c, int n_w, float *const *outs, const sd_weight 
 /* out[i] = x[i] / sqrt(mean(x[i]^2) + eps) * w, rows of dim. out may be x. */
 void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n, int dim,
                     float eps);
-/* In place on x[n][n_heads*head_dim]; row i is at position pos+i. Pairs
- * (2j, 2j+1), j < rope_dim/2, of each head rotate by angle
- * (pos+i) * freq_base^(-2j/rope_dim); dims >= rope_dim are left alone. */
+/* In place on x[n][n_heads*head_dim]; row i is at position pos+i. Pair j
+ * (j < rope_dim/2) of each head, elements (2j, 2j+1) or with neox
+ * (j, j + rope_dim/2), rotates by angle (pos+i) * freq_base^(-2j/rope_dim);
+ * dims >= rope_dim are left alone. */
 void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
-                 float freq_base);
+                 float freq_base, int neox);
+/* x[i][r] += b[r] for each of the n rows of dim. */
+void sd_cpu_add_bias(float *x, const float *b, int n, int dim);
 /* Causal grouped-query attention. q: [n][n_head*head_dim] for positions
  * pos..pos+n-1; kc, vc: [pos+n][n_kv*head_dim] (the layer's cache, rows for
  * every position up to pos+n-1 already written). Query head h reads kv head

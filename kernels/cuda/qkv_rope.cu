@@ -1,9 +1,11 @@
-/* q = rope(Wq x), k_rows = rope(Wk x), v_rows = Wv x in one launch: the
- * three matrices' row pairs are numbered end to end (Q's, then K's, then
- * V's) and a warp takes one pair. Rows 2j and 2j+1 of a head are exactly the
- * pair RoPE turns together, so the warp that computed them rotates them in
- * registers and writes the result straight into q and into the layer's KV
- * cache rows (k_rows/v_rows are positions pos..pos+n-1 of the cache,
+/* q = rope(Wq x + bq), k_rows = rope(Wk x + bk), v_rows = Wv x + bv in one
+ * launch: the three matrices' row pairs are numbered end to end (Q's, then
+ * K's, then V's) and a warp takes one pair. A pair is exactly the two rows
+ * RoPE turns together: rows (2j, 2j+1) of a head, or with NEOX rotation
+ * (qwen2) rows (j, j + rope_dim/2), the rows past rope_dim paired as
+ * neighbours. So the warp that computed them adds their biases, rotates them
+ * in registers and writes the result straight into q and into the layer's
+ * KV cache rows (k_rows/v_rows are positions pos..pos+n-1 of the cache,
  * [n][kv_dim]). When the three weights differ in type, each gets its own
  * launch of the same kernel. The activations are quantised once for all
  * three.
@@ -19,6 +21,7 @@
 
 struct QkvMat {
     MvMat w;
+    const float *bias; /* [w.rows] or NULL */
     float *out; /* [n][w.rows] (unused for K/V of a scatter launch) */
     int which;  /* 0: Q, 1: K, 2: V */
     int rope;   /* 1: rotate pairs */
@@ -32,6 +35,7 @@ struct QkvArgs {
     int ntiles, ks;
     int pos, pos_step; /* row i stands at pos + i * pos_step */
     int head_dim, rope_dim;
+    int neox;          /* pairs (j, j + rope_dim/2) instead of (2j, 2j+1) */
     float theta_scale; /* freq_base^(-2/rope_dim), computed on the host as the CPU does */
 };
 
@@ -63,18 +67,33 @@ __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_const
     QkvMat M = p.m[0];
     if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
     if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
-    const int r0 = 2 * (pair - M.pair0), r1 = r0 + 1;
+    /* the pair's rows and, when it rotates, its angle index j */
+    const int local = pair - M.pair0, hd = p.head_dim;
+    int r0, r1, j;
+    if (p.neox) {
+        const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
+        r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
+        r1 = r0 + (t < half ? half : 1);
+        j = t < half ? t : -1;
+    } else {
+        r0 = 2 * local;
+        r1 = r0 + 1;
+        j = r0 % hd < p.rope_dim ? (r0 % hd) / 2 : -1;
+    }
     float acc[2][NT], v0, v1;
     mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, acc);
     mv_reduce<NT>(acc, slice, p.ks, v0, v1);
     const int lane = threadIdx.x & 31, i = i0 + lane;
     if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) return;
-    const int d = r0 % p.head_dim;
-    if (M.rope && d < p.rope_dim) {
+    if (M.bias) {
+        v0 += M.bias[r0];
+        if (r1 < M.w.rows) v1 += M.bias[r1];
+    }
+    if (M.rope && j >= 0) {
         /* the CPU's angle: theta_j = p * s^j by repeated multiplication
          * (ggml_rope_cache_init), rotation without fused multiply-adds */
         float theta = (float)(p.pos + i * p.pos_step);
-        for (int j = 0; j < d / 2; j++) theta *= p.theta_scale;
+        for (int k = 0; k < j; k++) theta *= p.theta_scale;
         const float co = cosf(theta), si = sinf(theta), a = v0, b = v1;
         v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
         v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(b, co));
@@ -98,14 +117,15 @@ static QkvArgs *qkv_host_args(QkvScatterArgs *p) { return &p->a; }
 
 /* One launch over matrices first..first+count-1 of ws (all one type). */
 template <class P>
-static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, float *const *outs,
-                      int first, int count, sd_err *e) {
+static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const float *const *bias,
+                      float *const *outs, int first, int count, sd_err *e) {
     QkvArgs *p = qkv_host_args(args);
     int pairs = 0;
     p->nm = count;
     for (int j = 0; j < count; j++) {
         const sd_weight *w = ws[first + j];
         p->m[j].w = mv_mat(w);
+        p->m[j].bias = bias[first + j];
         p->m[j].out = outs[first + j];
         p->m[j].which = first + j;
         p->m[j].rope = first + j < 2; /* Q and K rotate, V does not */
@@ -130,6 +150,7 @@ static int qkv_run(sd_cuda *c, P *args, const sd_attn_shape *s, float *const *ou
                    const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                    int n, int pos, int pos_step, sd_err *e) {
     const sd_weight *ws[3] = {wq, wk, wv};
+    const float *bias[3] = {s->bq, s->bk, s->bv};
     for (int j = 0; j < 3; j++)
         if (cu_check_weight(ws[j], "qkv_rope", e)) return -1;
     if (s->head_dim <= 0 || s->head_dim % 2 || s->n_head <= 0 || s->n_kv <= 0 || pos < 0)
@@ -150,10 +171,12 @@ static int qkv_run(sd_cuda *c, P *args, const sd_attn_shape *s, float *const *ou
     p->pos_step = pos_step;
     p->head_dim = s->head_dim;
     p->rope_dim = s->rope_dim < s->head_dim ? s->rope_dim : s->head_dim;
+    p->neox = s->neox;
     p->theta_scale = p->rope_dim > 0 ? powf(s->rope_base, -2.0f / (float)p->rope_dim) : 1.0f;
-    if (wq->type == wk->type && wq->type == wv->type) return qkv_launch(c, args, ws, outs, 0, 3, e);
+    if (wq->type == wk->type && wq->type == wv->type)
+        return qkv_launch(c, args, ws, bias, outs, 0, 3, e);
     for (int j = 0; j < 3; j++)
-        if (qkv_launch(c, args, ws, outs, j, 1, e)) return -1;
+        if (qkv_launch(c, args, ws, bias, outs, j, 1, e)) return -1;
     return 0;
 }
 

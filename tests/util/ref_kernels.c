@@ -119,7 +119,7 @@ void ref_rmsnorm(double *out, const float *x, const float *w, int n, int dim, do
 }
 
 void ref_rope(double *out, const float *x, int n, int pos, int n_heads, int head_dim,
-              int rope_dim, double base) {
+              int rope_dim, double base, int neox) {
     for (int i = 0; i < n; i++)
         for (int h = 0; h < n_heads; h++) {
             const float *v = x + ((size_t)i * n_heads + h) * head_dim;
@@ -127,9 +127,10 @@ void ref_rope(double *out, const float *x, int n, int pos, int n_heads, int head
             for (int d = 0; d < head_dim; d++) o[d] = v[d];
             for (int j = 0; j < rope_dim / 2; j++) {
                 double th = (pos + i) * pow(base, -2.0 * j / rope_dim);
-                double a = v[2 * j], b = v[2 * j + 1];
-                o[2 * j] = a * cos(th) - b * sin(th);
-                o[2 * j + 1] = a * sin(th) + b * cos(th);
+                int d0 = neox ? j : 2 * j, d1 = neox ? j + rope_dim / 2 : 2 * j + 1;
+                double a = v[d0], b = v[d1];
+                o[d0] = a * cos(th) - b * sin(th);
+                o[d1] = a * sin(th) + b * cos(th);
             }
         }
 }

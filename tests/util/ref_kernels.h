@@ -23,9 +23,10 @@ void ref_matmul(double *out, const sd_weight *w, const double *x, int n);
 /* out[i][r] = sum_c |W[r][c]| * |x[i][c]| (the scale of rounding errors). */
 void ref_matmul_abs(double *out, const sd_weight *w, const double *x, int n);
 void ref_rmsnorm(double *out, const float *x, const float *w, int n, int dim, double eps);
-/* Angles in double: (pos+i) * base^(-2j/rope_dim). */
+/* Angles in double: (pos+i) * base^(-2j/rope_dim); pair j is (2j, 2j+1),
+ * or (j, j + rope_dim/2) with neox. */
 void ref_rope(double *out, const float *x, int n, int pos, int n_heads, int head_dim,
-              int rope_dim, double base);
+              int rope_dim, double base, int neox);
 void ref_attention(double *out, const float *q, const float *kc, const float *vc, int n,
                    int pos, int n_head, int n_kv, int head_dim);
 void ref_swiglu(double *out, const float *gate, const float *up, size_t count);
