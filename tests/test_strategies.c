@@ -280,7 +280,9 @@ Test(speculative, bad_gamma_and_context) {
 
 /* ---- distribution preservation ------------------------------------------------
  * Two synthetic models with the same vocabulary but different weights (so
- * the drafter is often wrong). first_target off: the first token itself
+ * the drafter is often wrong), or a drafter of another shape (narrower,
+ * deeper, another GQA ratio: the Qwen 0.5B -> 1.5B situation), or NASD's
+ * n-gram drafter (one-hot q). first_target off: the first token itself
  * comes out of draft + verify, so its law must be the target's exactly.
  * Cells with expected count < 5 are pooled; the chi-square statistic must
  * stay below the 0.999 quantile (normal approximation). */
@@ -290,12 +292,24 @@ static double chi2_limit(int dof) {
     return dof * pow(1 - h + z * sqrt(h), 3);
 }
 
-static void check_distribution(const char *sampler, const char *const *kv, int n_kv) {
+enum { SAME_SHAPE, OTHER_SHAPE, NGRAM };
+
+static void check_distribution(const char *sampler, const char *const *kv, int n_kv, int drafter) {
     synth_cfg c = synth_default();
     c.seed = 11;
     synth t = make_synth(c);
-    c.seed = 12;
-    synth d = make_synth(c);
+    synth_cfg dc = c;
+    dc.seed = 12;
+    if (drafter == OTHER_SHAPE) {
+        dc.dim = 32;
+        dc.n_layers = 3;
+        dc.n_heads = 4;
+        dc.n_kv_heads = 1;
+        dc.ffn = 80;
+    }
+    synth d = make_synth(dc);
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, NULL);
+    cr_assert(store);
     sd_err e;
     const char *dirs[] = {"plugins"};
     sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
@@ -305,8 +319,15 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     int V = c.vocab;
     /* exact target law of the first token */
     float *logits = malloc((size_t)V * sizeof *logits), *probs = malloc((size_t)V * sizeof *probs);
-    cr_assert_eq(sd_forward_ex(t.m, t.m->kv, synth_prompt, 3, 0, 0, logits, 1, &e), 0);
+    /* NASD sees the prompt twice, so its store has a draft at once */
+    static const int32_t twice[] = {1, 300, 301, 300, 301};
+    const int32_t *pr = drafter == NGRAM ? twice : synth_prompt;
+    const int n_pr = drafter == NGRAM ? 5 : 3;
+    cr_assert_eq(sd_forward_ex(t.m, t.m->kv, pr, n_pr, 0, 0, logits, 1, &e), 0);
     cr_assert_eq(sd_sampler_probs(p, logits, probs, 1, V, &e), 0);
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (probs[i] > probs[best]) best = i;
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count);
     sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
@@ -315,11 +336,23 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
         sd_rng rng;
         sd_rng_seed(&rng, 1000 + (uint64_t)r);
         sd_gen_cfg cfg = {.sampler = p, .rng = &rng, .pad_id = -1, .use_cache = 1};
-        sd_spec_opts o = {3, 0, 0};
         sd_gen_stats st;
         int32_t out[4];
-        cr_assert_eq(sd_speculative_generate(synth_prompt, 3, &dl, &tl, &o, 4, &cfg, out, &st, &e), 4,
-                     "%s", e.msg);
+        if (drafter == NGRAM) {
+            /* the store's first draft is the target's most likely token, so
+             * both branches (accept, reject) decide the first token */
+            sd_nasd_opts o = {3, 0, 0, 0, 0};
+            sd_ngram_reset(store);
+            for (int k = 0; k < 3; k++)
+                cr_assert_eq(sd_ngram_observe(store, pr, n_pr, best, &e), 0, "%s", e.msg);
+            cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, &tl, &o, 4, &cfg, out, &st, &e),
+                         4, "%s", e.msg);
+        } else {
+            sd_spec_opts o = {3, 0, 0};
+            cr_assert_eq(sd_speculative_generate(synth_prompt, 3, &dl, &tl, &o, 4, &cfg, out, &st,
+                                                 &e),
+                         4, "%s", e.msg);
+        }
         count[out[0]]++;
         drafted += st.drafted;
         accepted += st.accepted;
@@ -351,6 +384,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     free(count);
     free(logits);
     free(probs);
+    sd_ngram_free(store);
     sd_sampler_destroy(p);
     sd_samplers_close(set);
     free_synth(&t);
@@ -359,12 +393,22 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
 
 Test(speculative, preserves_distribution_multinomial) {
     const char *kv[] = {"temperature=1.0"};
-    check_distribution("multinomial", kv, 1);
+    check_distribution("multinomial", kv, 1, SAME_SHAPE);
 }
 
 Test(speculative, preserves_distribution_top_k) {
     const char *kv[] = {"temperature=0.7", "top_k=20"};
-    check_distribution("top_k", kv, 2);
+    check_distribution("top_k", kv, 2, SAME_SHAPE);
+}
+
+Test(speculative, preserves_distribution_with_a_drafter_of_another_shape) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1, OTHER_SHAPE);
+}
+
+Test(nasd, preserves_distribution) {
+    const char *kv[] = {"temperature=0.25"}; /* a peaked law: drafts often accepted */
+    check_distribution("multinomial", kv, 1, NGRAM);
 }
 
 /* ---- beam search ---------------------------------------------------------------- */
