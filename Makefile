@@ -232,12 +232,12 @@ memcheck: all deps-dev
 run: all $(MODEL)
 	./$(BIN) -m $(MODEL) --chat -p "Write three short sentences about the sea." -n 96
 
-bench: all $(MODEL) $(BENCH_BIN)
+bench: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(BENCH_BIN)
 	$(BUILD)/bench/bench_model
 	$(BUILD)/bench/bench_cpu_kernels
 	$(BUILD)/bench/bench_samplers
 
-bench-strategies: all $(MODEL) $(BUILD)/bench/bench_strategies
+bench-strategies: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(BUILD)/bench/bench_strategies
 	$(BUILD)/bench/bench_strategies
 
 clean:

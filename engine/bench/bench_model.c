@@ -2,7 +2,8 @@
  * threads, next to the bytes each decode step must read and this machine's
  * measured memory bandwidth, so decode speed reads as a fraction of the
  * bandwidth bound (bandwidth / weight bytes per token).
- *   usage: bench_model [MODEL...]   (default: stories260K and SmolLM2) */
+ *   usage: bench_model [MODEL...]   (default: stories260K, SmolLM2 and the
+ *   Qwen2.5-Coder pair) */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,9 +126,11 @@ static int bench(const char *path, int threads, int device, double read_bw) {
 
 int main(int argc, char **argv) {
     const char *defaults[] = {"tests/data/models/stories260K.gguf",
-                              "models/SmolLM2-135M-Instruct.Q4_1.gguf"};
+                              "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                              "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"};
     const char *const *models = argc > 1 ? (const char *const *)argv + 1 : defaults;
-    int n_models = argc > 1 ? argc - 1 : 2;
+    int n_models = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
     double bw[3] = {0, read_bandwidth(1), read_bandwidth(2)};
     printf("memory: read %.2f GB/s (1 thread), %.2f GB/s (2 threads); memcpy %.2f GB/s (read+write)\n",
            bw[1], bw[2], copy_bandwidth());

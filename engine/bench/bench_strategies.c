@@ -93,6 +93,80 @@ done:
     return rc;
 }
 
+/* The real pair: Qwen2.5-Coder 0.5B drafting for the 1.5B, greedy, on code
+ * prompts, one table per prompt with the speedup of speculative decoding
+ * and NASD over the 1.5B's own autoregressive run for gamma 1..8 (one run
+ * each: a sweep of 17 runs per prompt), then the gamma with the best mean
+ * speculative speedup over the prompts. */
+#define PAIR_GEN 64
+#define MAX_GAMMA 8
+
+typedef struct pair_prompt {
+    const char *title, *text;
+    int chat;
+} pair_prompt;
+
+static int run_pair(const pair_prompt *pp, int n_pp) {
+    sd_err e = {{0}};
+    sd_config cfg;
+    sd_config_defaults(&cfg);
+    cfg.model = "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+    cfg.draft = "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+    cfg.n_predict = PAIR_GEN;
+    cfg.n_ctx = 1024;
+    sd_session s;
+    if (sd_session_open(&s, &cfg, &e)) {
+        fprintf(stderr, "bench_strategies: %s\n", e.msg);
+        return -1;
+    }
+    int rc = -1;
+    int32_t *ids = NULL, ar[PAIR_GEN], out[PAIR_GEN];
+    double speedup[MAX_GAMMA + 1] = {0};
+    for (int k = 0; k < n_pp; k++) {
+        int n_ids = 0;
+        s.c.chat = pp[k].chat;
+        free(ids);
+        ids = NULL;
+        if (sd_session_prompt_ids(&s, pp[k].text, &ids, &n_ids, &e) ||
+            sd_session_warm_up(&s, ids, &e))
+            goto done;
+        sd_gen_stats st;
+        int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
+        if (n_ar < 0) goto done;
+        double ar_tps = st.total_s > 0 ? n_ar / st.total_s : 0;
+        printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar %.2f tok/s\n",
+               pp[k].title, n_ids, n_ar, ar_tps);
+        printf("%-6s %5s %8s %9s %8s %7s %6s %8s %s\n", "", "gamma", "tokens", "tok/s", "accept",
+               "target", "draft", "vs ar", "output");
+        for (int strat = 0; strat < 2; strat++)
+            for (int g = 1; g <= MAX_GAMMA; g++) {
+                s.c.gamma = g;
+                int bit = strat ? SD_STRAT_NASD : SD_STRAT_SPEC;
+                int n = sd_session_generate(&s, bit, ids, n_ids, NULL, out, &st, &e);
+                if (n < 0) goto done;
+                double tps = st.total_s > 0 ? n / st.total_s : 0;
+                if (!strat) speedup[g] += tps / ar_tps / n_pp;
+                char acc[16] = "-";
+                if (st.drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st.accepted / st.drafted);
+                printf("%-6s %5d %8d %9.2f %8s %7ld %6ld %7.2fx %s\n", strat ? "nasd" : "spec", g, n,
+                       tps, acc, st.target_calls, st.draft_calls, tps / ar_tps,
+                       n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out) ? "identical to ar"
+                                                                          : "DIFFERS from ar");
+            }
+    }
+    int best = 1;
+    for (int g = 2; g <= MAX_GAMMA; g++)
+        if (speedup[g] > speedup[best]) best = g;
+    printf("\nbest gamma for speculative decoding: %d (mean speedup %.2fx over %d prompts)\n", best,
+           speedup[best], n_pp);
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench_strategies: %s\n", e.msg);
+    free(ids);
+    sd_session_close(&s);
+    return rc;
+}
+
 int main(void) {
     static const char paragraph[] =
         "The lighthouse keeper climbed the one hundred and twelve steps every evening at dusk. "
@@ -109,5 +183,14 @@ int main(void) {
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) rc |= run_case(&cases[i]);
+    static const pair_prompt pair[] = {
+        {"completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0},
+        {"chat request", "Write a C function that reverses a singly linked list in place.", 1},
+        {"edit (repeat with a change)",
+         "Rename the variable total to sum in this function and print the whole function again:\n\n"
+         "def mean(values):\n    total = 0\n    for v in values:\n        total += v\n"
+         "    return total / len(values)\n", 1},
+    };
+    rc |= run_pair(pair, (int)(sizeof pair / sizeof pair[0]));
     return rc ? 1 : 0;
 }
