@@ -9,11 +9,13 @@
  *                                        exactly and multiply F32
  *                                        activations: only the summation
  *                                        order differs (~1e-6 seen in theory)
- *   matmul, Q8_0/Q4_0/Q4_1         1e-3  both quantise the activations to the
- *                                        same int8 blocks and form the same
- *                                        integer block sums; summation order
- *                                        again, with room for a rare
- *                                        activation rounding tie
+ *   matmul, Q8_0/Q4_0/Q4_1/Q5_0,   1e-3  both quantise the activations to the
+ *   Q4_K/Q6_K                            same int8 blocks of 32 and form the
+ *                                        same integer block sums (the
+ *                                        K-quants' sub-block scales d*sc,
+ *                                        dmin*mn are exact in float);
+ *                                        summation order again, with room
+ *                                        for a rare activation rounding tie
  *   qkv_rope                       as matmul (the rotation is the CPU's
  *                                        arithmetic, cosf/sinf within 2 ulp)
  *   ffn_swiglu                     2x matmul's (product of two projections)
@@ -21,13 +23,23 @@
  *                                        split combination reorder sums
  *   rmsnorm                        1e-6  the same double-precision scale
  *   embed                          exact the same dequantisation arithmetic
+ *                                        (for the new types every partial
+ *                                        product is exact, so any order)
  *   top_k_rows                     exact ids, the CPU backend's order
  *   qkv_rope_same_pos              as qkv_rope (the CPU op per row)
  *   whole model, float weights     1e-4; quantised weights 1e-2: a tiny
  *                                        difference in the residual stream
  *                                        can move one activation across an
  *                                        int8 rounding boundary in a later
- *                                        layer, worth ~1/127 of a block term */
+ *                                        layer, worth ~1/127 of a block term
+ *
+ * Q5_0, Q4_K and Q6_K weights are random valid blocks
+ * (kernels/bench/rand_blocks.h; the tiny model's come from a
+ * tests/util/synth_model.c GGUF) rather than quantised floats: every bit of
+ * the encodings is exercised and no quantiser for them is needed. Their
+ * shapes include Qwen2.5-Coder 1.5B's (dim 1536, ffn 8960, kv 256) and
+ * 0.5B's (dim 896, ffn 4864, kv 128; K-quant rows only where cols is a
+ * multiple of 256, as in its 896x4864 ffn_down). */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 #include <math.h>
@@ -37,10 +49,12 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/bench/rand_blocks.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/format/gguf.h"
 #include "kernels/cpu/cpu.h"
+#include "tests/util/synth_model.h"
 
 static sd_backend *cpu, *gpu;
 
@@ -135,14 +149,26 @@ static double rel_err(const float *got, const float *ref, size_t n) {
     return mx / (ref_max > 0 ? ref_max : 1.0);
 }
 
-static int is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+static int is_quant(uint32_t t) {
+    return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || synth_block_type(t);
+}
+
+/* 1 when rows of cols elements of t exist (whole blocks). */
+static int fits(uint32_t t, int cols) { return cols % (int)sd_wtype_block(t) == 0; }
 
 /* A weight in both backends: the CPU's points at host rows quantised with
- * sd_quantize_row, the CUDA one is the same rows uploaded. */
+ * sd_quantize_row (random blocks for Q5_0/Q4_K/Q6_K), the CUDA one is the
+ * same rows uploaded. */
 typedef struct wpair {
     sd_weight c, g;
     void *host;
 } wpair;
+
+static void wpair_upload(wpair *p, uint32_t type, int64_t rows, int64_t cols) {
+    p->c = (sd_weight){type, rows, cols, (size_t)sd_row_bytes(type, (uint64_t)cols), p->host};
+    p->g = p->c;
+    OK(gpu->upload_weight(gpu, &p->g, e));
+}
 
 static void wpair_from(wpair *p, uint32_t type, int64_t rows, int64_t cols, const float *f) {
     size_t rb = (size_t)sd_row_bytes(type, (uint64_t)cols);
@@ -150,12 +176,20 @@ static void wpair_from(wpair *p, uint32_t type, int64_t rows, int64_t cols, cons
     cr_assert(p->host);
     for (int64_t r = 0; r < rows; r++)
         cr_assert(sd_quantize_row(type, f + r * cols, (uint8_t *)p->host + r * rb, cols) == 0);
-    p->c = (sd_weight){type, rows, cols, rb, p->host};
-    p->g = p->c;
-    OK(gpu->upload_weight(gpu, &p->g, e));
+    wpair_upload(p, type, rows, cols);
 }
 
 static void wpair_rand(wpair *p, uint32_t type, int64_t rows, int64_t cols, float scale) {
+    if (synth_block_type(type)) {
+        const size_t n = (size_t)rows * (size_t)cols;
+        uint64_t seed = rng_state;
+        frand(); /* the next weight gets other blocks */
+        p->host = malloc((size_t)sd_row_bytes(type, n));
+        cr_assert(p->host);
+        cr_assert(sd_rand_blocks(type, p->host, n / sd_wtype_block(type), scale, &seed) == 0);
+        wpair_upload(p, type, rows, cols);
+        return;
+    }
     float *f = hrand((size_t)rows * (size_t)cols, scale);
     wpair_from(p, type, rows, cols, f);
     free(f);
@@ -166,7 +200,8 @@ static void wpair_free(wpair *p) {
     free(p->host);
 }
 
-static const uint32_t all_types[] = {SD_F32, SD_F16, SD_BF16, SD_Q8_0, SD_Q4_0, SD_Q4_1};
+static const uint32_t all_types[] = {SD_F32,  SD_F16,  SD_BF16, SD_Q8_0, SD_Q4_0,
+                                     SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 static double mm_tol(uint32_t t) { return is_quant(t) ? 1e-3 : 1e-4; }
@@ -194,12 +229,20 @@ static void check_matmul(uint32_t type, int rows, int cols, int n, int accumulat
 static void matmul_type(uint32_t type) {
     rng_state = 0x9e3779b97f4a7c15ull ^ type;
     static const int shapes[][2] = {{1, 32}, {7, 96}, {192, 576}, {576, 1536}, {1000, 576},
-                                    {64, 4096}, {130, 172}};
+                                    {64, 4096}, {130, 172}, {3, 256}, {130, 768}};
+    /* Qwen2.5-Coder 1.5B (wq, wk/wv, gate/up, down) and 0.5B (wq, wk/wv,
+     * gate/up, down), for the types those models hold */
+    static const int qwen[][2] = {{1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960},
+                                  {896, 896},   {128, 896},  {4864, 896},  {896, 4864}};
     static const int ns[] = {1, 3, 9, 64};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        if (shapes[s][1] % 32 && is_quant(type)) continue; /* no such quantised row */
+        if (!fits(type, shapes[s][1])) continue; /* no such quantised row */
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
             for (int acc = 0; acc < 2; acc++) check_matmul(type, shapes[s][0], shapes[s][1], ns[k], acc);
+    }
+    for (size_t s = 0; synth_block_type(type) && s < sizeof qwen / sizeof qwen[0]; s++) {
+        if (!fits(type, qwen[s][1])) continue;
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) check_matmul(type, qwen[s][0], qwen[s][1], ns[k], k % 2);
     }
 }
 
@@ -209,6 +252,9 @@ Test(cuda, matmul_bf16) { matmul_type(SD_BF16); }
 Test(cuda, matmul_q8_0) { matmul_type(SD_Q8_0); }
 Test(cuda, matmul_q4_0) { matmul_type(SD_Q4_0); }
 Test(cuda, matmul_q4_1) { matmul_type(SD_Q4_1); }
+Test(cuda, matmul_q5_0) { matmul_type(SD_Q5_0); }
+Test(cuda, matmul_q4_k) { matmul_type(SD_Q4_K); }
+Test(cuda, matmul_q6_k) { matmul_type(SD_Q6_K); }
 
 /* ---- rmsnorm -------------------------------------------------------------------- */
 Test(cuda, rmsnorm) {
@@ -242,6 +288,10 @@ Test(cuda, rmsnorm) {
 /* A llama-style attention shape (no biases, rotation of (2j, 2j+1) pairs). */
 #define SHAPE(heads, kv, hd, rd, base) \
     {.n_head = heads, .n_kv = kv, .head_dim = hd, .rope_dim = rd, .rope_base = base}
+/* A qwen2 shape: NEOX rotation over the whole head, base 1e6 (biases are
+ * added by the tests that want them). */
+#define QWEN_SHAPE(heads, kv, hd) \
+    {.n_head = heads, .n_kv = kv, .head_dim = hd, .rope_dim = hd, .rope_base = 1e6f, .neox = 1}
 
 /* ---- qkv_rope --------------------------------------------------------------------- */
 /* Writes K/V rows at positions pos.. of a cache whose other rows hold a
@@ -308,36 +358,42 @@ static void check_qkv(const uint32_t types[3], sd_attn_shape s, int n, int pos) 
 Test(cuda, qkv_rope_neox_bias) {
     rng_state = 31;
     static const sd_attn_shape shapes[] = {
-        {.n_head = 12, .n_kv = 2, .head_dim = 128, .rope_dim = 128, .rope_base = 1e6f, .neox = 1},
-        {.n_head = 14, .n_kv = 2, .head_dim = 64, .rope_dim = 64, .rope_base = 1e6f, .neox = 1},
+        QWEN_SHAPE(12, 2, 128),
+        QWEN_SHAPE(14, 2, 64),
         {.n_head = 4, .n_kv = 4, .head_dim = 64, .rope_dim = 32, .rope_base = 1e4f, .neox = 1},
     };
     static const int ns[] = {1, 5}, poss[] = {0, 300};
     for (size_t t = 0; t < N_TYPES; t++)
-        for (size_t s = 0; s < 3; s++)
+        for (size_t s = 0; s < 3; s++) {
+            if (!fits(all_types[t], shapes[s].n_head * shapes[s].head_dim)) continue;
             for (size_t k = 0; k < 2; k++)
                 for (int b = 0; b < 2; b++) {
                     const uint32_t types[3] = {all_types[t], all_types[t], all_types[t]};
                     check_qkv_with(types, shapes[s], ns[k], poss[k], b);
                 }
+        }
 }
 
 Test(cuda, qkv_rope) {
     rng_state = 23;
     static const sd_attn_shape shapes[] = {
-        SHAPE(9, 3, 64, 64, 10000.0f),   /* SmolLM2-135M */
+        SHAPE(9, 3, 64, 64, 10000.0f),    /* SmolLM2-135M */
         SHAPE(6, 2, 128, 128, 500000.0f), /* Llama-3 style, GQA 3 */
-        SHAPE(4, 4, 64, 32, 10000.0f),   /* partial rotary */
-        SHAPE(8, 4, 8, 8, 10000.0f),     /* stories260K's tiny heads */
+        SHAPE(4, 4, 64, 32, 10000.0f),    /* partial rotary */
+        SHAPE(8, 4, 8, 8, 10000.0f),      /* stories260K's tiny heads */
+        QWEN_SHAPE(12, 2, 128),           /* Qwen2.5-Coder 1.5B */
+        QWEN_SHAPE(14, 2, 64),            /* Qwen2.5-Coder 0.5B */
     };
     static const int ns[] = {1, 3, 9}, poss[] = {0, 17, 1000};
     for (size_t t = 0; t < N_TYPES; t++)
-        for (size_t s = 0; s < 4; s++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            if (!fits(all_types[t], shapes[s].n_head * shapes[s].head_dim)) continue;
             for (size_t k = 0; k < 3; k++)
                 for (size_t p = 0; p < 3; p++) {
                     const uint32_t types[3] = {all_types[t], all_types[t], all_types[t]};
                     check_qkv(types, shapes[s], ns[k], poss[p]);
                 }
+        }
 }
 
 Test(cuda, qkv_rope_mixed_types) {
@@ -346,6 +402,14 @@ Test(cuda, qkv_rope_mixed_types) {
     const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
     check_qkv(types, s, 9, 17);
     check_qkv(types, s, 1, 0);
+    /* the Qwen2.5-Coder Q4_K_M mixes: 1.5B Q4_K q/k with a Q6_K v, 0.5B
+     * Q5_0 q/k with a Q8_0 v */
+    const uint32_t q15[3] = {SD_Q4_K, SD_Q4_K, SD_Q6_K}, q05[3] = {SD_Q5_0, SD_Q5_0, SD_Q8_0};
+    const sd_attn_shape s15 = QWEN_SHAPE(12, 2, 128), s05 = QWEN_SHAPE(14, 2, 64);
+    check_qkv(q15, s15, 9, 17);
+    check_qkv(q15, s15, 1, 1000);
+    check_qkv(q05, s05, 9, 17);
+    check_qkv(q05, s05, 1, 1000);
 }
 
 /* ---- attention -------------------------------------------------------------------- */
@@ -415,17 +479,26 @@ static void check_ffn(uint32_t t1, uint32_t t3, int ffn, int dim, int n) {
 Test(cuda, ffn_swiglu) {
     rng_state = 41;
     static const int ns[] = {1, 3, 9, 64};
-    for (size_t t = 0; t < N_TYPES; t++)
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t ty = all_types[t];
         for (size_t k = 0; k < 4; k++) {
-            check_ffn(all_types[t], all_types[t], 1536, 576, ns[k]);
-            check_ffn(all_types[t], all_types[t], 172, 64, ns[k]);
+            if (fits(ty, 576)) check_ffn(ty, ty, 1536, 576, ns[k]);
+            if (fits(ty, 64)) check_ffn(ty, ty, 172, 64, ns[k]);
+            if (fits(ty, 256)) check_ffn(ty, ty, 172, 256, ns[k]);
+            if (synth_block_type(ty)) { /* Qwen2.5-Coder 1.5B and 0.5B */
+                check_ffn(ty, ty, 8960, 1536, ns[k]);
+                if (fits(ty, 896)) check_ffn(ty, ty, 4864, 896, ns[k]);
+            }
         }
+    }
 }
 
 Test(cuda, ffn_swiglu_mixed_types) {
     rng_state = 43;
     check_ffn(SD_Q8_0, SD_Q4_0, 1536, 576, 1);
     check_ffn(SD_BF16, SD_Q4_1, 1536, 576, 9);
+    check_ffn(SD_Q4_K, SD_Q6_K, 8960, 1536, 1);
+    check_ffn(SD_Q5_0, SD_Q8_0, 4864, 896, 9);
 }
 
 /* ---- embed ------------------------------------------------------------------------------ */
@@ -433,8 +506,11 @@ Test(cuda, embed) {
     rng_state = 47;
     const int vocab = 1000, n = 9;
     const int32_t ids[9] = {0, 999, 17, 17, 512, 3, 998, 1, 640};
+    static const int dims[] = {64, 576, 896, 1536};
     for (size_t t = 0; t < N_TYPES; t++)
-        for (int dim = 64; dim <= 576; dim += 512) {
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            const int dim = dims[di];
+            if (!fits(all_types[t], dim)) continue;
             wpair w;
             wpair_rand(&w, all_types[t], vocab, dim, 2.0f);
             float *ref = malloc((size_t)n * dim * 4);
@@ -555,10 +631,12 @@ static void check_qkv_same_pos(uint32_t type, sd_attn_shape s, int n, int pos) {
 
 Test(cuda, qkv_rope_same_pos) {
     rng_state = 31;
-    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
+    /* SmolLM2's heads, or Qwen2.5-Coder 1.5B's for the K-quants */
+    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f), sk = QWEN_SHAPE(12, 2, 128);
     static const int ns[] = {1, 4, SD_MAX_ROWS};
     for (size_t t = 0; t < N_TYPES; t++)
-        for (size_t k = 0; k < 3; k++) check_qkv_same_pos(all_types[t], s, ns[k], 17);
+        for (size_t k = 0; k < 3; k++)
+            check_qkv_same_pos(all_types[t], fits(all_types[t], 576) ? s : sk, ns[k], 17);
 }
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -603,7 +681,20 @@ typedef struct tiny {
     float *kc[TL], *vc[TL], *x, *xb, *q, *att, *hb, *hb2, *logits;
 } tiny;
 
-static void tiny_weight(tiny *t, sd_weight *w, uint32_t type, int rows, int cols, const float *f) {
+/* Weight `name` (GGUF name without ".weight", "%d" for the layer l): from
+ * the synth GGUF g when there is one, else f quantised to type. */
+static void tiny_weight(tiny *t, sd_weight *w, const gguf_file *g, const char *name, int l,
+                        uint32_t type, int rows, int cols, const float *f) {
+    if (g) {
+        char full[64];
+        snprintf(full, sizeof full - 7, name, l);
+        strcat(full, ".weight");
+        const gguf_tensor *x = gguf_find_tensor(g, full);
+        cr_assert(x && x->ne[0] == (uint64_t)cols && x->ne[1] == (uint64_t)rows, "synth %s", full);
+        *w = (sd_weight){x->type, rows, cols, (size_t)sd_row_bytes(x->type, (uint64_t)cols), x->data};
+        OK(t->b->upload_weight(t->b, w, e));
+        return;
+    }
     size_t rb = (size_t)sd_row_bytes(type, (uint64_t)cols);
     uint8_t *h = malloc(rb * (size_t)rows);
     cr_assert(h && t->n_host < 64);
@@ -620,23 +711,26 @@ static float *tiny_buf(tiny *t, size_t n) {
     return p;
 }
 
-static void tiny_make(tiny *t, sd_backend *b, const tiny_host *m, uint32_t type) {
+/* The weights come from g (a synth GGUF) when it is not NULL, else from m
+ * quantised to type. */
+static void tiny_make(tiny *t, sd_backend *b, const tiny_host *m, const gguf_file *g,
+                      uint32_t type) {
     memset(t, 0, sizeof *t);
     t->b = b;
     const int kv = TKV * THD;
-    tiny_weight(t, &t->emb, type, TVOCAB, TDIM, m->emb);
-    tiny_weight(t, &t->out_norm, SD_F32, 1, TDIM, m->norm[2 * TL]);
-    tiny_weight(t, &t->output, type, TVOCAB, TDIM, m->out);
+    tiny_weight(t, &t->emb, g, "token_embd", 0, type, TVOCAB, TDIM, m->emb);
+    tiny_weight(t, &t->out_norm, g, "output_norm", 0, SD_F32, 1, TDIM, m->norm[2 * TL]);
+    tiny_weight(t, &t->output, g, "output", 0, type, TVOCAB, TDIM, m->out);
     for (int l = 0; l < TL; l++) {
-        tiny_weight(t, &t->attn_norm[l], SD_F32, 1, TDIM, m->norm[2 * l]);
-        tiny_weight(t, &t->ffn_norm[l], SD_F32, 1, TDIM, m->norm[2 * l + 1]);
-        tiny_weight(t, &t->wq[l], type, TDIM, TDIM, m->wq[l]);
-        tiny_weight(t, &t->wk[l], type, kv, TDIM, m->wk[l]);
-        tiny_weight(t, &t->wv[l], type, kv, TDIM, m->wv[l]);
-        tiny_weight(t, &t->wo[l], type, TDIM, TDIM, m->wo[l]);
-        tiny_weight(t, &t->w1[l], type, TFFN, TDIM, m->w1[l]);
-        tiny_weight(t, &t->w3[l], type, TFFN, TDIM, m->w3[l]);
-        tiny_weight(t, &t->w2[l], type, TDIM, TFFN, m->w2[l]);
+        tiny_weight(t, &t->attn_norm[l], g, "blk.%d.attn_norm", l, SD_F32, 1, TDIM, m->norm[2 * l]);
+        tiny_weight(t, &t->ffn_norm[l], g, "blk.%d.ffn_norm", l, SD_F32, 1, TDIM, m->norm[2 * l + 1]);
+        tiny_weight(t, &t->wq[l], g, "blk.%d.attn_q", l, type, TDIM, TDIM, m->wq[l]);
+        tiny_weight(t, &t->wk[l], g, "blk.%d.attn_k", l, type, kv, TDIM, m->wk[l]);
+        tiny_weight(t, &t->wv[l], g, "blk.%d.attn_v", l, type, kv, TDIM, m->wv[l]);
+        tiny_weight(t, &t->wo[l], g, "blk.%d.attn_output", l, type, TDIM, TDIM, m->wo[l]);
+        tiny_weight(t, &t->w1[l], g, "blk.%d.ffn_gate", l, type, TFFN, TDIM, m->w1[l]);
+        tiny_weight(t, &t->w3[l], g, "blk.%d.ffn_up", l, type, TFFN, TDIM, m->w3[l]);
+        tiny_weight(t, &t->w2[l], g, "blk.%d.ffn_down", l, type, TDIM, TFFN, m->w2[l]);
         t->kc[l] = tiny_buf(t, (size_t)TCTX * kv);
         t->vc[l] = tiny_buf(t, (size_t)TCTX * kv);
     }
@@ -715,16 +809,35 @@ static void tiny_host_free(tiny_host *m) {
             free(m->w3[l]), free(m->w2[l]);
 }
 
+/* The tiny model's shape as a synth_model GGUF of type (random blocks). */
+static gguf_file *tiny_synth(uint32_t type, uint8_t **bytes) {
+    synth_cfg c = synth_default();
+    c.dim = TDIM, c.n_layers = TL, c.n_heads = THEAD, c.n_kv_heads = TKV, c.ffn = TFFN;
+    c.vocab = TVOCAB, c.ctx = TCTX, c.wtype = type, c.seed = 0x5eed ^ type;
+    size_t n;
+    sd_err e = {{0}};
+    cr_assert(synth_model_bytes(&c, bytes, &n, &e) == 0, "synth %s: %s", sd_wtype_name(type), e.msg);
+    gguf_file *g = gguf_open_mem(*bytes, n, "synth", &e);
+    cr_assert(g, "synth %s: %s", sd_wtype_name(type), e.msg);
+    return g;
+}
+
 /* Same weights, same tokens on ref and dut: max relative logit error over a
  * 7-token prefill, a 4-token verification at 7 and a decode step at 11.
  * Also checks top_k_rows on dut's last logits row against the CPU op on
- * the host copy. */
+ * the host copy. The weights of the synth_model types come from a synth
+ * GGUF, the others' from F32 masters. */
 static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) {
-    tiny_host m;
-    tiny_host_make(&m);
+    tiny_host m = {0};
+    gguf_file *g = NULL;
+    uint8_t *bytes = NULL;
+    if (synth_block_type(type))
+        g = tiny_synth(type, &bytes);
+    else
+        tiny_host_make(&m);
     tiny a, b;
-    tiny_make(&a, ref, &m, type);
-    tiny_make(&b, dut, &m, type);
+    tiny_make(&a, ref, &m, g, type);
+    tiny_make(&b, dut, &m, g, type);
     const int32_t toks[12] = {1, 900, 33, 512, 7, 1023, 64, 2, 77, 300, 5, 811};
     const int steps[3][2] = {{0, 7}, {7, 4}, {11, 1}}; /* pos, n */
     float *la = malloc((size_t)7 * TVOCAB * 4), *lb = malloc((size_t)7 * TVOCAB * 4);
@@ -745,6 +858,8 @@ static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) 
     free(la), free(lb);
     tiny_free(&a), tiny_free(&b);
     tiny_host_free(&m);
+    if (g) gguf_close(g);
+    free(bytes);
     return worst;
 }
 
@@ -759,3 +874,6 @@ Test(cuda, model_f32) { model_type(SD_F32); }
 Test(cuda, model_bf16) { model_type(SD_BF16); }
 Test(cuda, model_q8_0) { model_type(SD_Q8_0); }
 Test(cuda, model_q4_1) { model_type(SD_Q4_1); }
+Test(cuda, model_q5_0) { model_type(SD_Q5_0); }
+Test(cuda, model_q4_k) { model_type(SD_Q4_K); }
+Test(cuda, model_q6_k) { model_type(SD_Q6_K); }

@@ -928,6 +928,7 @@ static void check_synth(uint32_t type, int tied) {
     synth_cfg c = synth_default();
     c.wtype = type;
     c.tied = tied;
+    if (c.dim % (int)sd_wtype_block(type)) c.dim = c.ffn = 256; /* the K-quants' super-blocks */
     uint8_t *bytes;
     gguf_file *f = open_synth(&c, &bytes);
     int kv_dim = c.dim / c.n_heads * c.n_kv_heads;
@@ -972,6 +973,9 @@ Test(synth, bf16) { check_synth(SD_BF16, 0); }
 Test(synth, q8_0) { check_synth(SD_Q8_0, 0); }
 Test(synth, q4_0) { check_synth(SD_Q4_0, 1); }
 Test(synth, q4_1) { check_synth(SD_Q4_1, 0); }
+Test(synth, q5_0) { check_synth(SD_Q5_0, 0); }
+Test(synth, q4_k_tied) { check_synth(SD_Q4_K, 1); }
+Test(synth, q6_k) { check_synth(SD_Q6_K, 0); }
 
 /* F32 weights lie in +-1/sqrt(cols); norms in 1 +- 0.1. */
 Test(synth, weight_scale) {

@@ -1,5 +1,7 @@
 /* CUDA kernel benchmark: one row per op and shape of SmolLM2-135M,
- * Llama-3.2-1B and Llama-3.2-3B (random weights in BF16, Q8_0, Q4_1), with
+ * Llama-3.2-1B and Llama-3.2-3B (random weights in BF16, Q8_0, Q4_1) and of
+ * Qwen2.5-Coder 1.5B and 0.5B (Q4_K, Q6_K, Q5_0: the types of their
+ * Q4_K_M files; the 0.5B's K-quant rows are only its 896x4864 ffn_down), with
  * the time per call, the bytes the op must move (each weight, cache and
  * activation byte once), the bandwidth that makes, its share of the
  * measured device-to-device copy bandwidth, and the largest error against
@@ -22,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bench/rand_blocks.h"
 #include "kernels/cuda/cuda_int.h"
 
 extern "C" {
-#include "kernels/common/fp16.h"
 #include "kernels/cpu/backend_cpu.h"
 }
 
@@ -56,12 +58,7 @@ static void *xmalloc(size_t n) {
 
 /* ---- random data ------------------------------------------------------------- */
 static uint64_t rng = 0x243f6a8885a308d3ull;
-static inline uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rnd(void) { return sd_rb_next(&rng); }
 static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
 
 static float *hrand(size_t n, float scale) {
@@ -71,35 +68,21 @@ static float *hrand(size_t n, float scale) {
 }
 
 /* GGUF rows of random values of moderate size, written directly (quantising
- * gigabytes of floats would dominate the run). */
+ * gigabytes of floats would dominate the run): BF16 of magnitude 2^-10 to
+ * 2^-7, quantised types as random valid blocks of values up to ~0.5. */
 static void fill_rows(uint32_t type, uint8_t *dst, size_t rows, size_t cols) {
-    const size_t nb = cols / 32;
+    if (type != SD_BF16) {
+        if (sd_rand_blocks(type, dst, rows * cols / sd_wtype_block(type), 0.25f, &rng))
+            die("fill_rows", sd_wtype_name(type));
+        return;
+    }
     for (size_t r = 0; r < rows; r++) {
-        uint8_t *p = dst + r * sd_row_bytes(type, cols);
-        if (type == SD_BF16) {
-            uint16_t *h = (uint16_t *)p;
-            for (size_t c = 0; c < cols; c += 4) {
-                const uint64_t z = rnd();
-                for (int k = 0; k < 4; k++) {
-                    const unsigned b = (unsigned)(z >> (16 * k));
-                    h[c + k] = (uint16_t)((b & 0x807f) | ((117u + ((b >> 7) & 3)) << 7));
-                }
-            }
-            continue;
-        }
-        const size_t bb = sd_wtype_block_bytes(type);
-        for (size_t b = 0; b < nb; b++, p += bb) {
-            const uint16_t d = sd_f32_to_f16(0.002f + 0.002f * (float)(rnd() & 1023) / 1024.0f);
-            memcpy(p, &d, 2);
-            size_t off = 2;
-            if (type == SD_Q4_1) {
-                const uint16_t m = sd_f32_to_f16(-0.015f * (float)(rnd() & 1023) / 1024.0f);
-                memcpy(p + 2, &m, 2);
-                off = 4;
-            }
-            for (size_t k = off; k < bb; k += 8) {
-                const uint64_t z = rnd();
-                memcpy(p + k, &z, bb - k < 8 ? bb - k : 8);
+        uint16_t *h = (uint16_t *)(dst + r * sd_row_bytes(type, cols));
+        for (size_t c = 0; c < cols; c += 4) {
+            const uint64_t z = rnd();
+            for (int k = 0; k < 4; k++) {
+                const unsigned b = (unsigned)(z >> (16 * k));
+                h[c + k] = (uint16_t)((b & 0x807f) | ((117u + ((b >> 7) & 3)) << 7));
             }
         }
     }
@@ -450,6 +433,13 @@ static void bench_embed(Bench *B, const Shape *m, Wset *w) {
     free(ref);
 }
 
+static void bench_down(Bench *B, const Shape *m, uint32_t type) {
+    Wset wd;
+    wset_make(B, &wd, type, m->dim, m->ffn);
+    bench_matmul(B, m, "matmul down", &wd, 1);
+    wset_free(B, &wd);
+}
+
 static void bench_type(Bench *B, const Shape *m, uint32_t type) {
     bench_qkv(B, m, type);
     Wset wo;
@@ -457,10 +447,7 @@ static void bench_type(Bench *B, const Shape *m, uint32_t type) {
     bench_matmul(B, m, "matmul wo", &wo, 1);
     wset_free(B, &wo);
     bench_ffn(B, m, type);
-    Wset wd;
-    wset_make(B, &wd, type, m->dim, m->ffn);
-    bench_matmul(B, m, "matmul down", &wd, 1);
-    wset_free(B, &wd);
+    bench_down(B, m, type);
     Wset head;
     wset_make(B, &head, type, m->vocab, m->dim);
     bench_matmul(B, m, "matmul head", &head, 0);
@@ -633,6 +620,13 @@ int main(int argc, char **argv) {
         bench_attention(&B, &models[mi]);
         bench_top_k(&B, &models[mi]);
     }
+    static const Shape qwen15 = {"Qwen2.5-1.5B", 1536, 12, 2, 128, 8960, 151936},
+                       qwen05 = {"Qwen2.5-0.5B", 896, 14, 2, 64, 4864, 151936};
+    static const uint32_t qtypes[3] = {SD_Q4_K, SD_Q6_K, SD_Q5_0};
+    for (int t = 0; t < 3; t++) bench_type(&B, &qwen15, qtypes[t]);
+    bench_type(&B, &qwen05, SD_Q5_0);
+    bench_down(&B, &qwen05, SD_Q4_K);
+    bench_down(&B, &qwen05, SD_Q6_K);
     if (B.csv) {
         fclose(B.csv);
         printf("wrote %s\n", path);

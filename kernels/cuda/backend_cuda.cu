@@ -77,8 +77,9 @@ int cu_check_weight(const sd_weight *w, const char *op, sd_err *e) {
     const uint32_t t = w->type;
     if (t != SD_F32 && t != SD_F16 && t != SD_BF16 && !cu_is_quant(t))
         return sd_fail(e, "cuda: %s: weight type %s (%u) is not supported", op, sd_wtype_name(t), t);
+    /* quantised rows are whole blocks: 32 elements, 256 for the K-quants */
     if (w->rows <= 0 || w->cols <= 0 || w->rows > 0x7fffffff || w->cols > 0x7fffffff ||
-        (cu_is_quant(t) && w->cols % 32))
+        (cu_is_quant(t) && w->cols % 32) || (cu_is_kquant(t) && w->cols % 256))
         return sd_fail(e, "cuda: %s: bad %s weight shape %lldx%lld", op, sd_wtype_name(t),
                        (long long)w->rows, (long long)w->cols);
     if (w->row_bytes < (size_t)sd_row_bytes(t, (uint64_t)w->cols))

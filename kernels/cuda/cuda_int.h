@@ -49,35 +49,70 @@ int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...)
 void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e);
 
 /* ---- device weight layout ------------------------------------------------
- * upload_weight rewrites w->data to one device allocation holding
+ * upload_weight rewrites w->data to one device allocation of three arrays,
+ * each starting on a 256-byte boundary:
  *   [rows][qrow bytes]  values: F32/F16/BF16 as in GGUF; for Q8_0 the int8
- *                       quants of a row end to end (cols bytes); for
- *                       Q4_0/Q4_1 the 16 nibble bytes of each block end to
- *                       end (cols/2 bytes), the GGUF nibble order kept
- *   pad to 256 bytes
- *   [rows][cols/32]     block scales: f16 d (Q8_0, Q4_0) or f16 d | f16 m
- *                       as one 32-bit word (Q4_1); absent for float types
- * so that a warp reads a row's values as consecutive 16-byte vectors (GGUF's
- * 34/18/20-byte blocks are not 16-byte aligned) and its scales as
- * consecutive 2- or 4-byte words. w->row_bytes keeps the GGUF row size. */
-static inline int cu_is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+ *                       quants of a row end to end (cols bytes); for the
+ *                       4- to 6-bit types 16 bytes of low nibbles per 32
+ *                       elements, in Q4_0's order (byte j: element j low,
+ *                       j+16 high), end to end (cols/2 bytes)
+ *   [rows][hrow bytes]  high bits per 32 elements: Q5_0 one 32-bit word,
+ *                       Q6_K two (bits 4 and 5 of each element); absent
+ *                       for the other types
+ *   [rows][srow bytes]  scales: f16 d per 32 elements (Q8_0, Q4_0, Q5_0),
+ *                       f16 d | f16 m as one 32-bit word per 32 (Q4_1);
+ *                       per 256-element super-block 16 bytes for Q4_K (d,
+ *                       dmin, the 12 packed scale bytes, as GGUF has them)
+ *                       and 20 for Q6_K (16 int8 scales, f16 d, 2 zero
+ *                       bytes); absent for float types
+ * so that a warp reads a row's values as consecutive 16-byte vectors and its
+ * high bits and scales as consecutive 4/8-byte and 2/4-byte words (GGUF's
+ * 34/18/20/22/144/210-byte blocks are not 16-byte aligned, and its K-quant
+ * nibble order spreads 32 consecutive elements over 32 bytes). Every
+ * quantised type thus has "chunks" of 32 elements, one activation block
+ * each: 16 value bytes, 0/4/8 high-bit bytes, a scale word or a share of a
+ * super-block record. The high-bit words are rearranged at upload so that
+ * the bits of elements 4g..4g+3 (g = 0..7, the g-th 4-byte dot product of
+ * the chunk) sit at one shift in each byte: element i = 4g + e has its
+ * fifth bit (Q5_0) at bit 8e + g of the word, its bits 4-5 (Q6_K) at bits
+ * 8e + 2(g%4) of word g/4. w->row_bytes keeps the GGUF row size. */
+static inline int cu_is_quant(uint32_t t) {
+    return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
+           t == SD_Q6_K;
+}
+
+static inline int cu_is_kquant(uint32_t t) { return t == SD_Q4_K || t == SD_Q6_K; }
 
 static inline size_t cu_elem_bytes(uint32_t t) { return t == SD_F32 ? 4 : 2; }
 
 static inline size_t cu_qrow_bytes(uint32_t t, int64_t cols) {
     if (t == SD_Q8_0) return (size_t)cols;
-    if (t == SD_Q4_0 || t == SD_Q4_1) return (size_t)cols / 2;
+    if (cu_is_quant(t)) return (size_t)cols / 2;
     return (size_t)cols * cu_elem_bytes(t);
 }
 
-static inline size_t cu_srow_bytes(uint32_t t, int64_t cols) {
-    if (t == SD_Q8_0 || t == SD_Q4_0) return (size_t)(cols / 32) * 2;
-    if (t == SD_Q4_1) return (size_t)(cols / 32) * 4;
+static inline size_t cu_hrow_bytes(uint32_t t, int64_t cols) {
+    if (t == SD_Q5_0) return (size_t)cols / 8;
+    if (t == SD_Q6_K) return (size_t)cols / 4;
     return 0;
 }
 
+static inline size_t cu_srow_bytes(uint32_t t, int64_t cols) {
+    if (t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q5_0) return (size_t)(cols / 32) * 2;
+    if (t == SD_Q4_1) return (size_t)(cols / 32) * 4;
+    if (t == SD_Q4_K) return (size_t)(cols / 256) * 16;
+    if (t == SD_Q6_K) return (size_t)(cols / 256) * 20;
+    return 0;
+}
+
+static inline size_t cu_align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static inline size_t cu_high_offset(uint32_t t, int64_t rows, int64_t cols) {
+    return cu_align256((size_t)rows * cu_qrow_bytes(t, cols));
+}
+
 static inline size_t cu_scale_offset(uint32_t t, int64_t rows, int64_t cols) {
-    return ((size_t)rows * cu_qrow_bytes(t, cols) + 255) & ~(size_t)255;
+    return cu_align256(cu_high_offset(t, rows, cols) + (size_t)rows * cu_hrow_bytes(t, cols));
 }
 
 static inline size_t cu_weight_bytes(uint32_t t, int64_t rows, int64_t cols) {

@@ -41,9 +41,9 @@ struct MvAct {
                  element per lane per step) */
 };
 
-/* One weight row: its values and its block scales. */
+/* One weight row: its values, high bits and scales (cuda_int.h). */
 struct MvRow {
-    const uint8_t *q, *sc;
+    const uint8_t *q, *h, *sc;
 };
 
 /* Elements in one 16-byte chunk of values. */
@@ -53,7 +53,8 @@ __host__ __device__ constexpr int mv_chunk_elems(int t) {
 
 /* One chunk of activations in registers: float bits for float weights (8
  * floats in a and b), int8 quants for quantised ones (16 in a for Q8_0, the
- * block's 32 in a and b for Q4), with the block's d and d*sum(q). */
+ * block's 32 in a and b for the 4- to 6-bit types), with the block's d and
+ * d*sum(q) (the latter for the types with an offset, Q4_1 and Q4_K). */
 struct MvX {
     int4 a, b;
     float d, s;
@@ -78,28 +79,66 @@ __device__ __forceinline__ MvX mv_ldx(const MvAct &A, int i, int c) {
         x.a = __ldg(p);
         x.b = __ldg(p + 1);
         x.d = __ldg(A.xd + i * nb + c);
-        if constexpr (T == SD_Q4_1) x.s = __ldg(A.xs + i * nb + c);
+        if constexpr (T == SD_Q4_1 || T == SD_Q4_K) x.s = __ldg(A.xs + i * nb + c);
     }
     return x;
 }
 
-__device__ __forceinline__ uint4 mv_ldw(const MvRow &r, int c) {
-    return __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
+/* One chunk of a weight row: 16 value bytes and the high-bit words. */
+struct MvW {
+    uint4 q;
+    uint2 h;
+};
+
+template <int T>
+__device__ __forceinline__ MvW mv_ldw(const MvRow &r, int c) {
+    MvW w;
+    w.q = __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
+    w.h = make_uint2(0, 0);
+    if constexpr (T == SD_Q5_0) w.h.x = __ldcs(reinterpret_cast<const unsigned *>(r.h) + c);
+    if constexpr (T == SD_Q6_K) w.h = __ldcs(reinterpret_cast<const uint2 *>(r.h) + c);
+    return w;
 }
 
 __device__ __forceinline__ float mv_h2f(unsigned bits) {
     return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
 }
 
-/* Block scale (d, m) of chunk c; zeros for float types. */
+/* The scales of chunk c as two floats; zeros for float types.
+ *   Q8_0, Q4_0, Q5_0  (d, 0)
+ *   Q4_1              (d, m)
+ *   Q4_K              (d * sc, dmin * mn) of sub-block c % 8: x = dm.x *
+ *                     nibble - dm.y. The 16-byte record of super-block c / 8
+ *                     is one load that its 8 lanes share; sc and mn are
+ *                     unpacked with shifts (no indexed register array).
+ *   Q6_K              (d * scales[2k], d * scales[2k+1]) for chunk k = c % 8
+ *                     of its super-block: the scales of elements 0-15 and
+ *                     16-31 of the chunk (sub-blocks of 16).
+ * The products of an f16 and a 6- or 8-bit integer are exact in float, so
+ * they equal the CPU's however it orders its block arithmetic. */
 template <int T>
 __device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
-    if constexpr (T == SD_Q8_0 || T == SD_Q4_0) {
+    if constexpr (T == SD_Q8_0 || T == SD_Q4_0 || T == SD_Q5_0) {
         const int b = T == SD_Q8_0 ? c >> 1 : c;
         return make_float2(mv_h2f(__ldcs(reinterpret_cast<const unsigned short *>(r.sc) + b)), 0.f);
     } else if constexpr (T == SD_Q4_1) {
         const unsigned u = __ldcs(reinterpret_cast<const unsigned *>(r.sc) + c);
         return make_float2(mv_h2f(u), mv_h2f(u >> 16));
+    } else if constexpr (T == SD_Q4_K) {
+        /* record {d, dmin, scales[12]}: bytes 0-3 of scales hold sc 0-3 (low
+         * 6 bits) and the top bits of sc 4-7, bytes 4-7 the same for mn,
+         * bytes 8-11 the low nibbles of sc 4-7 and (high nibbles) mn 4-7 */
+        const uint4 rec = __ldcs(reinterpret_cast<const uint4 *>(r.sc) + (c >> 3));
+        const int s = c & 7, sh = 8 * (s & 3);
+        const unsigned a = rec.y >> sh, b = rec.z >> sh, hi = rec.w >> sh;
+        const unsigned sc = s < 4 ? a & 63 : (hi & 15) | ((a >> 2) & 48);
+        const unsigned mn = s < 4 ? b & 63 : ((hi >> 4) & 15) | ((b >> 2) & 48);
+        return make_float2(mv_h2f(rec.x) * (float)sc, mv_h2f(rec.x >> 16) * (float)mn);
+    } else if constexpr (T == SD_Q6_K) {
+        const unsigned short *rec = reinterpret_cast<const unsigned short *>(r.sc + (size_t)(c >> 3) * 20);
+        const unsigned sc = __ldcs(rec + (c & 7));
+        const float d = mv_h2f(__ldcs(rec + 8));
+        return make_float2(d * (float)(int8_t)(sc & 0xff), d * (float)(int8_t)(sc >> 8));
     } else {
         return make_float2(0.f, 0.f);
     }
@@ -115,46 +154,50 @@ __device__ __forceinline__ float2 mv_pair(unsigned u) {
 }
 
 /* Dot product of one weight chunk with one activation chunk. Quantised:
- * (d_w * d_x) * integer sum (+ m_w * s_x for Q4_1), the CPU's block term. */
+ * (d_w * d_x) * integer sum (+ m_w * s_x for Q4_1, - (dmin*mn)_w * s_x for
+ * Q4_K), the CPU's block term; Q6_K has two integer sums, one per sub-block
+ * of 16, each with its own scale. For the 4- to 6-bit types the chunk's
+ * elements are formed as 8 words of 4 bytes: word g holds elements 4g..4g+3
+ * (the low nibbles of value word g for g < 4, the high nibbles of word g-4
+ * after), each byte then or-ed with its high bits (at one shift per word,
+ * see cuda_int.h) and offset to a signed byte, ready for __dp4a. */
 template <int T>
-__device__ __forceinline__ float mv_dot(uint4 w, float2 dm, const MvX &x) {
+__device__ __forceinline__ float mv_dot(const MvW &w, float2 dm, const MvX &x) {
     if constexpr (T == SD_F32) {
-        return __uint_as_float(w.x) * __int_as_float(x.a.x) + __uint_as_float(w.y) * __int_as_float(x.a.y) +
-               __uint_as_float(w.z) * __int_as_float(x.a.z) + __uint_as_float(w.w) * __int_as_float(x.a.w);
+        return __uint_as_float(w.q.x) * __int_as_float(x.a.x) + __uint_as_float(w.q.y) * __int_as_float(x.a.y) +
+               __uint_as_float(w.q.z) * __int_as_float(x.a.z) + __uint_as_float(w.q.w) * __int_as_float(x.a.w);
     } else if constexpr (T == SD_F16 || T == SD_BF16) {
-        const float2 w0 = mv_pair<T>(w.x), w1 = mv_pair<T>(w.y), w2 = mv_pair<T>(w.z),
-                     w3 = mv_pair<T>(w.w);
+        const float2 w0 = mv_pair<T>(w.q.x), w1 = mv_pair<T>(w.q.y), w2 = mv_pair<T>(w.q.z),
+                     w3 = mv_pair<T>(w.q.w);
         return w0.x * __int_as_float(x.a.x) + w0.y * __int_as_float(x.a.y) +
                w1.x * __int_as_float(x.a.z) + w1.y * __int_as_float(x.a.w) +
                w2.x * __int_as_float(x.b.x) + w2.y * __int_as_float(x.b.y) +
                w3.x * __int_as_float(x.b.z) + w3.y * __int_as_float(x.b.w);
     } else if constexpr (T == SD_Q8_0) {
-        int s = __dp4a((int)w.x, x.a.x, 0);
-        s = __dp4a((int)w.y, x.a.y, s);
-        s = __dp4a((int)w.z, x.a.z, s);
-        s = __dp4a((int)w.w, x.a.w, s);
+        int s = __dp4a((int)w.q.x, x.a.x, 0);
+        s = __dp4a((int)w.q.y, x.a.y, s);
+        s = __dp4a((int)w.q.z, x.a.z, s);
+        s = __dp4a((int)w.q.w, x.a.w, s);
         return dm.x * x.d * (float)s;
     } else {
-        /* byte j of the block: element j low nibble, element j+16 high */
         const unsigned m4 = 0x0f0f0f0fu;
-        unsigned l0 = w.x & m4, l1 = w.y & m4, l2 = w.z & m4, l3 = w.w & m4;
-        unsigned h0 = (w.x >> 4) & m4, h1 = (w.y >> 4) & m4, h2 = (w.z >> 4) & m4,
-                 h3 = (w.w >> 4) & m4;
-        if constexpr (T == SD_Q4_0) {
-            const unsigned e8 = 0x08080808u; /* nibble - 8 as a signed byte */
-            l0 = __vsub4(l0, e8), l1 = __vsub4(l1, e8), l2 = __vsub4(l2, e8), l3 = __vsub4(l3, e8);
-            h0 = __vsub4(h0, e8), h1 = __vsub4(h1, e8), h2 = __vsub4(h2, e8), h3 = __vsub4(h3, e8);
+        const unsigned q[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
+        const int xs[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
+        int s[2] = {0, 0}; /* elements 0-15, 16-31 */
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            unsigned v = (q[g & 3] >> (g < 4 ? 0 : 4)) & m4;
+            if constexpr (T == SD_Q4_0) v = __vsub4(v, 0x08080808u);
+            if constexpr (T == SD_Q5_0) v = __vsub4(v | ((w.h.x >> g) & 0x01010101u) << 4, 0x10101010u);
+            if constexpr (T == SD_Q6_K)
+                v = __vsub4(v | (((g < 4 ? w.h.x : w.h.y) >> (2 * (g & 3))) & 0x03030303u) << 4,
+                            0x20202020u);
+            s[g >> 2] = __dp4a((int)v, xs[g], s[g >> 2]);
         }
-        int s = __dp4a((int)l0, x.a.x, 0);
-        s = __dp4a((int)l1, x.a.y, s);
-        s = __dp4a((int)l2, x.a.z, s);
-        s = __dp4a((int)l3, x.a.w, s);
-        s = __dp4a((int)h0, x.b.x, s);
-        s = __dp4a((int)h1, x.b.y, s);
-        s = __dp4a((int)h2, x.b.z, s);
-        s = __dp4a((int)h3, x.b.w, s);
-        float v = dm.x * x.d * (float)s;
+        if constexpr (T == SD_Q6_K) return x.d * (dm.x * (float)s[0] + dm.y * (float)s[1]);
+        float v = dm.x * x.d * (float)(s[0] + s[1]);
         if constexpr (T == SD_Q4_1) v += dm.y * x.s;
+        if constexpr (T == SD_Q4_K) v -= dm.y * x.s;
         return v;
     }
 }
@@ -194,16 +237,16 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
     }
     const int nch = A.cols / mv_chunk_elems(T);
     for (int base = slice * 32 * MV_UNROLL; base < nch; base += 32 * MV_UNROLL * ks) {
-        uint4 w[2][MV_UNROLL];
+        MvW w[2][MV_UNROLL];
         float2 dm[2][MV_UNROLL];
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; u++) {
             const int c = base + 32 * u + lane;
-            w[0][u] = w[1][u] = make_uint4(0, 0, 0, 0);
+            w[0][u] = w[1][u] = MvW{make_uint4(0, 0, 0, 0), make_uint2(0, 0)};
             dm[0][u] = dm[1][u] = make_float2(0.f, 0.f);
             if (c < nch) {
-                w[0][u] = mv_ldw(r0, c);
-                w[1][u] = mv_ldw(r1, c);
+                w[0][u] = mv_ldw<T>(r0, c);
+                w[1][u] = mv_ldw<T>(r1, c);
                 dm[0][u] = mv_lds<T>(r0, c);
                 dm[1][u] = mv_lds<T>(r1, c);
             }
@@ -295,6 +338,9 @@ static inline void mv_launch_t(uint32_t type, const MvPlan &p, cudaStream_t s,
     case SD_Q8_0: L::template run<SD_Q8_0, NT>(p, s, a); break;
     case SD_Q4_0: L::template run<SD_Q4_0, NT>(p, s, a); break;
     case SD_Q4_1: L::template run<SD_Q4_1, NT>(p, s, a); break;
+    case SD_Q5_0: L::template run<SD_Q5_0, NT>(p, s, a); break;
+    case SD_Q4_K: L::template run<SD_Q4_K, NT>(p, s, a); break;
+    case SD_Q6_K: L::template run<SD_Q6_K, NT>(p, s, a); break;
     default: break; /* cu_check_weight admitted only these */
     }
 }
@@ -329,17 +375,24 @@ static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t co
     return 0;
 }
 
-/* A matrix as the kernels see it: values and scales, bytes per row of each. */
+/* A matrix as the kernels see it: values, high bits and scales, bytes per
+ * row of each. */
 struct MvMat {
-    const uint8_t *q, *sc;
-    size_t qrow, srow;
+    const uint8_t *q, *h, *sc;
+    size_t qrow, hrow, srow;
     int rows;
 };
 
 static inline MvMat mv_mat(const sd_weight *w) {
     const uint8_t *base = (const uint8_t *)w->data;
-    MvMat m = {base, base + cu_scale_offset(w->type, w->rows, w->cols),
-               cu_qrow_bytes(w->type, w->cols), cu_srow_bytes(w->type, w->cols), (int)w->rows};
+    const uint32_t t = w->type;
+    MvMat m = {base,
+               base + cu_high_offset(t, w->rows, w->cols),
+               base + cu_scale_offset(t, w->rows, w->cols),
+               cu_qrow_bytes(t, w->cols),
+               cu_hrow_bytes(t, w->cols),
+               cu_srow_bytes(t, w->cols),
+               (int)w->rows};
     return m;
 }
 
@@ -347,7 +400,7 @@ static inline MvMat mv_mat(const sd_weight *w) {
  * not stored, which keeps every lane of the warp in step). */
 __device__ __forceinline__ MvRow mv_row(const MvMat &m, int r) {
     r = min(r, m.rows - 1);
-    MvRow row = {m.q + (size_t)r * m.qrow, m.sc + (size_t)r * m.srow};
+    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow};
     return row;
 }
 

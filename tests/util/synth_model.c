@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/format/gguf.h"
+#include "kernels/bench/rand_blocks.h"
 #include "kernels/cpu/cpu.h"
 #include "tests/util/gguf_writer.h"
 
@@ -114,11 +115,22 @@ static float rng_uniform(uint64_t *s, float a) {
     return (float)((2.0 * u - 1.0) * a);
 }
 
+int synth_block_type(uint32_t t) { return t == SD_Q5_0 || t == SD_Q4_K || t == SD_Q6_K; }
+
 /* Appends a matrix of rows x cols (GGUF ne = {cols, rows}) in `type`. */
 static int add_matrix(gw *w, const char *name, uint32_t type, int64_t rows, int64_t cols,
                       uint64_t *rng, sd_err *e) {
     size_t n = (size_t)rows * (size_t)cols;
     size_t row_bytes = (size_t)sd_row_bytes(type, (uint64_t)cols);
+    uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+    if (synth_block_type(type)) {
+        uint8_t *q = malloc((size_t)rows * row_bytes);
+        if (!q) return sd_fail(e, "synth: out of memory for %s", name);
+        sd_rand_blocks(type, q, n / sd_wtype_block(type), 1.0f / sqrtf((float)cols), rng);
+        gw_tensor(w, name, type, 2, ne, q, (size_t)rows * row_bytes);
+        free(q);
+        return 0;
+    }
     float *x = malloc(n * sizeof *x);
     uint8_t *q = type == SD_F32 ? NULL : malloc((size_t)rows * row_bytes);
     if (!x || (type != SD_F32 && !q)) {
@@ -136,7 +148,6 @@ static int add_matrix(gw *w, const char *name, uint32_t type, int64_t rows, int6
             return sd_fail(e, "synth: cannot convert %s to %s", name, sd_wtype_name(type));
         }
     }
-    uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
     if (q)
         gw_tensor(w, name, type, 2, ne, q, (size_t)rows * row_bytes);
     else
@@ -181,7 +192,7 @@ static int check_cfg(const synth_cfg *c, sd_err *e) {
                        synth_max_vocab());
     uint32_t t = c->wtype;
     if (t != SD_F32 && t != SD_F16 && t != SD_BF16 && t != SD_Q8_0 && t != SD_Q4_0 &&
-        t != SD_Q4_1)
+        t != SD_Q4_1 && !synth_block_type(t))
         return sd_fail(e, "synth: unsupported weight type %u", t);
     uint32_t blk = sd_wtype_block(t);
     if (c->dim % (int)blk != 0 || c->ffn % (int)blk != 0)
@@ -197,6 +208,9 @@ static uint32_t file_type(uint32_t t) {
     case SD_Q4_0: return 2;
     case SD_Q4_1: return 3;
     case SD_Q8_0: return 7;
+    case SD_Q5_0: return 8;
+    case SD_Q4_K: return 14; /* Q4_K_S */
+    case SD_Q6_K: return 18;
     case SD_BF16: return 32;
     default: return 0;
     }

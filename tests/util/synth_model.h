@@ -11,7 +11,9 @@
  * Token types follow llama.cpp: 1 normal, 2 unknown, 3 control, 6 byte.
  *
  * Matrices are uniform in +-1/sqrt(cols) (rows of cols elements, so every
- * matrix-vector product keeps O(1) activations), norm weights 1 +- 0.1. */
+ * matrix-vector product keeps O(1) activations), norm weights 1 +- 0.1;
+ * Q5_0, Q4_K and Q6_K matrices are random valid blocks of that order
+ * (kernels/bench/rand_blocks.h: |w| <= 2/sqrt(cols)). */
 #ifndef SD_TEST_SYNTH_MODEL_H
 #define SD_TEST_SYNTH_MODEL_H
 
@@ -32,10 +34,15 @@ typedef struct synth_cfg {
     int vocab;      /* >= SYNTH_FIRST_PIECE, <= synth_max_vocab() */
     int ctx;        /* llama.context_length */
     float rope_base;
-    uint32_t wtype; /* matrices: SD_F32/F16/BF16/Q8_0/Q4_0/Q4_1; norms are F32 */
+    uint32_t wtype; /* matrices: SD_F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q4_K/Q6_K
+                       (dim and ffn multiples of its block); norms are F32 */
     int tied;       /* 1: no output.weight, token_embd is reused */
     uint64_t seed;
 } synth_cfg;
+
+/* 1 for the types whose matrices are random valid blocks (Q5_0, Q4_K,
+ * Q6_K) rather than quantised floats. */
+int synth_block_type(uint32_t t);
 
 /* A small valid config (dim 64, 2 layers, 4/2 heads, ffn 96, vocab 320, F32). */
 synth_cfg synth_default(void);
