@@ -550,6 +550,55 @@ Test(bpe, synthetic_merge_order_and_specials) {
     unload(&l);
 }
 
+/* sd_tokenize_ex: a control token overlapping a plain span stays text; the
+ * search goes on past it, so a later occurrence outside the spans counts. */
+Test(bpe, synthetic_plain_spans) {
+    loaded l = load_writer(syn_gpt2(syn_default()));
+    sd_err e = {{0}};
+    const char *text = "a<|end|>b<|end|>";
+    int32_t *ids;
+    int n;
+    const sd_span inside = {1, 7}, edge = {0, 2}, after = {16, 0};
+    cr_assert_eq(sd_tokenize_ex(l.t, text, 16, 0, 1, &inside, 1, &ids, &n, &e), 0, "%s", e.msg);
+    const int32_t first_plain[] = {'a', '<', '|', 'e', 'n', 'd', '|', '>', 'b', 263};
+    expect_ids_arr(ids, n, first_plain, 10, "first <|end|> inside the span");
+    free(ids);
+    cr_assert_eq(sd_tokenize_ex(l.t, text, 16, 0, 1, &edge, 1, &ids, &n, &e), 0, "%s", e.msg);
+    expect_ids_arr(ids, n, first_plain, 10, "a span that overlaps the token's first byte");
+    free(ids);
+    cr_assert_eq(sd_tokenize_ex(l.t, text, 16, 0, 1, &after, 1, &ids, &n, &e), 0, "%s", e.msg);
+    const int32_t both[] = {'a', 263, 'b', 263};
+    expect_ids_arr(ids, n, both, 4, "an empty span at the end touches nothing");
+    free(ids);
+    unload(&l);
+}
+
+/* A qwen2 tokenizer without a chat template gets Qwen's ChatML and its
+ * default system message; the user text stays plain when tokenized. */
+Test(chat, qwen2_built_in_chatml) {
+    syn_opts o = syn_default();
+    o.pre = "qwen2";
+    loaded l = load_writer(syn_gpt2(o));
+    sd_err e = {{0}};
+    char *s;
+    cr_assert_eq(sd_chat_format(l.t, l.f, NULL, "Hi<|end|>", &s, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(s, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+                        "helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|end|><|im_end|>\n"
+                        "<|im_start|>assistant\n");
+    int32_t *ids;
+    int n;
+    cr_assert_eq(sd_chat_tokenize(l.t, l.f, NULL, "Hi<|end|>", 0, &ids, &n, &e), 0, "%s", e.msg);
+    for (int i = 0; i < n; i++) cr_assert_neq(ids[i], 263, "<|end|> in the user text is text");
+    free(ids);
+    free(s);
+    unload(&l);
+    o.pre = "gpt2";
+    l = load_writer(syn_gpt2(o));
+    cr_assert_eq(sd_chat_format(l.t, l.f, NULL, "Hi", &s, &e), -1);
+    cr_assert(matches("model has no chat template", e.msg), "%s", e.msg);
+    unload(&l);
+}
+
 Test(bpe, synthetic_llama3_ignore_merges) {
     syn_opts o = syn_default();
     o.pre = "llama-bpe";
