@@ -175,8 +175,8 @@ static int split_specials(const sd_tokenizer *t, const char *text, size_t len,
     if (push_frag(&cur, &n_cur, &cap_cur, 0, len, -1)) goto oom;
     for (int s = 0; s < t->n_specials; s++) {
         int32_t id = t->specials[s];
-        if (!parse_special && t->types[id] != SD_TT_USER_DEFINED) continue;
         int user_defined = t->types[id] == SD_TT_USER_DEFINED;
+        if (!parse_special && !user_defined) continue;
         gguf_str sp = t->tokens[id];
         if (sp.len > len || !memmem(text, len, sp.s, sp.len)) continue;
         size_t n_next = 0;
