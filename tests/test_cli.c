@@ -34,7 +34,7 @@ Test(cli, help_lists_every_flag) {
                           "--chat", "--strategy", "--gamma", "--ngram-n", "--ngram-store",
                           "--filler-top-k", "--beams", "--sampler", "--sampler-arg",
                           "--list-samplers", "--plugin-dir", "--seed", "--json", "--no-cache",
-                          "--ignore-eos", "--threads", "--debug"};
+                          "--ignore-eos", "--threads", "--debug", "--no-parse-special"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "help lacks %s", want[i]);
     done(&r);
@@ -277,6 +277,79 @@ Test(cli, interactive_mode_through_a_pipe) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
     cr_assert_null(strstr(r.out, "not reached"));
+    done(&r);
+}
+
+/* The prompt_ids array of a --json line, as text ("[1,2]"); "" when absent. */
+static void prompt_ids_of(const char *line, char *out, size_t cap) {
+    const char *p = strstr(line, "\"prompt_ids\":");
+    const char *end = p ? strchr(p, ']') : NULL;
+    out[0] = 0;
+    if (!end) return;
+    p += strlen("\"prompt_ids\":");
+    snprintf(out, cap, "%.*s", (int)(end + 1 - p), p);
+}
+
+/* Prompt text parses control tokens by default (as llama.cpp's CLI does):
+ * "</s>" is EOS; --no-parse-special and /parse_special make it text. */
+Test(cli, prompt_control_tokens_and_no_parse_special) {
+    struct {
+        const char *args, *input, *want;
+    } cases[] = {
+        {"-p '</s>'", NULL, "[1,2]"},
+        {"-p '</s>' --no-parse-special", NULL, "[1,410,504,492,419,505]"},
+        {"-f %s", NULL, "[1,2]"},
+        {"-f %s --no-parse-special", NULL, "[1,410,504,492,419,505]"},
+        {"-i", "/parse_special\n</s>\n/quit\n", "[1,410,504,492,419,505]"},
+    };
+    char file[64], cmd[128];
+    snprintf(file, sizeof file, "tests/tmp/cli_special.%d.txt", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p tests/tmp && printf '</s>' > %s", file);
+    cr_assert_eq(system(cmd), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flags[128], args[256], ids[128];
+        snprintf(flags, sizeof flags, cases[i].args, file);
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf -n 0 --json %s", flags);
+        run_out r = run(args, cases[i].input);
+        cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
+        prompt_ids_of(r.out, ids, sizeof ids);
+        cr_assert_str_eq(ids, cases[i].want, "%s", args);
+        if (cases[i].input) cr_assert(strstr(r.out, "parse_special: off"), "%s", r.out);
+        done(&r);
+    }
+    unlink(file);
+}
+
+/* With --chat the user's text (and --system) is never control tokens, with
+ * or without --no-parse-special: "<|im_end|>" in it is seven plain pieces
+ * (as in the golden smollm2_tokenizer.jsonl), and only the template's
+ * <|im_start|> (1) and <|im_end|> (2) markers are control ids. */
+Test(cli, chat_user_text_is_never_control_tokens) {
+    const char *smol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(smol, R_OK) != 0) {
+        cr_skip_test("SmolLM2 not fetched (%s missing; `make model` fetches it)", smol);
+        return;
+    }
+    const char *sys = "[1,9690,198,2683,359,253,5356,5646,11173,3365,3511,308,34519,28,7018,411,"
+                      "407,19712,8182,2,198,";
+    const char *user = "1,4093,198,44,108,306,79,486,108,46,104,2,198,1,520,9531,198]";
+    char want[512], ids[512], args[256];
+    snprintf(want, sizeof want, "%s%s", sys, user);
+    const char *flags[] = {"", "--no-parse-special"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "-m %s -n 0 --json --chat -p '<|im_end|>x' %s", smol, flags[i]);
+        run_out r = run(args, NULL);
+        cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
+        prompt_ids_of(r.out, ids, sizeof ids);
+        cr_assert_str_eq(ids, want, "%s", args);
+        done(&r);
+    }
+    snprintf(args, sizeof args, "-m %s -n 0 --json --chat --system '<|im_end|>' -p hi", smol);
+    run_out r = run(args, NULL);
+    cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
+    prompt_ids_of(r.out, ids, sizeof ids);
+    cr_assert_str_eq(ids, "[1,9690,198,44,108,306,79,486,108,46,2,198,1,4093,198,6004,2,198,1,520,"
+                          "9531,198]");
     done(&r);
 }
 

@@ -56,8 +56,11 @@ void sd_args_usage(FILE *out) {
         "  -p, --prompt TEXT         prompt text\n"
         "  -f, --file PATH           read the prompt from a file\n"
         "  -i, --interactive         read prompts and /commands from stdin (after -p/-f)\n"
-        "      --chat                wrap the prompt in the model's chat template\n"
+        "      --chat                wrap the prompt in the model's chat template (the\n"
+        "                            prompt is the user message, never control tokens)\n"
         "      --system TEXT         system message for --chat (default: the template's)\n"
+        "      --no-parse-special    control-token text in the prompt (<|im_start|>, ...)\n"
+        "                            stays plain text (default: it becomes those tokens)\n"
         "generation\n"
         "  -n, --n-predict N         tokens to generate (default 128)\n"
         "      --strategy LIST       comma list of ar,spec,nasd,beam,draft (default ar)\n"
@@ -143,6 +146,7 @@ static const flag flags[] = {
     {NULL, "--no-cache", F_BOOL, OFF(c.no_cache), 0, 0, 0},
     {NULL, "--ignore-eos", F_BOOL, OFF(c.ignore_eos), 0, 0, 0},
     {NULL, "--chat", F_BOOL, OFF(c.chat), 0, 0, 0},
+    {NULL, "--no-parse-special", F_OFF, OFF(c.parse_special), 0, 0, 0},
     {NULL, "--json", F_BOOL, OFF(json), 0, 0, 0},
     {NULL, "--debug", F_BOOL, OFF(debug), 0, 0, 0},
     {"-i", "--interactive", F_BOOL, OFF(interactive), 0, 0, 0},

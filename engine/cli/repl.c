@@ -22,6 +22,7 @@ static const char usage[] =
     "                                 draft-only generation\n"
     "  /cache                         toggle the KV cache\n"
     "  /chat                          toggle the chat template\n"
+    "  /parse_special                 toggle control tokens in prompts (not in chat messages)\n"
     "  /length N                      tokens to generate\n"
     "  /gamma N                       drafts per verification\n"
     "  /sampler NAME [key=value ...]  sampler plugin and its parameters (alias /processor;\n"
@@ -96,6 +97,9 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
     } else if (!strcmp(c, "/chat")) {
         a->chat = !a->chat;
         fprintf(out, "chat: %s\n", a->chat ? "on" : "off");
+    } else if (!strcmp(c, "/parse_special")) {
+        a->parse_special = !a->parse_special;
+        fprintf(out, "parse_special: %s\n", a->parse_special ? "on" : "off");
     } else if (!strcmp(c, "/length")) {
         if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/length N with N >= 1");
         else fprintf(out, "length: %d\n", a->n_predict = v);

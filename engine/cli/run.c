@@ -233,9 +233,11 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
     fprintf(out, "strategies:");
     for (int i = 0; i < N_ORDER; i++)
         if (a->strategies & order[i]) fprintf(out, " %s", sd_strategy_name(order[i]));
-    fprintf(out, "\nlength %d, gamma %d, cache %s, chat %s, debug %s, sampler %s, seed %llu\n",
+    fprintf(out, "\nlength %d, gamma %d, cache %s, chat %s, parse_special %s, debug %s, "
+                 "sampler %s, seed %llu\n",
             a->n_predict, a->gamma, a->no_cache ? "off" : "on", a->chat ? "on" : "off",
-            cli->debug ? "on" : "off", desc, (unsigned long long)s->seed);
+            a->parse_special ? "on" : "off", cli->debug ? "on" : "off", desc,
+            (unsigned long long)s->seed);
     fprintf(out, "target backend: %s%s%s\n", s->target->be->name, s->draft ? ", drafter backend: " : "",
             s->draft ? s->draft->be->name : "");
     fprintf(out, "drafter: %s\n",

@@ -38,6 +38,7 @@ int sd_parse_strategies(const char *list, int *bits, sd_err *e) {
 void sd_config_defaults(sd_config *c) {
     memset(c, 0, sizeof *c);
     c->n_predict = 128;
+    c->parse_special = 1;
     c->strategies = SD_STRAT_AR;
     c->gamma = 4;
     c->ngram_n = 3;
@@ -146,14 +147,10 @@ int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, 
                           sd_err *e) {
     const sd_model *m = s->target;
     int add_bos = sd_tokenizer_add_bos(m->tok), r;
-    if (!s->c.chat) {
-        r = sd_tokenize(m->tok, text, strlen(text), add_bos, 0, ids, n, e);
-    } else {
-        char *chat;
-        if (sd_chat_format(m->tok, m->file, s->c.system, text, &chat, e)) return -1;
-        r = sd_tokenize(m->tok, chat, strlen(chat), add_bos, 1, ids, n, e);
-        free(chat);
-    }
+    if (!s->c.chat)
+        r = sd_tokenize(m->tok, text, strlen(text), add_bos, s->c.parse_special, ids, n, e);
+    else
+        r = sd_chat_tokenize(m->tok, m->file, s->c.system, text, add_bos, ids, n, e);
     if (r) return -1;
     if (*n == 0) {
         free(*ids);

@@ -39,6 +39,7 @@ typedef struct sd_config {
     int draft_layers;
     const char *system;
     int chat;
+    int parse_special; /* prompt text (not a --chat message) may hold control tokens */
     int strategies;
     int n_predict;
     int threads;
@@ -100,8 +101,12 @@ int sd_session_reset_store(sd_session *s, sd_err *e);
 /* Switches the drafter to the target's first k layers (k > 0). */
 int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e);
 
-/* The prompt's ids (chat template applied when c.chat); fails when the
- * prompt is empty without a BOS to start from, or longer than the context. */
+/* The prompt's ids. Without c.chat, control-token text in it (e.g.
+ * "<|im_start|>") becomes those tokens when c.parse_special is set. With
+ * c.chat it is the user message of the chat template: only the template's
+ * markers are control tokens, the message (and c.system) is plain text.
+ * Fails when the prompt is empty without a BOS to start from, or longer than
+ * the context. */
 int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
                           sd_err *e);
 /* Fails with a message naming the flags when an enabled strategy needs a

@@ -9,7 +9,9 @@
  * occurrences of special token strings, longest token first, leftmost
  * occurrences first. Control and unknown tokens take part only with
  * parse_special; user-defined tokens always do (as in llama.cpp and
- * HuggingFace tokenizers, where added non-special tokens always match). */
+ * HuggingFace tokenizers, where added non-special tokens always match).
+ * sd_tokenize_ex also keeps control tokens out of the caller's plain spans
+ * (chat messages), so only a template's own markers become control ids. */
 #include "engine/text/tokenizer_int.h"
 
 #include <stdlib.h>
@@ -131,10 +133,15 @@ static int add_stop(int32_t *ids, int n, int cap, int32_t id) {
 int sd_tokenizer_stop_ids(const sd_tokenizer *t, int32_t *ids, int cap) {
     static const char *const names[] = {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>",
                                         "<end_of_turn>", "<|endoftext|>"};
+    static const char *const fim[] = {"<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"};
     int n = add_stop(ids, 0, cap, t->eos);
     n = add_stop(ids, n, cap, t->eot);
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         n = add_stop(ids, n, cap, sd_tokenizer_find(t, names[i], strlen(names[i])));
+    for (size_t i = 0; i < sizeof fim / sizeof fim[0]; i++) {
+        int32_t id = sd_tokenizer_find(t, fim[i], strlen(fim[i]));
+        if (id >= 0 && t->types[id] == SD_TT_CONTROL) n = add_stop(ids, n, cap, id);
+    }
     return n;
 }
 
@@ -150,15 +157,26 @@ static int push_frag(frag **v, size_t *n, size_t *cap, size_t off, size_t len, i
     return 0;
 }
 
-/* Splits text on special tokens; *out gets the fragments in order. */
+/* Whether [at, at + len) overlaps one of the plain spans. */
+static int in_plain(const sd_span *plain, int n_plain, size_t at, size_t len) {
+    for (int i = 0; i < n_plain; i++)
+        if (at < plain[i].off + plain[i].len && plain[i].off < at + len) return 1;
+    return 0;
+}
+
+/* Splits text on special tokens; *out gets the fragments in order. A
+ * control or unknown token overlapping a plain span is not a match there:
+ * the search goes on from its next byte. */
 static int split_specials(const sd_tokenizer *t, const char *text, size_t len,
-                          int parse_special, frag **out, size_t *n_out, sd_err *e) {
+                          int parse_special, const sd_span *plain, int n_plain, frag **out,
+                          size_t *n_out, sd_err *e) {
     frag *cur = NULL, *next = NULL;
     size_t n_cur = 0, cap_cur = 0, cap_next = 0;
     if (push_frag(&cur, &n_cur, &cap_cur, 0, len, -1)) goto oom;
     for (int s = 0; s < t->n_specials; s++) {
         int32_t id = t->specials[s];
-        if (!parse_special && t->types[id] != SD_TT_USER_DEFINED) continue;
+        int user_defined = t->types[id] == SD_TT_USER_DEFINED;
+        if (!parse_special && !user_defined) continue;
         gguf_str sp = t->tokens[id];
         if (sp.len > len || !memmem(text, len, sp.s, sp.len)) continue;
         size_t n_next = 0;
@@ -168,15 +186,20 @@ static int split_specials(const sd_tokenizer *t, const char *text, size_t len,
                 if (push_frag(&next, &n_next, &cap_next, fr.off, fr.len, fr.tok)) goto oom;
                 continue;
             }
-            size_t pos = fr.off, end = fr.off + fr.len;
-            while (pos < end) {
-                const char *m = memmem(text + pos, end - pos, sp.s, sp.len);
-                size_t at = m ? (size_t)(m - text) : end;
-                if (at > pos && push_frag(&next, &n_next, &cap_next, pos, at - pos, -1)) goto oom;
+            size_t pos = fr.off, from = fr.off, end = fr.off + fr.len;
+            while (from < end) {
+                const char *m = memmem(text + from, end - from, sp.s, sp.len);
                 if (!m) break;
+                size_t at = (size_t)(m - text);
+                if (!user_defined && in_plain(plain, n_plain, at, sp.len)) {
+                    from = at + 1;
+                    continue;
+                }
+                if (at > pos && push_frag(&next, &n_next, &cap_next, pos, at - pos, -1)) goto oom;
                 if (push_frag(&next, &n_next, &cap_next, at, sp.len, id)) goto oom;
-                pos = at + sp.len;
+                pos = from = at + sp.len;
             }
+            if (pos < end && push_frag(&next, &n_next, &cap_next, pos, end - pos, -1)) goto oom;
         }
         frag *tmp = cur;
         size_t tcap = cap_cur;
@@ -198,6 +221,12 @@ oom:
 
 int sd_tokenize(const sd_tokenizer *t, const char *text, size_t len, int add_bos,
                 int parse_special, int32_t **ids, int *n, sd_err *e) {
+    return sd_tokenize_ex(t, text, len, add_bos, parse_special, NULL, 0, ids, n, e);
+}
+
+int sd_tokenize_ex(const sd_tokenizer *t, const char *text, size_t len, int add_bos,
+                   int parse_special, const sd_span *plain, int n_plain, int32_t **ids,
+                   int *n, sd_err *e) {
     *ids = NULL;
     *n = 0;
     if (!text && len) return sd_fail(e, "tokenize: text is NULL");
@@ -210,7 +239,9 @@ int sd_tokenize(const sd_tokenizer *t, const char *text, size_t len, int add_bos
         goto fail;
     }
     if (add_bos && t->bos >= 0) out.v[out.n++] = t->bos;
-    if (len && split_specials(t, text, len, parse_special, &frags, &n_frags, e)) goto fail;
+    if (len &&
+        split_specials(t, text, len, parse_special, plain, n_plain, &frags, &n_frags, e))
+        goto fail;
     int prev_special = 1; /* llama: a fragment after a special token gets the dummy prefix */
     for (size_t i = 0; i < n_frags; i++) {
         frag fr = frags[i];

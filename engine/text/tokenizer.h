@@ -29,7 +29,11 @@ int sd_tokenizer_bos(const sd_tokenizer *t);     /* -1 when the model has none *
 int sd_tokenizer_eos(const sd_tokenizer *t);     /* -1 when the model has none */
 int sd_tokenizer_pad(const sd_tokenizer *t);     /* -1 when the model has none */
 int sd_tokenizer_add_bos(const sd_tokenizer *t); /* tokenizer.ggml.add_bos_token, default per kind */
-/* Ids that end generation: eos plus end-of-turn tokens such as <|im_end|>.
+/* Ids that end generation: eos, eot and the tokens named <|im_end|>,
+ * <|eot_id|>, <|end_of_text|>, <end_of_turn> and <|endoftext|>, plus, as in
+ * llama.cpp, Qwen's file-level markers <|fim_pad|>, <|repo_name|> and
+ * <|file_sep|> (control tokens only): a code model that writes one has
+ * finished the file it was asked for and would go on with another.
  * Returns the count (at most cap) written to ids. */
 int sd_tokenizer_stop_ids(const sd_tokenizer *t, int32_t *ids, int cap);
 /* The vocabulary string of id (raw: U+2581 / byte-level code points kept). */
@@ -38,11 +42,24 @@ gguf_str sd_tokenizer_piece(const sd_tokenizer *t, int32_t id);
 int32_t sd_tokenizer_find(const sd_tokenizer *t, const char *s, size_t len);
 
 /* Encodes text. add_bos: put BOS first (when the model has one).
- * parse_special: text matching a control/user-defined token (e.g.
- * "<|im_start|>") becomes that token; otherwise it is plain text.
+ * parse_special: text matching a control token (e.g. "<|im_start|>") becomes
+ * that token; otherwise it is plain text. User-defined tokens (Qwen's
+ * <tool_call>) are split out either way, as llama.cpp does.
  * *ids is malloc'd (caller frees), *n its length. */
 int sd_tokenize(const sd_tokenizer *t, const char *text, size_t len, int add_bos,
                 int parse_special, int32_t **ids, int *n, sd_err *e);
+
+/* A byte range of a text that is someone's own words (a chat message). */
+typedef struct sd_span {
+    size_t off, len;
+} sd_span;
+
+/* sd_tokenize, except that a control token is never matched where it would
+ * overlap one of the n_plain spans: there its text stays plain text even
+ * with parse_special. Outside the spans the ids are those of sd_tokenize. */
+int sd_tokenize_ex(const sd_tokenizer *t, const char *text, size_t len, int add_bos,
+                   int parse_special, const sd_span *plain, int n_plain, int32_t **ids,
+                   int *n, sd_err *e);
 
 /* Streaming decoder: feed ids one at a time; bytes of a UTF-8 sequence that
  * is not complete yet are held back until the next call completes it. The
@@ -68,9 +85,16 @@ int sd_detokenize(const sd_tokenizer *t, const int32_t *ids, int n, int strip_sp
 /* Formats one user message (and an optional system message, NULL for the
  * template's default) with the model's chat template and the generation
  * prompt appended. Known templates: ChatML (<|im_start|>...), Llama-2
- * [INST], Llama-3 header ids, Zephyr. An unknown template is an error that
- * says so. *out is malloc'd. */
+ * [INST], Llama-3 header ids, Zephyr. A model without a template is an error,
+ * except for the qwen2 pre-tokenizer, which gets Qwen's ChatML with its
+ * default system message. An unknown template is an error that says so.
+ * *out is malloc'd. */
 int sd_chat_format(const sd_tokenizer *t, const gguf_file *f, const char *system,
                    const char *user, char **out, sd_err *e);
+/* The ids of sd_chat_format's text: the template's markers become control
+ * tokens, while the system and user text is plain text, so a message that
+ * contains "<|im_end|>" cannot end its turn. add_bos as for sd_tokenize. */
+int sd_chat_tokenize(const sd_tokenizer *t, const gguf_file *f, const char *system,
+                     const char *user, int add_bos, int32_t **ids, int *n, sd_err *e);
 
 #endif

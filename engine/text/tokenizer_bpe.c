@@ -118,6 +118,7 @@ static int compile_pre(sd_tokenizer *t, const struct pre_def *d, sd_err *e) {
         t->re[t->n_re++] = re;
     }
     t->ignore_merges = d->ignore_merges;
+    t->pre = d->name;
     return 0;
 }
 

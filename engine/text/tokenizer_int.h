@@ -50,6 +50,7 @@ struct sd_tokenizer {
     pcre2_code *re[SD_MAX_PRE_REGEX]; /* gpt2 pre-tokenizer, applied in order */
     int n_re;
     int ignore_merges;      /* llama3: a chunk that is a whole token skips BPE */
+    const char *pre;        /* gpt2: the pre-tokenizer's name ("qwen2", ...), else NULL */
 
     gguf_str chat_template; /* s == NULL when absent */
 };

@@ -65,10 +65,8 @@ static void exercise_tokenizer(const sd_tokenizer *t, const gguf_file *f, const 
     if (!user) fixture_fail("chat text", NULL);
     memcpy(user, text, len);
     user[len] = 0;
-    if (!sd_chat_format(t, f, (flags & 1) ? user : NULL, user, &chat, &e)) {
-        if (!sd_tokenize(t, chat, strlen(chat), 1, 1, &ids, &n, &e)) free(ids);
-        free(chat);
-    }
+    if (!sd_chat_format(t, f, (flags & 1) ? user : NULL, user, &chat, &e)) free(chat);
+    if (!sd_chat_tokenize(t, f, (flags & 1) ? user : NULL, user, 1, &ids, &n, &e)) free(ids);
     free(user);
 }
 
