@@ -14,12 +14,10 @@
  *   parse_special = 1 records), then encoded each text without special
  *   additions. These tests skip when the model file is absent.
  * - Qwen2.5-Coder 1.5B and 0.5B (byte-level BPE, pre "qwen2", 22 added
- *   tokens) against llama.cpp commit c392e50 (/work/shared/golden/README.md,
- *   sections Qwen): tests/data/qwen_tokenizer.jsonl is a copy of the golden
- *   file; tests/data/qwen_prompts.jsonl holds model, prompt, parse_special
- *   and prompt_ids of the 10 records of the golden qwen_greedy.jsonl (its
- *   generated ids and logits left out), record 2 being what the model's own
- *   chat template renders for one user message. `make test` fetches both
+ *   tokens) against llama.cpp commit c392e50 (tests/data/README.md):
+ *   tests/data/qwen_tokenizer.jsonl, and the prompts (model, prompt,
+ *   parse_special, prompt_ids) of tests/data/qwen_greedy.jsonl, record 2
+ *   being what the model's own chat template renders for one user message. `make test` fetches both
  *   files (`make model-pair`); a missing one fails these tests, it does not
  *   skip them. Only the tokenizer metadata is read.
  * - Synthetic vocabularies written with tests/util/gguf_writer: merge order,
@@ -514,7 +512,7 @@ Test(qwen, golden_tokenizer_records_both_models) {
 }
 
 Test(qwen, golden_greedy_prompt_ids) {
-    check_golden(DATA_DIR "qwen_prompts.jsonl", "prompt", "prompt_ids", NULL);
+    check_golden(DATA_DIR "qwen_greedy.jsonl", "prompt", "prompt_ids", NULL);
 }
 
 Test(qwen, metadata_and_stop_ids) {
@@ -571,7 +569,7 @@ Test(qwen, added_tokens) {
  * Qwen's default system message read from the file's template. */
 Test(qwen, chat_renders_the_golden_chatml_record) {
     json **r;
-    long nr = read_records(DATA_DIR "qwen_prompts.jsonl", &r);
+    long nr = read_records(DATA_DIR "qwen_greedy.jsonl", &r);
     for (long i = 1; i < nr; i += 5) {
         loaded l = load_qwen(qwen_path(json_str(json_get(r[i], "model"), NULL)));
         sd_err e = {{0}};
