@@ -92,10 +92,12 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n);
  * of x[n][cols] becomes q[i*cols + c] (int8, the row is a whole number of
  * 32-byte blocks so block b of row i starts at q + i*cols + 32*b), and per
  * block b (nb = cols/32 of them) d[i*nb + b] = max|x|/127 and
- * s[i*nb + b] = d * sum(q of the block) (Q4_1's offset term, Q4_0's -8).
+ * s[i*nb + b] = d * sum(q of the block) (the offset terms: Q4_1's m,
+ * Q4_0's -8, Q5_0's -16, Q4_K's -dmin*mn of the sub-block that is block b).
  * Quantization: id = 1/d, q = round-to-nearest-even(x*id), the same bits on
  * every ISA path so results do not depend on the SIMD level.
- * The SIMD 4-bit kernels read a second copy in "pair" layout: blocks
+ * The SIMD kernels of Q4_0, Q4_1, Q5_0 and Q4_K read a second copy in
+ * "pair" layout: blocks
  * (2p, 2p+1) of a row become 64 bytes qp[64p ..] = { q_2p[0..15],
  * q_2p+1[0..15], q_2p[16..31], q_2p+1[16..31] } (an odd last block stays
  * as it is), matching two blocks' nibbles loaded into one register (low
@@ -110,7 +112,7 @@ typedef struct sd_mm_job {
     const float *x;     /* F32/F16/BF16 weights: activations [n][cols] */
     const int8_t *xq;   /* quantized weights: see above */
     const float *xd, *xs;
-    const int8_t *xqp;  /* pair layout (SIMD, 4-bit weights), row stride cols */
+    const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
 } sd_mm_job;
 

@@ -39,6 +39,13 @@ static inline uint16_t ld16(const uint8_t *p) {
     return v;
 }
 
+/* Signed code of element k of a Q8_0, Q4_0 or Q5_0 block. */
+static inline int sym_code(uint32_t type, const uint8_t *blk, int k) {
+    if (type == SD_Q8_0) return (int8_t)blk[2 + k];
+    if (type == SD_Q4_0) return (k < 16 ? blk[2 + k] & 15 : blk[2 + k - 16] >> 4) - 8;
+    return sd_q5_0_code(blk, k) - 16;
+}
+
 static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
     const sd_weight *w = j->w;
     const int64_t cols = w->cols, nb = cols / 32;
@@ -63,26 +70,16 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
         for (int64_t c = 0; c < cols; c++) acc += sd_bf16_to_f32(ld16(row + 2 * c)) * x[c];
         break;
     }
-    case SD_Q8_0: {
+    case SD_Q8_0:
+    case SD_Q4_0:
+    case SD_Q5_0: { /* x = d*code, codes signed: one scale a block */
         const int8_t *q = j->xq + (size_t)i * cols;
         const float *xd = j->xd + (size_t)i * nb;
+        const int bs = w->type == SD_Q8_0 ? 34 : w->type == SD_Q4_0 ? 18 : 22;
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + 34 * b;
+            const uint8_t *blk = row + bs * b;
             int s = 0;
-            for (int k = 0; k < 32; k++) s += (int8_t)blk[2 + k] * q[32 * b + k];
-            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
-        }
-        break;
-    }
-    case SD_Q4_0: {
-        const int8_t *q = j->xq + (size_t)i * cols;
-        const float *xd = j->xd + (size_t)i * nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + 18 * b;
-            const int8_t *qb = q + 32 * b;
-            int s = 0;
-            for (int k = 0; k < 16; k++)
-                s += ((blk[2 + k] & 15) - 8) * qb[k] + ((blk[2 + k] >> 4) - 8) * qb[k + 16];
+            for (int k = 0; k < 32; k++) s += sym_code(w->type, blk, k) * q[32 * b + k];
             acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
         }
         break;
@@ -98,17 +95,6 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
                 s += (blk[4 + k] & 15) * qb[k] + (blk[4 + k] >> 4) * qb[k + 16];
             acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s +
                    sd_f16_to_f32(ld16(blk + 2)) * xs[b];
-        }
-        break;
-    }
-    case SD_Q5_0: {
-        const int8_t *q = j->xq + (size_t)i * cols;
-        const float *xd = j->xd + (size_t)i * nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + 22 * b;
-            int s = 0;
-            for (int k = 0; k < 32; k++) s += (sd_q5_0_code(blk, k) - 16) * q[32 * b + k];
-            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
         }
         break;
     }

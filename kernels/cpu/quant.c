@@ -40,6 +40,17 @@ static inline uint16_t ld16(const uint8_t *p) {
 }
 static inline void st16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
+/* The element of largest magnitude, the first of equal ones (ggml's max). */
+static float signed_max(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
 static inline float f16r(float v) { return sd_f16_to_f32(sd_f32_to_f16(v)); }
 
 /* Q4_K, one super-block. Each sub-block of 32 gets the range [lo, hi] with
@@ -97,11 +108,8 @@ static void quant_q4_k(const float *x, uint8_t *o) {
 static void quant_q6_k(const float *x, uint8_t *o) {
     float scale[16], amaxs = 0;
     for (int s = 0; s < 16; s++) {
-        float amax = 0, m = 0;
-        for (int k = 0; k < 16; k++)
-            if (fabsf(x[16 * s + k]) > amax) amax = fabsf(x[16 * s + k]), m = x[16 * s + k];
-        scale[s] = m / -32.0f;
-        amaxs = fmaxf(amaxs, amax / 32.0f);
+        scale[s] = signed_max(x + 16 * s, 16) / -32.0f;
+        amaxs = fmaxf(amaxs, fabsf(scale[s]));
     }
     const float d = f16r(amaxs / 127.0f);
     float ds[16];
@@ -149,12 +157,7 @@ int sd_quantize_row(uint32_t type, const float *x, void *out, int64_t n) {
             st16(o, sd_f32_to_f16(d));
             for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
         } else if (type == SD_Q4_0) {
-            float amax = 0, max = 0;
-            for (int j = 0; j < 32; j++)
-                if (amax < fabsf(x[j])) {
-                    amax = fabsf(x[j]);
-                    max = x[j];
-                }
+            const float max = signed_max(x, 32);
             const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
             st16(o, sd_f32_to_f16(d));
             for (int j = 0; j < 16; j++) {
@@ -164,12 +167,7 @@ int sd_quantize_row(uint32_t type, const float *x, void *out, int64_t n) {
                 o[2 + j] = (uint8_t)(a | (c << 4));
             }
         } else if (type == SD_Q5_0) {
-            float amax = 0, max = 0;
-            for (int j = 0; j < 32; j++)
-                if (amax < fabsf(x[j])) {
-                    amax = fabsf(x[j]);
-                    max = x[j];
-                }
+            const float max = signed_max(x, 32);
             const float d = max / -16.0f, id = d ? 1.0f / d : 0.0f;
             st16(o, sd_f32_to_f16(d));
             uint32_t qh = 0;
