@@ -21,6 +21,7 @@ LDLIBS  := -lpcre2-8 -lm -ldl
 # widest path at run time, so only these files see the wider ISAs.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni
 
 MODEL_DIR  := models
 MODEL      := $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -160,6 +161,9 @@ $(FUZZ_BUILD)/%_avx2.o: %_avx2.c | deps
 $(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
@@ -186,6 +190,9 @@ $(BUILD)/%_avx2.o: %_avx2.c | deps
 $(BUILD)/%_avx512.o: %_avx512.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@

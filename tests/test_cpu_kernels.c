@@ -9,12 +9,23 @@
  *  - matmul, quantized types, vs the unquantized activations (loose):
  *    err <= sum_b (d_x[b]/2) * sum_{c in b} |W[r][c]| + 2e-5 * scale + 1e-6,
  *    the exact bound of int8 activation rounding (|x - d*q| <= d/2).
- *  - dequantize_row vs ref: Q8_0/Q4_0 products are exact in float,
- *    Q4_1 adds m once: err <= 1e-6 * |ref|.
+ *  - dequantize_row vs ref: Q8_0/Q4_0/Q5_0 products are exact in float,
+ *    Q4_1 adds m once, Q4_K subtracts an exact dmin*mn from an exact
+ *    d*sc*code, Q6_K rounds d*scale*(code-32) once: err <= 1e-6 * |ref|.
  *  - quantize round trip: err <= d/2 + qmax * 2^-11 * d + 2^-11 * |m| per
- *    element, qmax 128 (Q8_0) or 16 (4-bit): rounding to the grid plus the
- *    f16 rounding of d (times the code) and of m; Q4_0 d instead of d/2
- *    (its grid -8..7 clips the side opposite the signed max by one step).
+ *    element, qmax 128 (Q8_0), 16 (4-bit) or 32 (Q5_0): rounding to the
+ *    grid plus the f16 rounding of d (times the code) and of m; Q4_0 and
+ *    Q5_0 d instead of d/2 (their grids -8..7, -16..15 clip the side
+ *    opposite the signed max by one step). K-quants (quant.c's direct fit):
+ *    Q4_K range_s/30 + d + dmin per element of sub-block s (half a step of
+ *    its ideal scale range_s/15, plus one step of each 6-bit super-block
+ *    scale d = max_s(range_s/15)/63, dmin = max_s(-min(0, min_s))/63);
+ *    Q6_K amax_s/32 + d (one step of the sub-block's grid, whose scale is
+ *    rounded up by at most d = max_s(amax_s/32)/127); both plus
+ *    2^-9 * max|x| of the super-block for the f16 rounding of d and dmin.
+ *  - real tensors (the Qwen2.5-Coder GGUFs, skipped when absent): a few
+ *    rows of Q5_0 / Q4_K / Q6_K weights against the double product of the
+ *    reference-dequantized rows, the matmul tolerances above.
  *  - rmsnorm 1e-5 relative; swiglu 1e-6 relative + 1e-7;
  *  - rope: angles are built in float like llama.cpp, so the error grows with
  *    the position: err <= (2e-5 + 2e-7 * pos) * max|x|;
@@ -25,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/common/fp16.h"
 #include "engine/format/gguf.h"
@@ -44,16 +56,15 @@ static void fill(float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = frand(lo, hi);
 }
 
-static const uint32_t all_types[] = {SD_F32, SD_F16, SD_BF16, SD_Q8_0, SD_Q4_0, SD_Q4_1};
-static int is_q(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
-static size_t row_bytes(uint32_t t, int64_t cols) {
-    switch (t) {
-    case SD_F32: return 4 * cols;
-    case SD_F16: case SD_BF16: return 2 * cols;
-    case SD_Q8_0: return 34 * (cols / 32);
-    case SD_Q4_0: return 18 * (cols / 32);
-    default: return 20 * (cols / 32);
-    }
+static const uint32_t all_types[] = {SD_F32,  SD_F16,  SD_BF16, SD_Q8_0, SD_Q4_0,
+                                     SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
+enum { N_TYPES = sizeof all_types / sizeof *all_types };
+static int is_q(uint32_t t) { return sd_wtype_block(t) > 1; }
+static size_t row_bytes(uint32_t t, int64_t cols) { return sd_row_bytes(t, (uint64_t)cols); }
+/* a row length every type accepts, at least `want` */
+static int64_t cols_for(uint32_t t, int64_t want) {
+    const int64_t bl = sd_wtype_block(t);
+    return (want + bl - 1) / bl * bl;
 }
 
 /* A random weight; per-row scale varies so blocks differ in magnitude. */
@@ -89,16 +100,37 @@ Test(cpu, isa_and_threads) {
     c = sd_cpu_create(3, &e);
     cr_assert_eq(sd_cpu_threads(c), 3);
     sd_cpu_destroy(c);
+    cr_assert_str_eq(sd_isa_name(SD_ISA_AVX512_VNNI), "avx512vnni");
+}
+
+/* SD_ISA caps the level for the whole process (each test is its own
+ * process, so the variable set here ends with it). */
+Test(cpu, isa_env_caps_the_level) {
+    sd_err e = {{0}};
+    unsetenv("SD_ISA"); /* the suite may run under a cap of its own */
+    const int hw = sd_cpu_isa_detect();
+    for (int isa = SD_ISA_SCALAR; isa <= hw; isa++) {
+        cr_assert_eq(setenv("SD_ISA", sd_isa_name(isa), 1), 0);
+        cr_assert_eq(sd_cpu_isa_detect(), isa);
+        sd_cpu *c = sd_cpu_create(1, &e);
+        cr_assert_eq(sd_cpu_isa(c), isa);
+        sd_cpu_set_isa(c, 99);
+        cr_assert_eq(sd_cpu_isa(c), isa, "set_isa stays under SD_ISA");
+        sd_cpu_destroy(c);
+    }
+    setenv("SD_ISA", "no-such-isa", 1);
+    cr_assert_eq(sd_cpu_isa_detect(), hw);
+    unsetenv("SD_ISA");
 }
 
 /* ---- quantize / dequantize -------------------------------------------------------- */
 Test(cpu, dequantize_matches_reference) {
-    const int64_t cols = 96;
-    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t t = all_types[ti];
+        const int64_t cols = cols_for(t, 96);
         sd_weight w = make_weight(t, 3, cols);
-        float out[96];
-        double ref[96];
+        float out[256];
+        double ref[256];
         for (int r = 0; r < 3; r++) {
             const uint8_t *row = (const uint8_t *)w.data + r * w.row_bytes;
             cr_assert_eq(sd_dequantize_row(t, row, out, cols), 0);
@@ -111,43 +143,66 @@ Test(cpu, dequantize_matches_reference) {
     }
 }
 
+/* The round-trip bound of element i of a row x (see the top of the file). */
+static double rt_tol(uint32_t t, const float *x, int64_t i) {
+    if (t == SD_F32) return 0;
+    const int64_t bl = sd_wtype_block(t), b0 = i / bl * bl;
+    if (bl == 256) {
+        const int sub = t == SD_Q4_K ? 32 : 16;
+        double maxr = 0, maxm = 0, amaxall = 0, own = 0;
+        for (int64_t s0 = b0; s0 < b0 + 256; s0 += sub) {
+            double lo = 0, hi = -INFINITY, amax = 0;
+            for (int k = 0; k < sub; k++) {
+                lo = fmin(lo, x[s0 + k]);
+                hi = fmax(hi, x[s0 + k]);
+                amax = fmax(amax, fabs(x[s0 + k]));
+            }
+            amaxall = fmax(amaxall, amax);
+            double v = t == SD_Q4_K ? (hi - lo) / 15 : amax / 32;
+            maxr = fmax(maxr, v);
+            maxm = fmax(maxm, -lo);
+            if (i >= s0 && i < s0 + sub) own = v;
+        }
+        double slop = amaxall / 512 + 1e-30;
+        return t == SD_Q4_K ? own / 2 + maxr / 63 + maxm / 63 + slop : own + maxr / 127 + slop;
+    }
+    float amax = 0, mn = INFINITY, mx = -INFINITY;
+    for (int k = 0; k < 32; k++) {
+        float v = x[b0 + k];
+        amax = fmaxf(amax, fabsf(v));
+        mn = fminf(mn, v);
+        mx = fmaxf(mx, v);
+    }
+    double d, m = 0, qmax = 16;
+    if (t == SD_Q8_0) d = amax / 127.0, qmax = 128;
+    else if (t == SD_Q4_0) d = amax / 8.0;
+    else if (t == SD_Q5_0) d = amax / 16.0, qmax = 32;
+    else if (t == SD_Q4_1) d = (mx - mn) / 15.0, m = fabsf(mn);
+    else return (t == SD_F16 ? 1.0 / 1024 : 1.0 / 128) * amax; /* 2 ulp budget */
+    /* Q4_0's and Q5_0's grids are -8..7 / -16..15 around the signed max: the
+     * far side clips one whole step short of the range */
+    return (t == SD_Q4_0 || t == SD_Q5_0 ? d : d / 2) + qmax * d / 2048 + m / 2048 + 1e-30;
+}
+
 Test(cpu, quantize_round_trip) {
-    const int64_t cols = 256;
-    float x[256], y[256];
-    uint8_t buf[1024];
-    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+    const int64_t cols = 512;
+    float x[512], y[512];
+    uint8_t buf[2048];
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t t = all_types[ti];
         for (int trial = 0; trial < 20; trial++) {
             float s = trial == 0 ? 0.0f : frand(1e-3f, 10.0f);
             fill(x, cols, -s, s);
             if (trial == 1) x[5] = 3 * s; /* one outlier */
             if (trial == 2) fill(x, cols, s, 2 * s); /* all positive: Q4_1 offset */
+            if (trial == 3) fill(x, cols, -2 * s, -s); /* all negative: Q4_K's min */
+            if (trial == 4) /* sub-blocks of very different magnitude */
+                for (int k = 0; k < cols; k++) x[k] *= (k / 16) % 3 == 0 ? 1e-3f : 1.0f;
             cr_assert_eq(sd_quantize_row(t, x, buf, cols), 0);
             cr_assert_eq(sd_dequantize_row(t, buf, y, cols), 0);
-            for (int64_t b = 0; b < cols / 32; b++) {
-                float amax = 0, mn = INFINITY, mx = -INFINITY;
-                for (int k = 0; k < 32; k++) {
-                    float v = x[32 * b + k];
-                    amax = fmaxf(amax, fabsf(v));
-                    mn = fminf(mn, v);
-                    mx = fmaxf(mx, v);
-                }
-                double d, m = 0;
-                if (t == SD_Q8_0) d = amax / 127.0;
-                else if (t == SD_Q4_0) d = amax / 8.0;
-                else if (t == SD_Q4_1) d = (mx - mn) / 15.0, m = fabsf(mn);
-                else if (t == SD_F32) d = 0;
-                else d = (t == SD_F16 ? 1.0 / 1024 : 1.0 / 128) * amax; /* 2 ulp budget */
-                /* Q4_0's grid is -8..7 around the signed max: the far side clips
-                 * at 7d, one whole step short of the range */
-                double tol = (t == SD_Q4_0 ? d : d / 2) + (t == SD_Q8_0 ? 128 : 16) * d / 2048 +
-                             m / 2048 + 1e-30;
-                if (t == SD_F32) tol = 0;
-                for (int k = 0; k < 32; k++)
-                    cr_assert_leq(fabs((double)y[32 * b + k] - x[32 * b + k]), tol,
-                                  "%s trial %d elem %d: %g -> %g", sd_wtype_name(t), trial, (int)(32 * b + k),
-                                  x[32 * b + k], y[32 * b + k]);
-            }
+            for (int64_t k = 0; k < cols; k++)
+                cr_assert_leq(fabs((double)y[k] - x[k]), rt_tol(t, x, k), "%s trial %d elem %d: %g -> %g",
+                              sd_wtype_name(t), trial, (int)k, x[k], y[k]);
         }
     }
     /* Q8_0 values on the grid come back exactly */
@@ -161,7 +216,13 @@ Test(cpu, quantize_round_trip) {
     sd_quantize_row(SD_Q4_0, x, buf, 32);
     cr_assert_float_eq(sd_f16_to_f32((uint16_t)(buf[0] | buf[1] << 8)), -31.0f / 4 / 8, 1e-3);
     cr_assert_eq(buf[2 + 15] >> 4, 0); /* element 31 */
+    /* ggml's Q5_0: d = signed max / -16, element 31 (the max) has code 0 */
+    sd_quantize_row(SD_Q5_0, x, buf, 32);
+    cr_assert_float_eq(sd_f16_to_f32((uint16_t)(buf[0] | buf[1] << 8)), -31.0f / 4 / 16, 1e-3);
+    cr_assert_eq(buf[6 + 15] >> 4, 0);
+    cr_assert_eq(buf[5] >> 7, 0); /* its fifth bit (bit 31 of qh) */
     cr_assert_eq(sd_quantize_row(SD_Q4_1, x, buf, 31), -1);
+    cr_assert_eq(sd_quantize_row(SD_Q4_K, x, buf, 32), -1);
     cr_assert_eq(sd_quantize_row(77, x, buf, 32), -1);
 }
 
@@ -293,16 +354,15 @@ static void ctx_pair(sd_cpu *ctx[2]) {
     cr_assert(ctx[0] && ctx[1], "%s", e.msg);
 }
 
-static void matmul_type(uint32_t t) {
+/* Every shape of rows x cols x n under a size cap (the double references
+ * are slow), on every ISA, 1 and 2 threads, with and without accumulate. */
+static void matmul_grid(uint32_t t, const int64_t *rows_l, int nr, const int64_t *cols_l, int nc,
+                        const int *ns, int nn) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
-    static const int64_t rows_l[] = {1, 7, 64, 172, 333};
-    static const int64_t cols_l[] = {32, 64, 96, 576, 1536, 8, 172};
-    static const int ns[] = {1, 3, 8, 17};
-    int ncols = is_q(t) ? 5 : 7;
-    for (int ri = 0; ri < 5; ri++)
-        for (int ci = 0; ci < ncols; ci++)
-            for (int ni = 0; ni < 4; ni++) {
+    for (int ri = 0; ri < nr; ri++)
+        for (int ci = 0; ci < nc; ci++)
+            for (int ni = 0; ni < nn; ni++) {
                 /* keep the run short: the largest shapes only with a few n */
                 if (rows_l[ri] * cols_l[ci] * ns[ni] > 333 * 576 * 8) continue;
                 matmul_case(t, rows_l[ri], cols_l[ci], ns[ni], ctx);
@@ -311,22 +371,44 @@ static void matmul_type(uint32_t t) {
     sd_cpu_destroy(ctx[1]);
 }
 
+static void matmul_type(uint32_t t) {
+    static const int64_t rows_l[] = {1, 7, 64, 172, 333};
+    static const int64_t cols_l[] = {32, 64, 96, 576, 1536, 8, 172};
+    static const int ns[] = {1, 3, 8, 17};
+    matmul_grid(t, rows_l, 5, cols_l, is_q(t) ? 5 : 7, ns, 4);
+}
+
+/* The Qwen types: n = 1 (decode), 5 and 9 (verification, beams), 64
+ * (prefill); odd row counts; Q5_0 with an odd block count (96: the pair
+ * path's single-block tail), the K-quants with 1, 3 and 6 super-blocks. */
+static void matmul_qwen_type(uint32_t t) {
+    static const int64_t rows_l[] = {1, 7, 61, 333};
+    static const int64_t cols_q5[] = {32, 96, 576, 1536}, cols_k[] = {256, 768, 1536};
+    static const int ns[] = {1, 5, 9, 64};
+    if (t == SD_Q5_0) matmul_grid(t, rows_l, 4, cols_q5, 4, ns, 4);
+    else matmul_grid(t, rows_l, 4, cols_k, 3, ns, 4);
+}
+
 Test(matmul, f32) { matmul_type(SD_F32); }
 Test(matmul, f16) { matmul_type(SD_F16); }
 Test(matmul, bf16) { matmul_type(SD_BF16); }
 Test(matmul, q8_0) { matmul_type(SD_Q8_0); }
 Test(matmul, q4_0) { matmul_type(SD_Q4_0); }
 Test(matmul, q4_1) { matmul_type(SD_Q4_1); }
+Test(matmul, q5_0) { matmul_qwen_type(SD_Q5_0); }
+Test(matmul, q4_k) { matmul_qwen_type(SD_Q4_K); }
+Test(matmul, q6_k) { matmul_qwen_type(SD_Q6_K); }
 
 /* Q/K/V-like: three weights over one x, outputs compared one by one. */
 Test(matmul, multi) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
     sd_err e = {{0}};
-    const int64_t cols = 576, rows[3] = {64, 21, 22};
-    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++)
+    const int64_t rows[3] = {64, 21, 22};
+    for (size_t ti = 0; ti < N_TYPES; ti++)
         for (int n = 1; n <= 9; n += 8) {
             uint32_t t = all_types[ti];
+            const int64_t cols = cols_for(t, 576);
             sd_weight w[3];
             const sd_weight *wp[3];
             float *outs[3], *x = malloc(sizeof(float) * n * cols);
@@ -378,6 +460,77 @@ Test(matmul, errors) {
     cr_assert_eq(sd_cpu_matmul_multi(c, 2, outs, ws, x, 1, &e), -1);
     cr_assert(strstr(e.msg, "cols"), "%s", e.msg);
     sd_cpu_destroy(c);
+}
+
+/* ---- real tensors ------------------------------------------------------------------
+ * A few rows of real Q5_0 / Q4_K / Q6_K tensors from the Qwen2.5-Coder
+ * GGUFs (make model-pair; skipped when they are absent): matmul on every
+ * ISA and thread count against the double product of the reference-
+ * dequantized rows, and the embedding lookup against the reference. */
+static const char *const qwen_files[] = {"models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                                         "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"};
+static const char *const qwen_tensors[] = {"token_embd.weight", "blk.0.attn_q.weight",
+                                           "blk.0.attn_v.weight", "blk.0.ffn_down.weight",
+                                           "blk.1.ffn_down.weight", "blk.0.ffn_gate.weight"};
+
+Test(matmul, real_qwen_blocks) {
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    int seen[32] = {0}, files = 0;
+    for (int f = 0; f < 2; f++) {
+        sd_err e = {{0}};
+        if (access(qwen_files[f], R_OK) != 0) continue;
+        gguf_file *g = gguf_open(qwen_files[f], &e);
+        cr_assert_not_null(g, "%s", e.msg);
+        files++;
+        for (size_t k = 0; k < sizeof qwen_tensors / sizeof *qwen_tensors; k++) {
+            const gguf_tensor *gt = gguf_find_tensor(g, qwen_tensors[k]);
+            cr_assert_not_null(gt, "%s: no %s", qwen_files[f], qwen_tensors[k]);
+            if (gt->type != SD_Q5_0 && gt->type != SD_Q4_K && gt->type != SD_Q6_K) continue;
+            seen[gt->type] = 1;
+            const int64_t cols = (int64_t)gt->ne[0], rb = (int64_t)row_bytes(gt->type, cols);
+            /* 13 rows from the middle of the tensor: an odd count, ordinary scales */
+            const int64_t r0 = (int64_t)gt->ne[1] / 2;
+            sd_weight w = {.type = gt->type, .rows = 13, .cols = cols, .row_bytes = (size_t)rb,
+                           .data = (const uint8_t *)gt->data + r0 * rb};
+            for (int ni = 0; ni < 2; ni++) {
+                const int n = ni ? 5 : 1;
+                float *x = malloc(sizeof(float) * n * cols), *out = malloc(sizeof(float) * (n * 13 + 16));
+                fill(x, (size_t)n * cols, -1, 1);
+                refset R = make_refs(&w, x, n);
+                for (int isa = 0; isa < n_isas(); isa++)
+                    for (int th = 0; th < 2; th++) {
+                        sd_cpu_set_isa(ctx[th], isa);
+                        for (int m = 0; m < n * 13; m++) out[m] = NAN;
+                        for (int m = 0; m < 16; m++) out[n * 13 + m] = 12345.0f;
+                        cr_assert_eq(sd_cpu_matmul(ctx[th], out, &w, x, n, 0, &e), 0, "%s", e.msg);
+                        char what[160];
+                        snprintf(what, sizeof what, "%s %s (%s) n=%d isa=%s threads=%d", qwen_files[f],
+                                 qwen_tensors[k], sd_wtype_name(gt->type), n, sd_isa_name(isa), th + 1);
+                        check_out(out, NULL, &R, &w, n, 0, what);
+                    }
+                free_refs(&R), free(x), free(out);
+            }
+            /* embedding rows 0, 5 and 12 of the slice */
+            int32_t ids[3] = {0, 5, 12};
+            float *emb = malloc(sizeof(float) * 3 * cols);
+            double *ref = malloc(sizeof(double) * cols);
+            cr_assert_eq(sd_cpu_embed(ctx[0], emb, &w, ids, 3, &e), 0, "%s", e.msg);
+            for (int i = 0; i < 3; i++) {
+                ref_dequant_row(w.type, (const uint8_t *)w.data + ids[i] * rb, ref, cols);
+                for (int64_t c = 0; c < cols; c++)
+                    cr_assert_leq(fabs(emb[i * cols + c] - ref[c]), 1e-6 * fabs(ref[c]), "%s %s embed",
+                                  qwen_files[f], qwen_tensors[k]);
+            }
+            free(emb), free(ref);
+        }
+        gguf_close(g);
+    }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
+    if (!files) cr_skip_test("Qwen2.5-Coder GGUFs not in models/ (make model-pair)");
+    cr_assert(seen[SD_Q5_0] && seen[SD_Q4_K] && seen[SD_Q6_K], "real tensors cover Q5_0 %d, Q4_K %d, Q6_K %d",
+              seen[SD_Q5_0], seen[SD_Q4_K], seen[SD_Q6_K]);
 }
 
 /* ---- small ops ---------------------------------------------------------------------- */
@@ -491,13 +644,13 @@ Test(cpu, swiglu) {
 Test(cpu, embed) {
     sd_err e = {{0}};
     sd_cpu *c = sd_cpu_create(1, &e);
-    const int64_t cols = 64;
-    for (size_t ti = 0; ti < sizeof all_types / sizeof *all_types; ti++) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t t = all_types[ti];
+        const int64_t cols = cols_for(t, 64);
         sd_weight w = make_weight(t, 10, cols);
         int32_t ids[4] = {3, 0, 9, 3};
-        float x[4 * 64];
-        double ref[64];
+        float x[4 * 256];
+        double ref[256];
         cr_assert_eq(sd_cpu_embed(c, x, &w, ids, 4, &e), 0, "%s", e.msg);
         for (int i = 0; i < 4; i++) {
             ref_dequant_row(t, (const uint8_t *)w.data + ids[i] * w.row_bytes, ref, cols);

@@ -1,11 +1,15 @@
 /* CPU kernel microbenchmark: one row per kernel, shape and thread count.
  *
  * Shapes are SmolLM2-135M's (dim 576, kv dim 192, ffn 1536, vocab 49152;
- * Q4_1 layers, Q8_0 head; F16/BF16/Q4_0 at 576x1536 for comparison).
+ * Q4_1 layers, Q8_0 head; F16/BF16/Q4_0 at 576x1536 for comparison), then
+ * the Qwen2.5-Coder pair's: 1.5B (dim 1536, kv dim 256, ffn 8960, vocab
+ * 151936; Q4_K layers, Q6_K down and head) and 0.5B (dim 896, ffn 4864;
+ * Q5_0).
  *  n=1   (decode): time per matvec with the weights cold, i.e. streamed
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
  *        weight to fill 256 MiB. Reported as GB/s of weight bytes.
+ *  n=5   (verifying 4 drafts): cold like n=1, one pass over the weights.
  *  n=128 (prefill): weights warm, reported as GFLOP/s (2*rows*cols*n).
  * Times are medians of repeated calls (best_us: the fastest call, a guide
  * when other processes share the cores). The last rows estimate SmolLM2
@@ -64,6 +68,10 @@ static const shape shapes[] = {
     {"ffn_gate/up", SD_Q4_1, 1536, 576}, {"ffn_down", SD_Q4_1, 576, 1536},
     {"output", SD_Q8_0, 49152, 576},     {"ffn_down", SD_F16, 576, 1536},
     {"ffn_down", SD_BF16, 576, 1536},    {"ffn_down", SD_Q4_0, 576, 1536},
+    {"1.5B_q/o", SD_Q4_K, 1536, 1536},   {"1.5B_k/v", SD_Q4_K, 256, 1536},
+    {"1.5B_gate/up", SD_Q4_K, 8960, 1536}, {"1.5B_down", SD_Q6_K, 1536, 8960},
+    {"1.5B_output", SD_Q6_K, 151936, 1536}, {"0.5B_q/o", SD_Q5_0, 896, 896},
+    {"0.5B_gate/up", SD_Q5_0, 4864, 896},
 };
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 
@@ -90,9 +98,10 @@ int main(void) {
            "memcpy", "-", "-", "-", "-", 1, tc * 1e6, POOL / tc / 1e9, "-", 2 * POOL / tc / 1e9);
     free(b);
 
-    float *x = malloc(sizeof(float) * 128 * 1536);
-    float *out = malloc(sizeof(float) * 128 * 49152);
-    for (int k = 0; k < 128 * 1536; k++) x[k] = frand();
+    float *x = malloc(sizeof(float) * 128 * 8960);
+    float *out = malloc(sizeof(float) * 128 * 151936);
+    if (!x || !out) return fprintf(stderr, "out of memory\n"), 1;
+    for (int k = 0; k < 128 * 8960; k++) x[k] = frand();
     sd_cpu *ctx[2] = {sd_cpu_create(1, &e), sd_cpu_create(2, &e)};
     if (!ctx[0] || !ctx[1]) return fprintf(stderr, "%s\n", e.msg), 1;
     printf("# isa %s\n", sd_isa_name(sd_cpu_isa(ctx[0])));
@@ -114,29 +123,30 @@ int main(void) {
         for (int th = 0; th < 2; th++) {
             sd_cpu *c = ctx[th];
             sd_weight w = {sh->type, sh->rows, sh->cols, rb, a};
-            (void)0;
-            /* n = 1, cold: cycle through the copies */
+            /* n = 1 and 5, cold: cycle through the copies */
             enum { REP = 400 };
             static double tt[REP];
-            int reps = 0, k = 0;
-            double tend = now() + 0.25;
-            sd_cpu_matmul(c, out, &w, x, 1, 0, &e);
-            while (reps < REP && (now() < tend || reps < 5)) {
-                w.data = a + (size_t)k * stride;
-                k = (k + 1) % copies;
-                double t0 = now();
-                if (sd_cpu_matmul(c, out, &w, x, 1, 0, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
-                tt[reps++] = now() - t0;
+            for (int n = 1; n <= 5; n += 4) {
+                int reps = 0, k = 0;
+                double tend = now() + 0.25;
+                sd_cpu_matmul(c, out, &w, x, n, 0, &e);
+                while (reps < REP && (now() < tend || reps < 5)) {
+                    w.data = a + (size_t)k * stride;
+                    k = (k + 1) % copies;
+                    double t0 = now();
+                    if (sd_cpu_matmul(c, out, &w, x, n, 0, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+                    tt[reps++] = now() - t0;
+                }
+                double t1 = median(tt, reps);
+                if (n == 1) t_dec[s][th] = t1;
+                printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name,
+                       sd_wtype_name(sh->type), (long long)sh->rows, (long long)sh->cols, n, th + 1,
+                       t1 * 1e6, wbytes / t1 / 1e9, 2.0 * sh->rows * sh->cols * n / t1 / 1e9, tt[0] * 1e6);
             }
-            double t1 = median(tt, reps);
-            t_dec[s][th] = t1;
-            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, sd_wtype_name(sh->type),
-                   (long long)sh->rows, (long long)sh->cols, 1, th + 1, t1 * 1e6, wbytes / t1 / 1e9,
-                   2.0 * sh->rows * sh->cols / t1 / 1e9, tt[0] * 1e6);
             /* n = 128, warm */
             w.data = a;
-            reps = 0;
-            tend = now() + (sh->rows > 10000 ? 1.5 : 0.4);
+            int reps = 0;
+            double tend = now() + (sh->rows > 10000 ? 1.5 : 0.4);
             sd_cpu_matmul(c, out, &w, x, 128, 0, &e);
             while (reps < REP && (now() < tend || reps < 3)) {
                 double t0 = now();

@@ -40,14 +40,23 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
-int sd_cpu_isa_detect(void) {
+static int isa_hw(void) {
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     if (!avx2) return SD_ISA_SCALAR;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        return SD_ISA_AVX512;
-    return SD_ISA_AVX2;
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
+        return SD_ISA_AVX2;
+    return __builtin_cpu_supports("avx512vnni") ? SD_ISA_AVX512_VNNI : SD_ISA_AVX512;
+}
+
+/* The hardware level, capped by SD_ISA when it names a level. */
+int sd_cpu_isa_detect(void) {
+    int isa = isa_hw();
+    const char *env = getenv("SD_ISA");
+    for (int k = SD_ISA_SCALAR; env && k <= SD_ISA_AVX512_VNNI; k++)
+        if (strcmp(env, sd_isa_name(k)) == 0 && k < isa) isa = k;
+    return isa;
 }
 
 const char *sd_isa_name(int isa) {
@@ -55,6 +64,7 @@ const char *sd_isa_name(int isa) {
     case SD_ISA_SCALAR: return "scalar";
     case SD_ISA_AVX2: return "avx2";
     case SD_ISA_AVX512: return "avx512";
+    case SD_ISA_AVX512_VNNI: return "avx512vnni";
     default: return "unknown";
     }
 }
@@ -259,7 +269,7 @@ int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, con
     void (*head)(float *, const float *, const float *, const float *, int, int64_t, int,
                  float, float *) = sd_cpu_attn_head_scalar;
     if (c->isa == SD_ISA_AVX2) head = sd_cpu_attn_head_avx2;
-    else if (c->isa == SD_ISA_AVX512) head = sd_cpu_attn_head_avx512;
+    else if (c->isa >= SD_ISA_AVX512) head = sd_cpu_attn_head_avx512;
     const int group = n_head / n_kv;
     const int64_t qdim = (int64_t)n_head * head_dim, kvdim = (int64_t)n_kv * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);

@@ -2,10 +2,14 @@
  *
  * Activations are F32, row-major [n][dim]. Matrix products compute
  *   out[i][r] (+)= sum_c W[r][c] * x[i][c]      i < n, r < rows
- * Quantized weights (Q8_0, Q4_0, Q4_1) are multiplied with integer dot
- * products against x quantized to 8 bits in blocks of 32 (scale max|x|/127,
- * plus the block sum for Q4_1's offset); F16/BF16 convert in registers.
- * SIMD level (AVX-512, AVX2, scalar) is detected at run time. Threads come
+ * Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K) are multiplied
+ * with integer dot products against x quantized to 8 bits in blocks of 32
+ * (scale max|x|/127, plus the block sum for the offset types: Q4_1's m, the
+ * -8 / -16 of Q4_0 / Q5_0, Q4_K's min term); F16/BF16 convert in registers.
+ * SIMD level (AVX-512 with VNNI, AVX-512, AVX2, scalar) is detected at run
+ * time; the environment variable SD_ISA=scalar|avx2|avx512|avx512vnni caps
+ * it for the whole process (every context, and sd_cpu_isa_detect), so any
+ * narrower path can be run and tested on a wider machine. Threads come
  * from OpenMP, n_threads of them. A context owns all scratch memory, so the
  * kernels never allocate on the hot path once it has grown to the largest
  * shape; one context must not be used from two threads at once. */
@@ -14,19 +18,23 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/common/error.h"
 #include "kernels/common/weight.h"
 
 typedef struct sd_cpu sd_cpu;
 
-enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2 };
+/* Levels in order: each implies the ones below it. AVX512_VNNI is the
+ * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd. */
+enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3 };
 
 /* n_threads <= 0: all online cores. */
 sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
 void sd_cpu_destroy(sd_cpu *c);
 int sd_cpu_threads(const sd_cpu *c);
-/* Best level this CPU supports, and the one in use (tests force lower ones). */
+/* Best level this CPU supports (capped by SD_ISA, see above; an unknown
+ * SD_ISA value is ignored), and the one in use (tests force lower ones). */
 int sd_cpu_isa_detect(void);
 int sd_cpu_isa(const sd_cpu *c);
 void sd_cpu_set_isa(sd_cpu *c, int isa); /* clamped to what the CPU supports */
@@ -71,9 +79,14 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
                  sd_err *e);
 
 /* Row conversion between F32 and a weight type (round to nearest; the
- * quantized types use ggml's reference rounding: Q8_0 d = max|x|/127,
- * Q4_0 d = signed-max/-8, Q4_1 d = (max-min)/15, m = min). n must be a
- * multiple of the type's block. Used for activations, tests and tools. */
+ * 32-element types use ggml's reference rounding: Q8_0 d = max|x|/127,
+ * Q4_0 d = signed-max/-8, Q5_0 d = signed-max/-16, Q4_1 d = (max-min)/15,
+ * m = min). The K-quants are not ggml's make_qkx/make_qx search but a
+ * direct min/max fit (quant.c), a valid round trip within the type's
+ * precision: Q4_K within half a step of each sub-block's scale plus one
+ * step of the 6-bit super-block scales, Q6_K within one step of each
+ * sub-block's scale. n must be a multiple of the type's block. Used for
+ * activations, tests and tools. */
 int sd_quantize_row(uint32_t type, const float *x, void *out, int64_t n);
 int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n);
 
@@ -82,10 +95,12 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n);
  * of x[n][cols] becomes q[i*cols + c] (int8, the row is a whole number of
  * 32-byte blocks so block b of row i starts at q + i*cols + 32*b), and per
  * block b (nb = cols/32 of them) d[i*nb + b] = max|x|/127 and
- * s[i*nb + b] = d * sum(q of the block) (Q4_1's offset term, Q4_0's -8).
+ * s[i*nb + b] = d * sum(q of the block) (the offset terms: Q4_1's m,
+ * Q4_0's -8, Q5_0's -16, Q4_K's -dmin*mn of the sub-block that is block b).
  * Quantization: id = 1/d, q = round-to-nearest-even(x*id), the same bits on
  * every ISA path so results do not depend on the SIMD level.
- * The SIMD 4-bit kernels read a second copy in "pair" layout: blocks
+ * The SIMD kernels of Q4_0, Q4_1, Q5_0 and Q4_K read a second copy in
+ * "pair" layout: blocks
  * (2p, 2p+1) of a row become 64 bytes qp[64p ..] = { q_2p[0..15],
  * q_2p+1[0..15], q_2p[16..31], q_2p+1[16..31] } (an odd last block stays
  * as it is), matching two blocks' nibbles loaded into one register (low
@@ -100,7 +115,7 @@ typedef struct sd_mm_job {
     const float *x;     /* F32/F16/BF16 weights: activations [n][cols] */
     const int8_t *xq;   /* quantized weights: see above */
     const float *xd, *xs;
-    const int8_t *xqp;  /* pair layout (SIMD, 4-bit weights), row stride cols */
+    const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
 } sd_mm_job;
 
@@ -108,6 +123,7 @@ typedef struct sd_mm_job {
 void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx2(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512(const sd_mm_job *j, int64_t r0, int64_t r1);
+void sd_cpu_mm_avx512vnni(const sd_mm_job *j, int64_t r0, int64_t r1);
 /* Quantizes one activation row of cols (multiple of 32) as described above. */
 void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
@@ -119,6 +135,40 @@ void sd_cpu_qact_pair_avx512(const int8_t *q, const float *d, const float *s, in
                              int8_t *qp, float *ds8);
 /* Elements and bytes per block of a supported type (0 if unsupported). */
 int sd_cpu_type_block(uint32_t type, int *elems, int *bytes);
+
+/* Block decoding shared by the scalar kernels and the row conversions
+ * (layouts in kernels/common/wtype.h). The code of element i of a block:
+ * Q5_0 0..31 (x = d*(code-16)), Q4_K 0..15 of a 256 super-block
+ * (x = d*sc*code - dmin*mn), Q6_K 0..63 (x = d*scale*(code-32)). */
+static inline int sd_q5_0_code(const uint8_t *blk, int i) {
+    const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 |
+                        (uint32_t)blk[5] << 24;
+    const int nib = i < 16 ? blk[6 + i] & 15 : blk[6 + i - 16] >> 4;
+    return nib | (int)((qh >> i) & 1) << 4;
+}
+static inline int sd_q4_k_code(const uint8_t *blk, int i) {
+    const uint8_t b = blk[16 + 32 * (i / 64) + i % 32];
+    return i % 64 < 32 ? b & 15 : b >> 4;
+}
+static inline int sd_q6_k_code(const uint8_t *blk, int i) {
+    const int h = i / 128, k = i % 128 / 32, l = i % 32;
+    const uint8_t ql = blk[64 * h + 32 * (k & 1) + l], qh = blk[128 + 32 * h + l];
+    return (k < 2 ? ql & 15 : ql >> 4) | ((qh >> (2 * k)) & 3) << 4;
+}
+/* Q4_K's 12 scale bytes to out[0..8) = sc[0..8), out[8..16) = mn[0..8):
+ * four little-endian words, the 6-bit fields moved with masks (the low 6
+ * bits of bytes 0..7 as they are, the high 4 of sub-blocks 4..7 from bytes
+ * 8..11, their top 2 bits from the top 2 of bytes 0..7). */
+static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
+    uint32_t u[4];
+    memcpy(u, s12, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mn03 = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mn03;
+    u[0] &= 0x3f3f3f3fu;
+    memcpy(out, u, 16);
+}
 /* Context scratch slot `slot` grown to at least bytes (64-byte aligned);
  * NULL with e filled when the allocation fails. */
 enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_N = 3 };

@@ -17,15 +17,33 @@
 
 enum { MAX_MULTI = 16, GROUP = 4 };
 
-static int is_quant(uint32_t t) { return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1; }
+static int is_quant(uint32_t t) {
+    return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
+           t == SD_Q6_K;
+}
+/* Types whose SIMD kernels read the pair layout of the activations (cpu.h). */
+static int uses_pairs(uint32_t t) {
+    return t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K;
+}
 
 /* ---- scalar kernels --------------------------------------------------------
  * One output at a time: weight row r against activation row i. Quantized
- * types use int32 block sums scaled in float, like the SIMD paths. */
+ * types use int32 block sums scaled in float, like the SIMD paths: one
+ * integer sum per activation block of 32 (Q4_K: per sub-block, which is
+ * one activation block, its min term from the block sum s; Q6_K: the two
+ * sub-blocks of 16 in an activation block summed with their int8 scales,
+ * codes taken as code-32). */
 static inline uint16_t ld16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
     return v;
+}
+
+/* Signed code of element k of a Q8_0, Q4_0 or Q5_0 block. */
+static inline int sym_code(uint32_t type, const uint8_t *blk, int k) {
+    if (type == SD_Q8_0) return (int8_t)blk[2 + k];
+    if (type == SD_Q4_0) return (k < 16 ? blk[2 + k] & 15 : blk[2 + k - 16] >> 4) - 8;
+    return sd_q5_0_code(blk, k) - 16;
 }
 
 static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
@@ -52,26 +70,16 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
         for (int64_t c = 0; c < cols; c++) acc += sd_bf16_to_f32(ld16(row + 2 * c)) * x[c];
         break;
     }
-    case SD_Q8_0: {
+    case SD_Q8_0:
+    case SD_Q4_0:
+    case SD_Q5_0: { /* x = d*code, codes signed: one scale a block */
         const int8_t *q = j->xq + (size_t)i * cols;
         const float *xd = j->xd + (size_t)i * nb;
+        const int bs = w->type == SD_Q8_0 ? 34 : w->type == SD_Q4_0 ? 18 : 22;
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + 34 * b;
+            const uint8_t *blk = row + bs * b;
             int s = 0;
-            for (int k = 0; k < 32; k++) s += (int8_t)blk[2 + k] * q[32 * b + k];
-            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
-        }
-        break;
-    }
-    case SD_Q4_0: {
-        const int8_t *q = j->xq + (size_t)i * cols;
-        const float *xd = j->xd + (size_t)i * nb;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + 18 * b;
-            const int8_t *qb = q + 32 * b;
-            int s = 0;
-            for (int k = 0; k < 16; k++)
-                s += ((blk[2 + k] & 15) - 8) * qb[k] + ((blk[2 + k] >> 4) - 8) * qb[k + 16];
+            for (int k = 0; k < 32; k++) s += sym_code(w->type, blk, k) * q[32 * b + k];
             acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
         }
         break;
@@ -87,6 +95,43 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
                 s += (blk[4 + k] & 15) * qb[k] + (blk[4 + k] >> 4) * qb[k + 16];
             acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s +
                    sd_f16_to_f32(ld16(blk + 2)) * xs[b];
+        }
+        break;
+    }
+    case SD_Q4_K: {
+        const int8_t *q = j->xq + (size_t)i * cols;
+        const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
+        for (int64_t sb = 0; sb < cols / 256; sb++) {
+            const uint8_t *blk = row + 144 * sb;
+            const float d = sd_f16_to_f32(ld16(blk)), dmin = sd_f16_to_f32(ld16(blk + 2));
+            uint8_t sm[16];
+            sd_q4_k_scales(blk + 4, sm);
+            for (int sub = 0; sub < 8; sub++) {
+                const int64_t b = 8 * sb + sub;
+                int s = 0;
+                for (int k = 0; k < 32; k++) s += sd_q4_k_code(blk, 32 * sub + k) * q[32 * b + k];
+                acc += d * (float)sm[sub] * xd[b] * (float)s - dmin * (float)sm[8 + sub] * xs[b];
+            }
+        }
+        break;
+    }
+    case SD_Q6_K: {
+        const int8_t *q = j->xq + (size_t)i * cols;
+        const float *xd = j->xd + (size_t)i * nb;
+        for (int64_t sb = 0; sb < cols / 256; sb++) {
+            const uint8_t *blk = row + 210 * sb;
+            const float d = sd_f16_to_f32(ld16(blk + 208));
+            for (int a = 0; a < 8; a++) {
+                const int64_t b = 8 * sb + a;
+                int s = 0;
+                for (int half = 0; half < 2; half++) {
+                    int t = 0;
+                    for (int k = 16 * half; k < 16 * half + 16; k++)
+                        t += (sd_q6_k_code(blk, 32 * a + k) - 32) * q[32 * b + k];
+                    s += (int8_t)blk[192 + 2 * a + half] * t;
+                }
+                acc += d * xd[b] * (float)s;
+            }
         }
         break;
     }
@@ -138,19 +183,24 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     const int isa = sd_cpu_isa(c);
     void (*mm)(const sd_mm_job *, int64_t, int64_t) =
-        isa == SD_ISA_AVX512 ? sd_cpu_mm_avx512 : isa == SD_ISA_AVX2 ? sd_cpu_mm_avx2 : sd_cpu_mm_scalar;
+        isa == SD_ISA_AVX512_VNNI ? sd_cpu_mm_avx512vnni
+        : isa == SD_ISA_AVX512    ? sd_cpu_mm_avx512
+        : isa == SD_ISA_AVX2      ? sd_cpu_mm_avx2
+                                  : sd_cpu_mm_scalar;
+    /* the quantized activations are the same bits on every path; VNNI
+     * changes only the products */
     void (*qa)(const float *, int64_t, int8_t *, float *, float *) =
-        isa == SD_ISA_AVX512 ? sd_cpu_qact_avx512
+        isa >= SD_ISA_AVX512 ? sd_cpu_qact_avx512
         : isa == SD_ISA_AVX2 ? sd_cpu_qact_avx2 : sd_cpu_qact_scalar;
 
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
-     * the SIMD 4-bit kernels qp [n][cols] | ds8 [n][cols/64][16] */
+     * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16] */
     const int64_t nb = cols / 32, npair = cols / 64;
     int need_pair = 0;
     for (int k = 0; k < n_w; k++)
-        need_pair |= isa != SD_ISA_SCALAR && (ws[k]->type == SD_Q4_0 || ws[k]->type == SD_Q4_1);
+        need_pair |= isa != SD_ISA_SCALAR && uses_pairs(ws[k]->type);
     void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *) =
-        isa == SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
+        isa >= SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;
     if (need_q) {

@@ -1,7 +1,9 @@
 /* AVX2 + FMA + F16C matrix products and activation quantizer.
  * matmul_avx512.c includes this file with SD_FN/SD_QA/SD_FA redefined, so
  * the same tiles are compiled again with EVEX encodings and 32 registers
- * (wider activation tiles).
+ * (wider activation tiles); matmul_avx512vnni.c once more with SD_VNNI,
+ * which turns each vpmaddubsw + vpmaddwd(ones) pair into one vpdpbusd
+ * (exact int32 sums either way, so the results are the same bits).
  *
  * Tiles. A tile is 4 weight rows x A activation rows, looped over the whole
  * row length: each weight block is loaded and unpacked once and used for A
@@ -19,6 +21,28 @@
  * that one FMA scales by d_w*d_x and another offsets by m_w*s_x (Q4_0:
  * m = -8 d). So per 8 (row, block) pairs: 4 loads + 12 ops to unpack, 16
  * multiply ops, 3 folds, 3 float ops, plus the scale gather.
+ *
+ * Q5_0 takes the same path: the fifth bits are expanded from qh to 0x10
+ * in their bytes (vpshufb of the broadcast word, compare with the bit
+ * masks) and or'ed into the nibbles; codes 0..31 keep maddubs exact
+ * (2*31*127*2 < 32767), the -16 offset is m = -16 d.
+ *
+ * Q4_K (tile_q4k): a 32-byte chunk of a super-block holds sub-block 2c in
+ * its low nibbles and 2c+1 in its high ones, element i at byte i. Loading
+ * its two 16-byte halves as the two halves of nib32 gives exactly the
+ * pair layout again ([2c: 0..15 | 2c+1: 0..15] and [2c: 16..31 | 2c+1:
+ * 16..31]), and sub-block s is activation block 8*sb + s, so the pair
+ * step above runs unchanged with D = d*sc and M = -dmin*mn per lane. The
+ * 6-bit scales of the 4 rows are unpacked once per super-block and
+ * interleaved with vpunpck so that chunk c's 8 lanes are 8 bytes apart.
+ *
+ * Q6_K (tile_q6k): each activation block j of a super-block is one 32-byte
+ * register of codes (ql nibbles | qh bit pairs << 4, in element order).
+ * maddubs(code, x) - maddubs(32, x) is the int16 sum of (code-32)*x
+ * pairs (|.| <= 2*32*127), the second term shared by the 4 rows; vpmaddwd
+ * with the two sub-blocks' int8 scales ([s_2j x8 | s_2j+1 x8]) applies
+ * the 16-element scales in the widening step. VNNI keeps this form: the
+ * scales must multiply int16 lanes.
  *
  * Q8_0 (tile_q8, the LM head): blocks one at a time in natural layout;
  * weights are signed, so the sign trick maddubs(|w|, sign(x, w)) makes the
@@ -74,8 +98,31 @@ AI __m256i nib32(const uint8_t *p) {
 AI __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
 }
+/* int32 lanes of sums of 4 products u8 * s8 (wu unsigned, x signed). */
 AI __m256i mdot_u(__m256i wu, __m256i x) {
+#ifdef SD_VNNI
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, x);
+#else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(wu, x), _mm256_set1_epi16(1));
+#endif
+}
+/* mdot_u(l, xl) + mdot_u(h, xh); without VNNI the two int16 results are
+ * added before widening (codes <= 31: 4*31*127 < 32767). */
+AI __m256i dot2(__m256i l, __m256i xl, __m256i h, __m256i xh) {
+#ifdef SD_VNNI
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), l, xl), h, xh);
+#else
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, xl), _mm256_maddubs_epi16(h, xh)),
+                             _mm256_set1_epi16(1));
+#endif
+}
+/* 0x10 in byte i for each set bit i of m (Q5_0's fifth bits). */
+AI __m256i hbit32(uint32_t m) {
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
+                                         2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)m), sel), bits);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bits), _mm256_set1_epi8(0x10));
 }
 
 AI __m128 sum_halves(__m256 v) {
@@ -89,65 +136,91 @@ typedef struct qx {
     int64_t cols, nb;
 } qx;
 
-/* 4-bit: q41 = 1 for Q4_1 (20-byte blocks, d,m), 0 for Q4_0 (18, d). */
+/* Pair-layout kinds: 32-element blocks of bs bytes with the nibbles at qo. */
+enum { K_Q40 = 0, K_Q41 = 1, K_Q50 = 2 };
+#define KIND_BS(kind) (18 + 2 * (kind)) /* Q4_0 18, Q4_1 20, Q5_0 22 */
+#define KIND_QO(kind) (2 + 2 * (kind))
+
 /* Blocks one at a time (natural activation layout); used for the odd last
- * block of tile_q4p, so here nb = 1 and x points at that block. */
-AI void tile_q4_one(const int A, const int q41, const uint8_t *const *w, const qx *x,
+ * block of tile_q4p, so x points at that block. */
+AI void tile_q4_one(const int A, const int kind, const uint8_t *const *w, const qx *x,
                     float (*res)[4]) {
-    const int bs = q41 ? 20 : 18, qo = q41 ? 4 : 2;
-    const int64_t nb = 1;
+    const int qo = KIND_QO(kind);
     __m256 acc[SD_QA];
-    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    for (int64_t b = 0; b < nb; b++, w0 += bs, w1 += bs, w2 += bs, w3 += bs) {
-        __m128 d4, m4;
-        if (q41) {
-            /* (d, m) pairs of the 4 rows -> [d0 m0 d1 m1 d2 m2 d3 m3] */
-            const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w0), (int)ld32(w1),
-                                                            (int)ld32(w2), (int)ld32(w3)));
-            const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
-            d4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-            m4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-            m4 = _mm_mul_ps(m4, _mm_set1_ps(0.5f));
-        } else {
-            d4 = _mm_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), 0, 0, 0, 0));
-            m4 = _mm_mul_ps(d4, _mm_set1_ps(-4.0f)); /* -8*d, halved */
-        }
-        const __m256 d8 = _mm256_set_m128(d4, d4), mh8 = _mm256_set_m128(m4, m4);
-        const __m256i u0 = nib32(w0 + qo), u1 = nib32(w1 + qo), u2 = nib32(w2 + qo),
-                      u3 = nib32(w3 + qo);
+    __m128 d4, m4;
+    if (kind == K_Q41) {
+        /* (d, m) pairs of the 4 rows -> [d0 m0 d1 m1 d2 m2 d3 m3] */
+        const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w0), (int)ld32(w1),
+                                                        (int)ld32(w2), (int)ld32(w3)));
+        const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+        d4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        m4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        m4 = _mm_mul_ps(m4, _mm_set1_ps(0.5f));
+    } else {
+        d4 = _mm_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), 0, 0, 0, 0));
+        m4 = _mm_mul_ps(d4, _mm_set1_ps(kind == K_Q50 ? -8.0f : -4.0f)); /* offset*d, halved */
+    }
+    const __m256 d8 = _mm256_set_m128(d4, d4), mh8 = _mm256_set_m128(m4, m4);
+    __m256i u[4];
+    for (int k = 0; k < 4; k++) {
+        u[k] = nib32(w[k] + qo);
+        if (kind == K_Q50) u[k] = _mm256_or_si256(u[k], hbit32(ld32(w[k] + 2)));
+    }
 #pragma GCC unroll 8
-        for (int a = 0; a < A; a++) {
-            const __m256i xv = _mm256_load_si256((const __m256i *)(x->q + a * x->cols + 32 * b));
-            const __m256i h = fold4(mdot_u(u0, xv), mdot_u(u1, xv), mdot_u(u2, xv), mdot_u(u3, xv));
-            const __m256 sc = _mm256_mul_ps(d8, _mm256_broadcast_ss(x->d + a * x->nb + b));
-            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), sc, acc[a]);
-            acc[a] = _mm256_fmadd_ps(mh8, _mm256_broadcast_ss(x->s + a * x->nb + b), acc[a]);
-        }
+    for (int a = 0; a < A; a++) {
+        const __m256i xv = _mm256_load_si256((const __m256i *)(x->q + a * x->cols));
+        const __m256i h = fold4(mdot_u(u[0], xv), mdot_u(u[1], xv), mdot_u(u[2], xv), mdot_u(u[3], xv));
+        const __m256 sc = _mm256_mul_ps(d8, _mm256_broadcast_ss(x->d + a * x->nb));
+        acc[a] = _mm256_mul_ps(_mm256_cvtepi32_ps(h), sc);
+        acc[a] = _mm256_fmadd_ps(mh8, _mm256_broadcast_ss(x->s + a * x->nb), acc[a]);
     }
     for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
 }
 
-/* 4-bit over block pairs (the main path; tile_q4_one above is its odd-tail
- * step). Two blocks of one row load as one register: low nibbles are
- * elements 0..15 of both blocks, high nibbles 16..31, matching the pair
- * layout of the activations (cpu.h), so one and + one shift + one and
- * unpack 64 weights. maddubs(lo, x_lo) + maddubs(hi, x_hi) stays in int16
- * (4 products of at most 15*127 each); vpmaddwd makes int32 lanes
- * [b0 x4 | b1 x4] and the vphaddd fold gives [r0..r3 of b0 | r0..r3 of b1],
- * every lane one complete (row, block) sum, scaled by d*d_x and offset by
- * m*s_x from the precomputed ds8 vectors. */
-AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *x,
+/* One step of the pair layout for 4 weight rows: l[k], h[k] hold row k's
+ * codes of two blocks ([b0: 0..15 | b1: 0..15] and [b0: 16..31 | b1:
+ * 16..31]) against activation pair p; the vphaddd fold gives [r0..r3 of
+ * b0 | r0..r3 of b1], every lane one complete (row, block) sum, scaled by
+ * D*d_x and offset by M*s_x (D, M in the same lane order; ds8 holds d_x
+ * and s_x of the pair, see cpu.h). */
+AI void pair_acc(const int A, const __m256i *l, const __m256i *h, const __m256 D, const __m256 M,
+                 const int8_t *xqp, const float *xds8, const int64_t cols, const int64_t np,
+                 const int64_t p, __m256 *acc) {
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) {
+        const int8_t *xp = xqp + a * cols + 64 * p;
+        const __m256i xl = _mm256_load_si256((const __m256i *)xp);
+        const __m256i xh = _mm256_load_si256((const __m256i *)(xp + 32));
+        const __m256i hsum = fold4(dot2(l[0], xl, h[0], xh), dot2(l[1], xl, h[1], xh),
+                                   dot2(l[2], xl, h[2], xh), dot2(l[3], xl, h[3], xh));
+        const float *ds = xds8 + (a * np + p) * 16;
+        acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum), _mm256_mul_ps(D, _mm256_load_ps(ds)), acc[a]);
+        acc[a] = _mm256_fmadd_ps(M, _mm256_load_ps(ds + 8), acc[a]);
+    }
+}
+
+AI void prefetch4(const uint8_t *const *w, int64_t off) {
+    for (int k = 0; k < 4; k++) _mm_prefetch((const char *)w[k] + off, _MM_HINT_T0);
+}
+
+/* 32-element blocks over block pairs (the main path; tile_q4_one above is
+ * its odd-tail step). Two blocks of one row load as one register: low
+ * nibbles are elements 0..15 of both blocks, high nibbles 16..31, matching
+ * the pair layout of the activations (cpu.h), so one and + one shift + one
+ * and unpack 64 weights (Q5_0: plus the fifth bits). */
+AI void tile_q4p(const int A, const int kind, const uint8_t *const *w, const qx *x,
                  const int8_t *xqp, const float *xds8, float (*res)[4], const int pf) {
-    const int bs = q41 ? 20 : 18, qo = q41 ? 4 : 2;
+    const int bs = KIND_BS(kind), qo = KIND_QO(kind);
     const int64_t nb = x->nb, np = nb / 2, cols = x->cols;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[SD_QA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
-    const uint8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    for (int64_t p = 0; p < np; p++, w0 += 2 * bs, w1 += 2 * bs, w2 += 2 * bs, w3 += 2 * bs) {
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t p = 0; p < np; p++) {
+        const uint8_t *w0 = wp[0], *w1 = wp[1], *w2 = wp[2], *w3 = wp[3];
         __m256 D, M;
-        if (q41) {
+        if (kind == K_Q41) {
             const __m256 f01 = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w0), (int)ld32(w1),
                                                               (int)ld32(w0 + bs), (int)ld32(w1 + bs)));
             const __m256 f23 = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(w2), (int)ld32(w3),
@@ -158,45 +231,133 @@ AI void tile_q4p(const int A, const int q41, const uint8_t *const *w, const qx *
             D = _mm256_cvtph_ps(_mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3),
                                                ld16s(w0 + bs), ld16s(w1 + bs), ld16s(w2 + bs),
                                                ld16s(w3 + bs)));
-            M = _mm256_mul_ps(D, _mm256_set1_ps(-8.0f));
+            M = _mm256_mul_ps(D, _mm256_set1_ps(kind == K_Q50 ? -16.0f : -8.0f));
         }
-#define UNPACK(k)                                                                            \
-    const __m256i v##k = _mm256_inserti128_si256(                                            \
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w##k + qo))),               \
-        _mm_loadu_si128((const __m128i *)(w##k + bs + qo)), 1);                              \
-    const __m256i l##k = _mm256_and_si256(v##k, m4);                                         \
-    const __m256i h##k = _mm256_and_si256(_mm256_srli_epi16(v##k, 4), m4);
-        UNPACK(0) UNPACK(1) UNPACK(2) UNPACK(3)
-#undef UNPACK
-        if (pf) { /* the first pass over these rows streams them from DRAM */
-            _mm_prefetch((const char *)w0 + SD_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)w1 + SD_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)w2 + SD_PF, _MM_HINT_T0);
-            _mm_prefetch((const char *)w3 + SD_PF, _MM_HINT_T0);
+        __m256i l[4], h[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256i v = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(wp[k] + qo))),
+                _mm_loadu_si128((const __m128i *)(wp[k] + bs + qo)), 1);
+            l[k] = _mm256_and_si256(v, m4);
+            h[k] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (kind == K_Q50) {
+                const uint32_t q0 = ld32(wp[k] + 2), q1 = ld32(wp[k] + bs + 2);
+                l[k] = _mm256_or_si256(l[k], hbit32((q0 & 0xffffu) | q1 << 16));
+                h[k] = _mm256_or_si256(h[k], hbit32(q0 >> 16 | (q1 & 0xffff0000u)));
+            }
         }
-#pragma GCC unroll 8
-        for (int a = 0; a < A; a++) {
-            const int8_t *xp = xqp + a * cols + 64 * p;
-            const __m256i xl = _mm256_load_si256((const __m256i *)xp);
-            const __m256i xh = _mm256_load_si256((const __m256i *)(xp + 32));
-#define DOT(k) _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l##k, xl), \
-                                                  _mm256_maddubs_epi16(h##k, xh)), ones)
-            const __m256i hsum = fold4(DOT(0), DOT(1), DOT(2), DOT(3));
-#undef DOT
-            const float *ds = xds8 + (a * np + p) * 16;
-            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum), _mm256_mul_ps(D, _mm256_load_ps(ds)), acc[a]);
-            acc[a] = _mm256_fmadd_ps(M, _mm256_load_ps(ds + 8), acc[a]);
-        }
+        if (pf) prefetch4(wp, SD_PF); /* the first pass over these rows streams them from DRAM */
+        pair_acc(A, l, h, D, M, xqp, xds8, cols, np, p, acc);
+        for (int k = 0; k < 4; k++) wp[k] += 2 * bs;
     }
     for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
     if (nb & 1) { /* odd last block: one natural-layout step */
-        const uint8_t *wl[4] = {w0, w1, w2, w3};
         const qx xt = {xqp + 64 * np, x->d + 2 * np, x->s + 2 * np, cols, nb};
         float tail[SD_QA][4];
-        tile_q4_one(A, q41, wl, &xt, tail);
+        tile_q4_one(A, kind, wp, &xt, tail);
         for (int a = 0; a < A; a++)
             for (int k = 0; k < 4; k++) res[a][k] += tail[a][k];
     }
+}
+
+/* Q4_K over super-blocks: per chunk c, D = d*sc and M = -dmin*mn of
+ * sub-blocks (2c, 2c+1) in the fold's lane order [r0..r3 | r0..r3]. */
+AI void tile_q4k(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                 const float *xds8, float (*res)[4], const int pf) {
+    const int64_t np = x->nb / 2, cols = x->cols, nsb = cols / 256;
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(wp[0]), (int)ld32(wp[1]),
+                                                        (int)ld32(wp[2]), (int)ld32(wp[3])));
+        const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+        const __m128 d4 = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 m4 = _mm_sub_ps(_mm_setzero_ps(), _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+        const __m256 dd = _mm256_set_m128(d4, d4), mm = _mm256_set_m128(m4, m4);
+        /* rows' [sc0..7 mn0..7] -> SC[0] = bytes (s, r) at 4s+r for s < 4,
+         * SC[1] for s >= 4, MN likewise */
+        uint8_t sm[4][16];
+        for (int k = 0; k < 4; k++) sd_q4_k_scales(wp[k] + 4, sm[k]);
+        const __m128i R0 = _mm_loadu_si128((const __m128i *)sm[0]), R1 = _mm_loadu_si128((const __m128i *)sm[1]),
+                      R2 = _mm_loadu_si128((const __m128i *)sm[2]), R3 = _mm_loadu_si128((const __m128i *)sm[3]);
+        const __m128i t01 = _mm_unpacklo_epi8(R0, R1), t23 = _mm_unpacklo_epi8(R2, R3);
+        const __m128i u01 = _mm_unpackhi_epi8(R0, R1), u23 = _mm_unpackhi_epi8(R2, R3);
+        const __m128i SC[2] = {_mm_unpacklo_epi16(t01, t23), _mm_unpackhi_epi16(t01, t23)};
+        const __m128i MN[2] = {_mm_unpacklo_epi16(u01, u23), _mm_unpackhi_epi16(u01, u23)};
+        if (pf) {
+            prefetch4(wp, SD_PF);
+            prefetch4(wp, SD_PF + 64);
+            prefetch4(wp, SD_PF + 128);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m128i scb = c & 1 ? _mm_srli_si128(SC[c >> 1], 8) : SC[c >> 1];
+            const __m128i mnb = c & 1 ? _mm_srli_si128(MN[c >> 1], 8) : MN[c >> 1];
+            const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scb)), dd);
+            const __m256 M = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mnb)), mm);
+            __m256i l[4], h[4];
+            for (int k = 0; k < 4; k++) {
+                l[k] = nib32(wp[k] + 16 + 32 * c);
+                h[k] = nib32(wp[k] + 32 + 32 * c);
+            }
+            pair_acc(A, l, h, D, M, xqp, xds8, cols, np, 4 * sb + c, acc);
+        }
+        for (int k = 0; k < 4; k++) wp[k] += 144;
+    }
+    for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
+}
+
+/* Q6_K over super-blocks, one activation block j (two sub-blocks) a step. */
+AI void tile_q6k(const int A, const uint8_t *const *w, const qx *x, float (*res)[4], const int pf) {
+    const int64_t nsb = x->cols / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
+    const __m256i scsel = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3,
+                                           2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16(ld16s(wp[0] + 208), ld16s(wp[1] + 208),
+                                                      ld16s(wp[2] + 208), ld16s(wp[3] + 208), 0, 0, 0, 0));
+        const __m256 d8 = _mm256_set_m128(d4, d4);
+        __m256i S[4]; /* the 16 int8 scales of each row as int16 */
+        for (int k = 0; k < 4; k++)
+            S[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wp[k] + 192)));
+        if (pf) {
+            prefetch4(wp, SD_PF);
+            prefetch4(wp, SD_PF + 64);
+            prefetch4(wp, SD_PF + 128);
+            prefetch4(wp, SD_PF + 192);
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int hf = j >> 2, kk = j & 3;
+            __m256i q[4], sc[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256i ql = _mm256_loadu_si256((const __m256i *)(wp[k] + 64 * hf + 32 * (kk & 1)));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(wp[k] + 128 + 32 * hf));
+                const __m256i lo = _mm256_and_si256(kk < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+                const __m256i top = kk == 0 ? _mm256_slli_epi16(qh, 4)
+                                    : kk == 1 ? _mm256_slli_epi16(qh, 2)
+                                    : kk == 2 ? qh : _mm256_srli_epi16(qh, 2);
+                q[k] = _mm256_or_si256(lo, _mm256_and_si256(top, m30));
+                sc[k] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(S[k], _mm256_set1_epi32(j)), scsel);
+            }
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const __m256i xv = _mm256_load_si256((const __m256i *)(x->q + a * x->cols + 256 * sb + 32 * j));
+                const __m256i m16 = _mm256_maddubs_epi16(c32, xv);
+#define P6(k) _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(q[k], xv), m16), sc[k])
+                const __m256i hsum = fold4(P6(0), P6(1), P6(2), P6(3));
+#undef P6
+                const __m256 s = _mm256_mul_ps(d8, _mm256_broadcast_ss(x->d + a * x->nb + 8 * sb + j));
+                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum), s, acc[a]);
+            }
+        }
+        for (int k = 0; k < 4; k++) wp[k] += 210;
+    }
+    for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
 }
 
 AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[4], const int pf) {
@@ -323,15 +484,26 @@ AI void tile_f(const int A, const int type, const uint8_t *const *w, const float
     }
 #endif
 
-static void run_q41(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                    const float *xds8, float (*res)[4], int pf) {
-#define C(k) tile_q4p(k, 1, w, x, xqp, xds8, res, pf)
-    QCASES(C)
-#undef C
+/* kind: K_Q40, K_Q41 or K_Q50 (pair layout), 3 for Q4_K */
+static void run_pairs(int A, int kind, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                      const float *xds8, float (*res)[4], int pf) {
+#define C41(k) tile_q4p(k, K_Q41, w, x, xqp, xds8, res, pf)
+#define C40(k) tile_q4p(k, K_Q40, w, x, xqp, xds8, res, pf)
+#define C50(k) tile_q4p(k, K_Q50, w, x, xqp, xds8, res, pf)
+#define C4K(k) tile_q4k(k, w, x, xqp, xds8, res, pf)
+    switch (kind) {
+    case K_Q41: QCASES(C41) break;
+    case K_Q40: QCASES(C40) break;
+    case K_Q50: QCASES(C50) break;
+    default: QCASES(C4K) break;
+    }
+#undef C41
+#undef C40
+#undef C50
+#undef C4K
 }
-static void run_q40(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                    const float *xds8, float (*res)[4], int pf) {
-#define C(k) tile_q4p(k, 0, w, x, xqp, xds8, res, pf)
+static void run_q6k(int A, const uint8_t *const *w, const qx *x, float (*res)[4], int pf) {
+#define C(k) tile_q6k(k, w, x, res, pf)
     QCASES(C)
 #undef C
 }
@@ -377,7 +549,12 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const size_t rb = w->row_bytes;
     const int64_t cols = w->cols, nb = cols / 32;
     const uint32_t type = w->type;
-    const int quant = type == SD_Q8_0 || type == SD_Q4_0 || type == SD_Q4_1;
+    const int quant = type == SD_Q8_0 || type == SD_Q4_0 || type == SD_Q4_1 || type == SD_Q5_0 ||
+                      type == SD_Q4_K || type == SD_Q6_K;
+    const int kind = type == SD_Q4_1 ? K_Q41 : type == SD_Q4_0 ? K_Q40 : type == SD_Q5_0 ? K_Q50 : 3;
+    /* the paired layout exists only when such a weight is in the job (xqp
+     * is NULL otherwise, and NULL + offset is undefined) */
+    const int paired = type == SD_Q4_1 || type == SD_Q4_0 || type == SD_Q5_0 || type == SD_Q4_K;
     const int amax = quant ? SD_QA : SD_FA;
     float res[SD_QA > SD_FA ? SD_QA : SD_FA][4];
     if (SD_PF) {
@@ -399,13 +576,10 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
             if (quant) {
                 const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb,
                                j->xs + (size_t)i * nb, cols, nb};
-                /* the paired layout exists only when a 4-bit weight is in the job
-                 * (xqp is NULL otherwise, and NULL + offset is undefined) */
-                const int q4 = type == SD_Q4_1 || type == SD_Q4_0;
-                const int8_t *qp = q4 ? j->xqp + (size_t)i * cols : NULL;
-                const float *ds8 = q4 ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
-                if (type == SD_Q4_1) run_q41(A, wp, &xq, qp, ds8, res, pf);
-                else if (type == SD_Q4_0) run_q40(A, wp, &xq, qp, ds8, res, pf);
+                const int8_t *qp = paired ? j->xqp + (size_t)i * cols : NULL;
+                const float *ds8 = paired ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
+                if (paired) run_pairs(A, kind, wp, &xq, qp, ds8, res, pf);
+                else if (type == SD_Q6_K) run_q6k(A, wp, &xq, res, pf);
                 else run_q80(A, wp, &xq, res, pf);
             } else {
                 const float *xa = j->x + (size_t)i * cols;
@@ -425,6 +599,8 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
+/* The VNNI build shares the AVX-512 activation quantizer (same bits). */
+#ifndef SD_VNNI
 /* ---- activation quantizer ------------------------------------------------------
  * 4 vectors a block: max |x| -> d, x*(1/d) rounded to nearest even, packed
  * int32 -> int16 -> int8 (the packs interleave 128-bit lanes; one vpermd
@@ -475,3 +651,4 @@ void SD_FN(sd_cpu_qact_pair)(const int8_t *q, const float *d, const float *s, in
     }
     if (nb & 1) memcpy(qp + 64 * np, q + 64 * np, 32);
 }
+#endif

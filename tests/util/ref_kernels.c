@@ -66,6 +66,55 @@ int ref_dequant_row(uint32_t type, const void *row, double *out, int64_t cols) {
             }
         }
         return 0;
+    case 6: /* Q5_0: d, qh (u32 LE), 16 bytes; fifth bit of element k is bit k of qh */
+        for (int64_t b = 0; b < cols / 32; b++) {
+            const uint8_t *blk = p + 22 * b;
+            double d = ref_half(u16(blk));
+            uint32_t qh = (uint32_t)u16(blk + 2) | (uint32_t)u16(blk + 4) << 16;
+            for (int k = 0; k < 32; k++) {
+                int nib = k < 16 ? (blk[6 + k] & 15) : (blk[6 + k - 16] >> 4);
+                out[32 * b + k] = d * ((nib | (int)((qh >> k) & 1) * 16) - 16);
+            }
+        }
+        return 0;
+    case 12: /* Q4_K: d, dmin, 12 scale bytes, 128 bytes in 4 chunks of 32 */
+        for (int64_t b = 0; b < cols / 256; b++) {
+            const uint8_t *blk = p + 144 * b, *sc = blk + 4;
+            double d = ref_half(u16(blk)), dmin = ref_half(u16(blk + 2));
+            for (int s = 0; s < 8; s++) {
+                int scale, mn;
+                if (s < 4) {
+                    scale = sc[s] & 63;
+                    mn = sc[s + 4] & 63;
+                } else {
+                    scale = (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
+                    mn = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
+                }
+                const uint8_t *chunk = blk + 16 + 32 * (s / 2);
+                for (int i = 0; i < 32; i++) {
+                    int nib = s % 2 ? chunk[i] >> 4 : chunk[i] & 15;
+                    out[256 * b + 32 * s + i] = d * scale * nib - dmin * mn;
+                }
+            }
+        }
+        return 0;
+    case 14: /* Q6_K: ql[128], qh[64], int8 scales[16], d */
+        for (int64_t b = 0; b < cols / 256; b++) {
+            const uint8_t *blk = p + 210 * b;
+            double d = ref_half(u16(blk + 208));
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+                for (int l = 0; l < 32; l++) {
+                    int q[4] = {(ql[l] & 15) | (qh[l] & 3) << 4, (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4,
+                                (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4, (ql[l + 32] >> 4) | (qh[l] >> 6) << 4};
+                    for (int k = 0; k < 4; k++) {
+                        int e = 128 * h + l + 32 * k;
+                        out[256 * b + e] = d * (int8_t)blk[192 + e / 16] * (q[k] - 32);
+                    }
+                }
+            }
+        }
+        return 0;
     default: return -1;
     }
 }

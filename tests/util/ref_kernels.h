@@ -1,6 +1,7 @@
 /* Naive scalar double-precision references for the CPU kernels, written
- * from the format spec (gguf.h) independently of kernels/cpu: their own
- * half/bfloat16 decoding and block unpacking, no SIMD, no threads. */
+ * from the format spec (kernels/common/wtype.h) independently of
+ * kernels/cpu: their own half/bfloat16 decoding and block unpacking, no
+ * SIMD, no threads. */
 #ifndef REF_KERNELS_H
 #define REF_KERNELS_H
 
@@ -11,8 +12,9 @@
 
 double ref_half(uint16_t h);
 double ref_bf16(uint16_t b);
-/* One row of cols elements of `type` (SD_F32/F16/BF16/Q8_0/Q4_0/Q4_1) to
- * double. Returns 0, or -1 for an unknown type. */
+/* One row of cols elements of `type` (SD_F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/
+ * Q4_K/Q6_K, decoded from the layouts in kernels/common/wtype.h) to double.
+ * Returns 0, or -1 for an unknown type. */
 int ref_dequant_row(uint32_t type, const void *row, double *out, int64_t cols);
 /* Activation quantization as cpu.h defines it: d = max|x|/127 (float),
  * id = 1/d (float), q = nearest-even(x*id). Writes the dequantized values
