@@ -74,29 +74,13 @@ Test(perplexity, windows_of_a_text) {
  * The reference here runs each window as one forward call that returns
  * every row, puts BOS first (the synthetic vocabulary adds BOS), and sums
  * the exponentials in long double. */
-typedef struct synth {
-    uint8_t *bytes;
-    sd_model *m;
-} synth;
-
-static synth make_synth(int ctx_train) {
-    synth s = {0};
+static synth_model make_synth(int ctx_train) {
+    synth_model s;
     synth_cfg c = synth_default();
     c.ctx = ctx_train;
-    size_t len;
     sd_err e = {{0}};
-    cr_assert_eq(synth_model_bytes(&c, &s.bytes, &len, &e), 0, "%s", e.msg);
-    gguf_file *f = gguf_open_mem(s.bytes, len, "synth", &e);
-    cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {ctx_train};
-    s.m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
-    cr_assert(s.m, "%s", e.msg);
+    cr_assert_eq(synth_model_load(&c, ctx_train, 2, &s, &e), 0, "%s", e.msg);
     return s;
-}
-
-static void free_synth(synth *s) {
-    sd_model_free(s->m);
-    free(s->bytes);
 }
 
 static double ref_nll(const float *l, int vocab, int target) {
@@ -154,7 +138,7 @@ static int32_t *random_ids(int n, int vocab) {
 }
 
 static void check_against_reference(int ctx, int n_ids, int max_chunks) {
-    synth s = make_synth(512);
+    synth_model s = make_synth(512);
     sd_model *m = s.m;
     cr_assert(sd_tokenizer_add_bos(m->tok) && sd_tokenizer_bos(m->tok) == 1);
     int32_t *ids = random_ids(n_ids, m->hp.vocab);
@@ -182,7 +166,7 @@ static void check_against_reference(int ctx, int n_ids, int max_chunks) {
     cr_assert(r.err > 0 && r.err < r.ppl);
     cr_assert_float_eq(log(r.ppl), r.mean_nll, 1e-12);
     free(ids);
-    free_synth(&s);
+    synth_model_free(&s);
 }
 
 Test(perplexity, windows_match_a_plain_reimplementation) {
@@ -197,7 +181,7 @@ Test(perplexity, windows_match_a_plain_reimplementation) {
 
 /* ---- input checks ---------------------------------------------------------- */
 Test(perplexity, bad_windows_and_texts_are_refused) {
-    synth s = make_synth(512);
+    synth_model s = make_synth(512);
     sd_model *m = s.m;
     sd_err e = {{0}};
     struct {
@@ -229,13 +213,13 @@ Test(perplexity, bad_windows_and_texts_are_refused) {
     cr_assert(tu_matches("empty", e.msg), "%s", e.msg);
     cr_assert_eq(sd_ppl_tokenize(m, "\n", 1, &t, &n, &e), -1);
     cr_assert(tu_matches("empty", e.msg), "%s", e.msg);
-    free_synth(&s);
+    synth_model_free(&s);
 }
 
 /* One trailing newline is dropped (as llama-perplexity's -f does), not two;
  * BOS comes first because the model adds it. */
 Test(perplexity, tokenize_drops_one_trailing_newline) {
-    synth s = make_synth(512);
+    synth_model s = make_synth(512);
     sd_model *m = s.m;
     const char *texts[][2] = {{"the cat\n", "the cat"}, {"the cat\n\n", "the cat\n"}};
     for (int i = 0; i < 2; i++) {
@@ -251,7 +235,7 @@ Test(perplexity, tokenize_drops_one_trailing_newline) {
         free(a);
         free(b);
     }
-    free_synth(&s);
+    synth_model_free(&s);
 }
 
 /* ---- SmolLM2 against llama-perplexity ------------------------------------ */
