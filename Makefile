@@ -40,7 +40,7 @@ PAIR_DRAFT_SUM  := 491400064 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688
 
 # The library, floor by floor: kernels (common types, CPU backend, CUDA
 # backend or its stand-in), then the engine's folders.
-ENGINE_DIRS := format text model sampling decode session
+ENGINE_DIRS := format text model sampling decode eval session
 LIB_SRC  := $(wildcard kernels/common/*.c kernels/cpu/*.c kernels/cuda/*.c) \
             $(foreach d,$(ENGINE_DIRS),$(wildcard engine/$(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)

@@ -30,7 +30,12 @@ run -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p "Once upon a time" -n 
 run -m $m/stories260K.gguf --draft-layers 2 -p "Once upon a time" -n 12 -t 1 \
     --strategy spec,nasd --sampler nucleus --sampler-arg top_p=0.9 --seed 2 --no-cache --json
 run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-samplers
+run -m $m/stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 64 --chunks 2 -t 2
+run -m $m/stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 200 --chunks 1 -t 1 --json
 # Error paths free what they made too.
+check 2 -m $m/stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 4096 -t 1
+printf 'Once upon a time.\n' >tests/tmp/memcheck.txt
+run_fail -m $m/stories260K.gguf --perplexity tests/tmp/memcheck.txt -t 1
 run_fail -m $m/stories260K.gguf -p "Once upon a time" --ctx 4 -t 1
 check 2 -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p hi -t 1 --sampler nucleus --sampler-arg top_p=2
 run_fail -m $m/stories260K.gguf -d tests/data/README.md -p hi -t 1

@@ -2,6 +2,7 @@
  * side by side, and the interactive mode driven through a pipe. Runs
  * ./specdec from the repository root (built by `make`). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ Test(cli, help_lists_every_flag) {
                           "--chat", "--strategy", "--gamma", "--ngram-n", "--ngram-store",
                           "--filler-top-k", "--beams", "--sampler", "--sampler-arg",
                           "--list-samplers", "--plugin-dir", "--seed", "--json", "--no-cache",
-                          "--ignore-eos", "--threads", "--debug", "--no-parse-special"};
+                          "--ignore-eos", "--threads", "--debug", "--no-parse-special",
+                          "--perplexity", "--chunks"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "help lacks %s", want[i]);
     done(&r);
@@ -172,6 +174,112 @@ Test(cli, stats_start_their_own_line_in_a_shared_pipe) {
         cr_assert(tu_matches("girl[^\\n]*\\nspecdec: ar: prompt", r.out), "%s", r.out);
         done(&r);
     }
+}
+
+/* --perplexity on the 260K model (it adds BOS, so each window's first token
+ * is replaced) with small windows: the running values as they come, the
+ * final line, and the same numbers as one JSON object. */
+#define PPL_RUN "-m " M "stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 64 --chunks 3 -t 2"
+
+Test(cli, perplexity_prints_running_values_then_the_total) {
+    run_out r = run(PPL_RUN, NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(tu_matches("^perplexity: tests/data/text/GPL-3.txt, 22154 tokens, 3 chunks of 64 "
+                         "\\(31 scored each\\)\\n\\[1\\][0-9.]+,\\[2\\][0-9.]+,\\[3\\]([0-9.]+)\\n"
+                         "PPL = \\1 \\+/- [0-9.]+ over 93 tokens scored in 3 chunks of 64; 192 "
+                         "tokens evaluated in [0-9.]+ s \\([0-9.]+ tokens/s\\)\\n$",
+                         r.out),
+              "%s", r.out);
+    double ppl = strtod(strstr(r.out, "PPL = ") + 6, NULL);
+    done(&r);
+
+    r = run(PPL_RUN " --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    json *j = json_parse(r.out, strlen(r.out));
+    cr_assert(j, "not one JSON object: %s", r.out);
+    const char *fields[] = {"model", "file", "ctx", "chunks", "text_tokens", "tokens_scored",
+                            "tokens_evaluated", "ppl", "ppl_error", "mean_nll", "running_ppl",
+                            "seconds", "tokens_per_s"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        cr_assert(json_get(j, fields[i]), "missing %s", fields[i]);
+    cr_assert_eq(json_num(json_get(j, "ctx")), 64);
+    cr_assert_eq(json_num(json_get(j, "chunks")), 3);
+    cr_assert_eq(json_num(json_get(j, "text_tokens")), 22154);
+    cr_assert_eq(json_num(json_get(j, "tokens_scored")), 93);
+    cr_assert_eq(json_num(json_get(j, "tokens_evaluated")), 192);
+    const json *run_ppl = json_get(j, "running_ppl");
+    cr_assert_eq(json_len(run_ppl), 3);
+    double jp = json_num(json_get(j, "ppl"));
+    cr_assert_eq(json_num(json_at(run_ppl, 2)), jp);
+    cr_assert(fabs(jp / ppl - 1) < 1e-5, "JSON %g, text %g", jp, ppl); /* 6 digits */
+    cr_assert(fabs(log(jp) - json_num(json_get(j, "mean_nll"))) < 1e-4);
+    json_free(j);
+    done(&r);
+}
+
+/* Bad flag values exit 2 naming the flag; a file that cannot be read, is
+ * empty or is shorter than one window exits 1 naming the file. */
+Test(cli, perplexity_refuses_bad_windows_and_files) {
+    cr_assert_eq(system("mkdir -p tests/tmp"), 0);
+    char empty[64], shrt[64], nul[64];
+    snprintf(empty, sizeof empty, "tests/tmp/ppl_empty.%d", (int)getpid());
+    snprintf(shrt, sizeof shrt, "tests/tmp/ppl_short.%d", (int)getpid());
+    snprintf(nul, sizeof nul, "tests/tmp/ppl_nul.%d", (int)getpid());
+    const char *bodies[][2] = {{empty, "\n"}, {shrt, "Once upon a time there was a cat.\n"}};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(bodies[i][0], "w");
+        cr_assert(f);
+        fputs(bodies[i][1], f);
+        fclose(f);
+    }
+    FILE *f = fopen(nul, "w");
+    cr_assert(f);
+    fwrite("ab\0cd", 1, 5, f);
+    fclose(f);
+    struct {
+        const char *args, *msg;
+        int rc;
+    } cases[] = {
+        {"--ctx 127", "--ctx: 127 is odd; --perplexity needs an even window", 2},
+        {"--ctx 2", "--ctx: a window of 2 is too small for --perplexity (at least 4)", 2},
+        {"--ctx 4096", "--ctx: a window of 4096 tokens is larger than the model's context_length "
+                       "2048", 2},
+        {"--chunks 0", "--chunks: 0 is out of range", 2},
+        {"-p hi", "--perplexity reads its text from FILE: give no -p, -f or -i", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf --perplexity README.md %s",
+                 cases[i].args);
+        run_out r = run(args, NULL);
+        cr_assert_eq(r.rc, cases[i].rc, "%s: rc %d (%s)", args, r.rc, r.err);
+        cr_assert(strstr(r.err, cases[i].msg), "%s: stderr '%s' lacks '%s'", args, r.err,
+                  cases[i].msg);
+        done(&r);
+    }
+    run_out r = run("-m " M "stories260K.gguf -p hi --chunks 2", NULL);
+    cr_assert_eq(r.rc, 2);
+    cr_assert(strstr(r.err, "--chunks needs --perplexity FILE"), "%s", r.err);
+    done(&r);
+    struct {
+        const char *file, *msg;
+    } files[] = {{"tests/data/none.txt", "tests/data/none.txt: cannot open"},
+                 {"tests", "tests: is a directory"},
+                 {empty, "the text is empty"},
+                 {shrt, "tokens, fewer than one window of 512"},
+                 {nul, "contains a NUL byte"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf --perplexity %s", files[i].file);
+        r = run(args, NULL);
+        cr_assert_eq(r.rc, 1, "%s: rc %d (%s)", args, r.rc, r.err);
+        cr_assert(strstr(r.err, files[i].file) && strstr(r.err, files[i].msg),
+                  "%s: stderr '%s' lacks '%s'", args, r.err, files[i].msg);
+        done(&r);
+    }
+    unlink(empty);
+    unlink(shrt);
+    unlink(nul);
 }
 
 static const char *golden_ids = "[432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337]";

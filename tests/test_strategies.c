@@ -35,28 +35,11 @@ static sd_model *load(const char *file) {
     return m;
 }
 
-/* A synthetic model kept alive with its bytes. */
-typedef struct synth {
-    uint8_t *bytes;
-    sd_model *m;
-} synth;
-
-static synth make_synth(synth_cfg c) {
-    synth s = {0};
-    size_t len;
+static synth_model make_synth(synth_cfg c) {
+    synth_model s;
     sd_err e = {{0}};
-    cr_assert_eq(synth_model_bytes(&c, &s.bytes, &len, &e), 0, "%s", e.msg);
-    gguf_file *f = gguf_open_mem(s.bytes, len, "synth", &e);
-    cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {64};
-    s.m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
-    cr_assert(s.m, "%s", e.msg);
+    cr_assert_eq(synth_model_load(&c, 64, 1, &s, &e), 0, "%s", e.msg);
     return s;
-}
-
-static void free_synth(synth *s) {
-    sd_model_free(s->m);
-    free(s->bytes);
 }
 
 static int greedy_ar(sd_model *m, int use_cache, int32_t *out) {
@@ -241,17 +224,17 @@ Test(nasd, accepts_drafts_on_repetitive_text) {
 
 Test(speculative, vocabulary_mismatch_is_named) {
     sd_model *target = load("stories260K.gguf");
-    synth s = make_synth(synth_default());
+    synth_model s = make_synth(synth_default());
     sd_err e;
     cr_assert_eq(sd_check_vocab(s.m, target, &e), -1);
     cr_assert(strstr(e.msg, "320 tokens") && strstr(e.msg, "512"), "%s", e.msg);
     synth_cfg c = synth_default();
     c.vocab = 512;
-    synth s2 = make_synth(c);
+    synth_model s2 = make_synth(c);
     cr_assert_eq(sd_check_vocab(s2.m, target, &e), -1);
     cr_assert(strstr(e.msg, "differ at token"), "%s", e.msg);
-    free_synth(&s);
-    free_synth(&s2);
+    synth_model_free(&s);
+    synth_model_free(&s2);
     sd_model_free(target);
 }
 
@@ -297,7 +280,7 @@ enum { SAME_SHAPE, OTHER_SHAPE, NGRAM };
 static void check_distribution(const char *sampler, const char *const *kv, int n_kv, int drafter) {
     synth_cfg c = synth_default();
     c.seed = 11;
-    synth t = make_synth(c);
+    synth_model t = make_synth(c);
     synth_cfg dc = c;
     dc.seed = 12;
     if (drafter == OTHER_SHAPE) {
@@ -307,7 +290,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
         dc.n_kv_heads = 1;
         dc.ffn = 80;
     }
-    synth d = make_synth(dc);
+    synth_model d = make_synth(dc);
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, NULL);
     cr_assert(store);
     sd_err e;
@@ -387,8 +370,8 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     sd_ngram_free(store);
     sd_sampler_destroy(p);
     sd_samplers_close(set);
-    free_synth(&t);
-    free_synth(&d);
+    synth_model_free(&t);
+    synth_model_free(&d);
 }
 
 Test(speculative, preserves_distribution_multinomial) {
@@ -451,7 +434,7 @@ Test(beam, no_cache_recomputes_the_same_beams) {
 }
 
 Test(beam, finds_exhaustive_optimum) {
-    synth s = make_synth(synth_default());
+    synth_model s = make_synth(synth_default());
     sd_model *m = s.m;
     int V = m->hp.vocab;
     int32_t eos = 2;
@@ -487,7 +470,7 @@ Test(beam, finds_exhaustive_optimum) {
     else cr_assert_eq(n, 1);
     free(l1);
     free(l2);
-    free_synth(&s);
+    synth_model_free(&s);
 }
 
 Test(beam, more_beams_score_at_least_greedy) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/eval/perplexity.h"
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, sd_err *e) {
     char *end;
@@ -48,6 +49,7 @@ static int push(const char *flag, const char **list, int *n, const char *v, sd_e
 void sd_args_usage(FILE *out) {
     fputs(
         "usage: specdec -m MODEL (-p PROMPT | -f FILE | -i) [options]\n"
+        "       specdec -m MODEL --perplexity FILE [--ctx N] [--chunks N] [options]\n"
         "\n"
         "model and prompt\n"
         "  -m, --model PATH          target GGUF model (llama architecture)\n"
@@ -93,6 +95,11 @@ void sd_args_usage(FILE *out) {
         "      --list-samplers       list the sampler plugins found and exit\n"
         "      --plugin-dir DIR      search DIR for sampler plugins first, repeatable\n"
         "      --seed S              seed for sampling (default: random, printed)\n"
+        "perplexity\n"
+        "      --perplexity FILE     perplexity of -m over FILE as llama-perplexity measures it\n"
+        "                            (windows of --ctx tokens, default 512, even; the second\n"
+        "                            half of each window is scored)\n"
+        "      --chunks N            evaluate only the first N windows\n"
         "output\n"
         "      --json                one JSON object per strategy on stdout\n"
         "  -h, --help                show this help\n"
@@ -160,6 +167,8 @@ static const flag flags[] = {
     {"-d", "--draft", F_STR, OFF(c.draft), 0, 0, 0},
     {"-p", "--prompt", F_STR, OFF(prompt), 0, 0, 0},
     {"-f", "--file", F_STR, OFF(prompt_file), 0, 0, 0},
+    {NULL, "--perplexity", F_STR, OFF(perplexity), 0, 0, 0},
+    {NULL, "--chunks", F_INT, OFF(chunks), 1, 1 << 24, 0},
     {NULL, "--system", F_STR, OFF(c.system), 0, 0, 0},
     {NULL, "--sampler", F_STR, OFF(c.sampler), 0, 0, 0},
     {"-n", "--n-predict", F_INT, OFF(c.n_predict), 0, 1 << 24, 0},
@@ -188,6 +197,22 @@ static const flag *find_flag(const char *arg) {
         if ((flags[i].s && !strcmp(arg, flags[i].s)) || (flags[i].l && !strcmp(arg, flags[i].l)))
             return &flags[i];
     return NULL;
+}
+
+/* --perplexity reads its text from FILE and scores the second half of each
+ * window of --ctx tokens, so the window must be even and score a token;
+ * whether the model's context holds it is known once the model is read. */
+static int check_perplexity(const sd_args *a, sd_err *e) {
+    if (a->prompt || a->prompt_file || a->interactive)
+        return sd_fail(e, "--perplexity reads its text from FILE: give no -p, -f or -i with it");
+    int ctx = a->c.n_ctx;
+    if (ctx && ctx < SD_PPL_MIN_CTX)
+        return sd_fail(e, "--ctx: a window of %d is too small for --perplexity (at least %d)", ctx,
+                       SD_PPL_MIN_CTX);
+    if (ctx % 2)
+        return sd_fail(e, "--ctx: %d is odd; --perplexity needs an even window (its second half "
+                          "is scored)", ctx);
+    return 0;
 }
 
 int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
@@ -234,6 +259,8 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
     a->c.sampler = sd_sampler_alias(a->c.sampler);
     if (a->help || a->list_samplers) return 0;
     if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
+    if (a->perplexity) return check_perplexity(a, e);
+    if (a->chunks) return sd_fail(e, "--chunks needs --perplexity FILE");
     if (!a->interactive && !a->prompt && !a->prompt_file)
         return sd_fail(e, "no prompt given (-p TEXT, -f FILE or -i)");
     if (a->prompt && a->prompt_file) return sd_fail(e, "give either -p or -f, not both");

@@ -20,6 +20,8 @@ typedef struct sd_args {
     int interactive;
     int help;
     int list_samplers;
+    const char *perplexity; /* --perplexity FILE: evaluate instead of generating */
+    int chunks;             /* --chunks N: only the first N windows (0: all) */
 } sd_args;
 
 /* Fills a from argv (argv[0] skipped). Returns 0, or -1 with a message

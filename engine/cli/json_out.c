@@ -76,12 +76,26 @@ void sd_json_u64(sd_json_obj *j, const char *k, uint64_t v) {
     fprintf(j->out, "%llu", (unsigned long long)v);
 }
 
+static void num(FILE *out, double v) {
+    if (isfinite(v))
+        fprintf(out, "%.6g", v);
+    else
+        fputs("null", out);
+}
+
 void sd_json_num(sd_json_obj *j, const char *k, double v) {
     key(j, k);
-    if (isfinite(v))
-        fprintf(j->out, "%.6g", v);
-    else
-        fputs("null", j->out);
+    num(j->out, v);
+}
+
+void sd_json_nums(sd_json_obj *j, const char *k, const double *v, int n) {
+    key(j, k);
+    fputc('[', j->out);
+    for (int i = 0; i < n; i++) {
+        if (i) fputc(',', j->out);
+        num(j->out, v[i]);
+    }
+    fputc(']', j->out);
 }
 
 void sd_json_ids(sd_json_obj *j, const char *k, const int32_t *ids, int n) {

@@ -17,6 +17,7 @@ void sd_json_int(sd_json_obj *j, const char *key, long v);
 void sd_json_u64(sd_json_obj *j, const char *key, uint64_t v);
 void sd_json_num(sd_json_obj *j, const char *key, double v);
 void sd_json_ids(sd_json_obj *j, const char *key, const int32_t *ids, int n);
+void sd_json_nums(sd_json_obj *j, const char *key, const double *v, int n);
 void sd_json_end(sd_json_obj *j);
 
 #endif

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/perplexity.h"
 #include "engine/cli/repl.h"
 #include "engine/cli/run.h"
 
@@ -50,7 +51,7 @@ static char *read_file(const char *path, sd_err *e) {
     buf[n] = 0;
     if (strlen(buf) != n) {
         free(buf);
-        sd_fail(e, "%s: the prompt file contains a NUL byte", path);
+        sd_fail(e, "%s: the file contains a NUL byte", path);
         return NULL;
     }
     return buf;
@@ -119,6 +120,16 @@ static int run(const sd_args *a, sd_err *e) {
     return rc;
 }
 
+/* --perplexity FILE; returns the exit status (1 for the file or the model,
+ * 2 for a flag value the model cannot take). */
+static int perplexity(const sd_args *a, sd_err *e) {
+    char *text = read_file(a->perplexity, e);
+    if (!text) return 1;
+    int rc = sd_cli_perplexity(a, text, stdout, e);
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     sd_args a;
     sd_err e = {{0}};
@@ -129,6 +140,11 @@ int main(int argc, char **argv) {
     if (a.help) {
         sd_args_usage(stdout);
         return 0;
+    }
+    if (a.perplexity) {
+        int rc = perplexity(&a, &e);
+        if (rc) fprintf(stderr, "specdec: %s\n", e.msg);
+        return rc;
     }
     int rc = !a.list_samplers && a.c.sampler ? check_sampler(&a, &e) : 0;
     if (rc) {

@@ -7,6 +7,7 @@
 
 #include "engine/format/gguf.h"
 #include "kernels/bench/rand_blocks.h"
+#include "engine/session/device.h"
 #include "kernels/cpu/cpu.h"
 #include "tests/util/gguf_writer.h"
 
@@ -312,4 +313,24 @@ int synth_model_write(const synth_cfg *cfg, const char *path, sd_err *e) {
     int rc = gw_write(w, path);
     gw_free(w);
     return rc < 0 ? sd_fail(e, "synth: cannot write %s", path) : 0;
+}
+
+int synth_model_load(const synth_cfg *cfg, int n_ctx, int threads, synth_model *s, sd_err *e) {
+    size_t len;
+    memset(s, 0, sizeof *s);
+    if (synth_model_bytes(cfg, &s->bytes, &len, e)) return -1;
+    gguf_file *f = gguf_open_mem(s->bytes, len, "synth", e);
+    if (f) {
+        sd_model_opts o = {n_ctx};
+        s->m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, threads, e), &o, e);
+    }
+    if (s->m) return 0;
+    synth_model_free(s);
+    return -1;
+}
+
+void synth_model_free(synth_model *s) {
+    sd_model_free(s->m);
+    free(s->bytes);
+    memset(s, 0, sizeof *s);
 }

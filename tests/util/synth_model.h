@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/model/model.h"
 #include "kernels/common/error.h"
 
 #define SYNTH_FIRST_PIECE 259 /* first plain piece after <unk>, <s>, </s>, bytes */
@@ -57,5 +58,18 @@ int synth_piece(int id, char buf[SYNTH_PIECE_MAX]);
  * 0, or -1 with the reason in e (bad config, quantize failure, no memory). */
 int synth_model_bytes(const synth_cfg *cfg, uint8_t **out, size_t *len, sd_err *e);
 int synth_model_write(const synth_cfg *cfg, const char *path, sd_err *e);
+
+/* A synthetic model and its file bytes, which the model reads in place. */
+typedef struct synth_model {
+    uint8_t *bytes;
+    sd_model *m;
+} synth_model;
+
+/* Builds the file in memory and loads it on the CPU backend with `threads`
+ * threads and a cache of n_ctx positions. 0, or -1 (s zeroed) with the
+ * reason in e. */
+int synth_model_load(const synth_cfg *cfg, int n_ctx, int threads, synth_model *s, sd_err *e);
+/* Frees the model, then the bytes. */
+void synth_model_free(synth_model *s);
 
 #endif
