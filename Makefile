@@ -92,9 +92,13 @@ $(PAIR_DRAFT):
 NVCC      ?= nvcc
 CUDA      ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
+# CUDA_GENCODE: the GPU machine's check builds sm_90 alone
+# (scripts/gpu-check.sh); NVCC_THREADS: nvcc's parallel compilation.
+CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
+NVCC_THREADS ?= 1
 NVFLAGS   := -O3 -std=c++17 -Xcompiler -fPIC -lineinfo --Werror all-warnings \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-             -gencode arch=compute_90,code=compute_90
+             --threads $(NVCC_THREADS) $(CUDA_GENCODE)
 CU_SRC    := $(wildcard kernels/cuda/*.cu)
 # The library's members differ between the two modes; build/cuda-mode
 # changes only when the mode does, and rebuilding the mode's own backend

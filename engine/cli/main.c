@@ -111,6 +111,7 @@ static int run(const sd_args *a, sd_err *e) {
         return -1;
     }
     sd_cli_warnings(cli.s.samplers);
+    if (cli.s.notice[0]) fprintf(stderr, "specdec: note: %s\n", cli.s.notice);
     const char *prompt = file_text ? file_text : a->prompt;
     int rc = 0;
     if (a->interactive) rc = sd_repl_run(&cli, prompt, e);

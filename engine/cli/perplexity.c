@@ -5,6 +5,7 @@
 
 #include "engine/cli/json_out.h"
 #include "engine/eval/perplexity.h"
+#include "engine/session/session.h"
 
 /* What the chunk callback needs: where to print and where to keep the
  * running values for the JSON object. */
@@ -51,14 +52,10 @@ static void print_json(const sd_args *a, const sd_ppl_result *r, const double *r
 int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) {
     const char *path = a->perplexity;
     int ctx = a->c.n_ctx > 0 ? a->c.n_ctx : SD_PPL_DEFAULT_CTX;
-    sd_backend *be = sd_backend_open(a->c.device, a->c.threads, e);
-    if (!be) {
-        sd_wrap(e, a->c.device == SD_DEVICE_CUDA ? "--device cuda" : "--device");
-        return 1;
-    }
-    sd_model_opts mo = {1};
-    sd_model *m = sd_model_load(a->c.model, be, &mo, e);
+    char notice[256];
+    sd_model *m = sd_load_model(a->c.model, a->c.device, a->c.threads, 1, notice, sizeof notice, e);
     if (!m) return 1;
+    if (notice[0]) fprintf(stderr, "specdec: note: %s\n", notice);
     int32_t *ids = NULL;
     double *running = NULL;
     int n = 0, rc = 1;

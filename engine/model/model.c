@@ -156,23 +156,31 @@ static int bind_layer(const gguf_file *f, const sd_hparams *hp, int l, sd_layer 
     return 0;
 }
 
-static int for_each_weight(sd_model *m, int (*fn)(sd_backend *, sd_weight *, sd_err *),
+static int for_each_weight(sd_model *m, int (*fn)(sd_model *, sd_weight *, sd_err *),
                            sd_err *e) {
-    if (fn(m->be, &m->tok_embd, e) || fn(m->be, &m->out_norm, e)) return -1;
-    if (!m->hp.tied_output && fn(m->be, &m->output, e)) return -1;
+    if (fn(m, &m->tok_embd, e) || fn(m, &m->out_norm, e)) return -1;
+    if (!m->hp.tied_output && fn(m, &m->output, e)) return -1;
     for (int l = 0; l < m->hp.n_layers; l++) {
         sd_layer *L = &m->layers[l];
         sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk,       &L->wv,     &L->wo, &L->ffn_norm,
                            &L->w_gate,    &L->w_up, &L->w_down, &L->bq, &L->bk, &L->bv};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->data && fn(m->be, ws[i], e)) return -1;
+            if (ws[i]->data && fn(m, ws[i], e)) return -1;
     }
     return 0;
 }
 
-static int release_one(sd_backend *b, sd_weight *w, sd_err *e) {
+static int upload_one(sd_model *m, sd_weight *w, sd_err *e) {
+    return m->be->upload_weight(m->be, w, e);
+}
+
+/* A weight whose data still points into the file was never uploaded (an
+ * upload that failed part way leaves the rest so): only the others are the
+ * backend's to release. */
+static int release_one(sd_model *m, sd_weight *w, sd_err *e) {
     (void)e;
-    if (w->data) b->release_weight(b, w);
+    const uint8_t *p = w->data, *base = m->file->base;
+    if (p && !(p >= base && p < base + m->file->size)) m->be->release_weight(m->be, w);
     return 0;
 }
 
@@ -183,7 +191,7 @@ void sd_model_free(sd_model *m) {
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->release(m->be, bufs[i]);
         sd_kv_free(m->kv);
-        if (m->uploaded && m->be->release_weight) for_each_weight(m, release_one, NULL);
+        if (m->layers && m->be->release_weight) for_each_weight(m, release_one, NULL);
         m->be->destroy(m->be);
     }
     free(m->layers);
@@ -231,8 +239,7 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     for (int l = 0; l < hp->n_layers; l++)
         if (bind_layer(f, hp, l, &m->layers[l], e)) goto fail;
 
-    m->uploaded = 1;
-    if (for_each_weight(m, m->be->upload_weight, e)) goto fail;
+    if (for_each_weight(m, upload_one, e)) goto fail;
     if (hp->tied_output) m->output = m->tok_embd;
 
     m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (hp->ctx_train < 4096 ? hp->ctx_train : 4096);
@@ -253,6 +260,14 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
 fail:
     sd_model_free(m);
     return NULL;
+}
+
+int sd_model_hparams(const char *path, sd_hparams *hp, sd_err *e) {
+    gguf_file *f = gguf_open(path, e);
+    int rc = f ? read_hparams(f, hp, e) : -1;
+    gguf_close(f);
+    if (rc) sd_wrap(e, path);
+    return rc;
 }
 
 sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o, sd_err *e) {

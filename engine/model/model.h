@@ -36,7 +36,6 @@ typedef struct sd_model {
     sd_tokenizer *tok;
     sd_hparams hp;
     sd_backend *be;  /* owned */
-    int uploaded;    /* weights were handed to be->upload_weight */
     sd_weight tok_embd, out_norm, output;
     sd_layer *layers;
     int n_ctx;      /* positions the caches hold */
@@ -57,6 +56,9 @@ sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o
 /* Same from an already-open file (takes ownership of f and be, also on
  * failure). */
 sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *o, sd_err *e);
+/* The hyper-parameters of the model at path, without loading it (what a
+ * caller needs to pick a backend); errors read "<path>: <reason>". */
+int sd_model_hparams(const char *path, sd_hparams *hp, sd_err *e);
 /* Frees the model, its caches and its backend. */
 void sd_model_free(sd_model *m);
 

@@ -16,4 +16,15 @@ const char *sd_device_name(int device);
  * with the reason ("cuda: no CUDA device: ..."). CPU: the CPU backend. */
 sd_backend *sd_backend_open(int device, int n_threads, sd_err *e);
 
+/* Which backend a model with heads of head_dim gets when `device` is asked
+ * for and a GPU is (gpu = 1) or is not usable: SD_DEVICE_CPU or
+ * SD_DEVICE_CUDA, or -1 with the reason in e. AUTO falls back to the CPU for
+ * heads the CUDA kernels do not take, with a one-line notice in notice
+ * (empty otherwise); CUDA refuses them. */
+int sd_device_choose(int device, int gpu, int head_dim, char *notice, size_t cap, sd_err *e);
+
+/* sd_backend_open for a model with heads of head_dim (see sd_device_choose). */
+sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, char *notice,
+                                size_t cap, sd_err *e);
+
 #endif

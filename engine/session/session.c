@@ -1,5 +1,6 @@
 #include "engine/session/session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -85,16 +86,31 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     return 0;
 }
 
-/* The model at path on the backend `device` names; errors name the device
- * setting when the backend is what failed. */
-static sd_model *load(const char *path, int device, int threads, int n_ctx, sd_err *e) {
-    sd_backend *be = sd_backend_open(device, threads, e);
+sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, char *notice,
+                        size_t cap, sd_err *e) {
+    sd_hparams hp;
+    if (cap) notice[0] = 0;
+    if (sd_model_hparams(path, &hp, e)) return NULL;
+    char why[160];
+    sd_backend *be = sd_backend_open_for(device, threads, hp.head_dim, why, sizeof why, e);
     if (!be) {
         sd_wrap(e, device == SD_DEVICE_CUDA ? "--device cuda" : "--device");
         return NULL;
     }
+    if (why[0] && cap) snprintf(notice, cap, "%s: %s", path, why);
     sd_model_opts mo = {n_ctx};
     return sd_model_load(path, be, &mo, e);
+}
+
+/* sd_load_model, its notice appended to s->notice. */
+static sd_model *load(sd_session *s, const char *path, int device, int threads, int n_ctx,
+                      sd_err *e) {
+    char notice[256];
+    sd_model *m = sd_load_model(path, device, threads, n_ctx, notice, sizeof notice, e);
+    size_t used = strlen(s->notice);
+    if (m && notice[0])
+        snprintf(s->notice + used, sizeof s->notice - used, "%s%s", used ? "; " : "", notice);
+    return m;
 }
 
 int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
@@ -106,12 +122,12 @@ int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
     s->samplers = sd_samplers_open((const char *const *)dirs, n_dirs, e);
     sd_plugin_dirs_free(dirs, n_dirs);
     if (!s->samplers) return -1;
-    s->target = load(c->model, c->device, c->threads, c->n_ctx, e);
+    s->target = load(s, c->model, c->device, c->threads, c->n_ctx, e);
     if (!s->target) goto fail;
     s->target_lm = (sd_lm){s->target, s->target->kv, 0};
     if (c->draft) {
         int dev = c->draft_device >= 0 ? c->draft_device : c->device;
-        s->draft = load(c->draft, dev, c->threads, s->target->n_ctx, e);
+        s->draft = load(s, c->draft, dev, c->threads, s->target->n_ctx, e);
         if (!s->draft) goto fail;
         if (sd_check_vocab(s->draft, s->target, e)) {
             sd_wrap(e, c->draft);

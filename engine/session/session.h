@@ -86,7 +86,16 @@ typedef struct sd_session {
     sd_ngram *store;
     sd_rng rng;
     uint64_t seed;
+    char notice[512]; /* what the caller should tell the user (a backend fallback); "" if none */
 } sd_session;
+
+/* Loads the model at path with a cache of n_ctx positions (<= 0: the
+ * model's default) on the backend `device` names: AUTO takes the CPU
+ * instead of CUDA for heads the CUDA kernels do not take and says so in
+ * notice ("" otherwise). Errors name the file, or the --device setting when
+ * the backend is what failed. */
+sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, char *notice,
+                        size_t cap, sd_err *e);
 
 /* Opens the plugin search path, the models (each on the backend its device
  * setting names) and the sampler. Errors name the flag or file at fault. */

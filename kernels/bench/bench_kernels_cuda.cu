@@ -164,11 +164,15 @@ static double time_op(Bench *B, op_fn fn, void *arg, int ncopies, int reps, int 
     float *samples = (float *)xmalloc(sizeof *samples * (size_t)reps * LAUNCHES);
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
+    /* Inside a capture a plain cudaEventRecord becomes no timing node (the
+     * elapsed time then fails with "invalid argument"); External makes the
+     * graph record the event each time it runs. */
     int ok = cudaStreamBeginCapture(B->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     if (ok) {
         for (int i = 0; i < reps && ok; i++)
-            ok = cudaEventRecord(ev[i], B->st) == cudaSuccess && fn(B, arg, i % ncopies, &e) == 0;
-        ok = ok && cudaEventRecord(ev[reps], B->st) == cudaSuccess;
+            ok = cudaEventRecordWithFlags(ev[i], B->st, cudaEventRecordExternal) == cudaSuccess &&
+                 fn(B, arg, i % ncopies, &e) == 0;
+        ok = ok && cudaEventRecordWithFlags(ev[reps], B->st, cudaEventRecordExternal) == cudaSuccess;
         ok = cudaStreamEndCapture(B->st, &g) == cudaSuccess && ok;
         ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
     }

@@ -25,7 +25,7 @@
 
 #include "kernels/cuda/cuda_int.h"
 
-enum { AT_KEYS = 32, AT_QV = 16, AT_THREADS = 128, AT_MAX_HD = 128, AT_MIN_SPLIT = 64 };
+enum { AT_KEYS = 32, AT_QV = 16, AT_THREADS = 128, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM, AT_MIN_SPLIT = 64 };
 
 struct AttnArgs {
     const float *q, *kc, *vc;

@@ -13,10 +13,17 @@
 
 #include "kernels/cuda/cuda_int.h"
 
-/* ---- errors ----------------------------------------------------------------- */
+/* ---- errors -----------------------------------------------------------------
+ * The runtime keeps the last failed call's error until cudaGetLastError reads
+ * it, and cu_check_launch reads it to judge a launch. So an error is taken
+ * out where it happens: cu_vfail consumes the one it reports, and the void
+ * release paths (cu_free) consume theirs, so no later kernel is blamed for an
+ * earlier call. Errors of a faulted context are sticky and still show
+ * everywhere, as they should. */
 static int cu_vfail(sd_err *e, cudaError_t err, const char *suffix, const char *fmt, va_list ap) {
     char what[256];
     vsnprintf(what, sizeof what, fmt, ap);
+    cudaGetLastError();
     return sd_fail(e, "cuda: %s%s: %s", what, suffix, cudaGetErrorString(err));
 }
 
@@ -43,6 +50,12 @@ int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...) {
     return -1;
 }
 
+/* Frees device memory where nobody can be told of a failure (release and
+ * clean-up paths), leaving no error behind for the next launch check. */
+static void cu_free(void *p) {
+    if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+}
+
 static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
     cudaError_t err = cudaSetDevice(c->device);
     return err == cudaSuccess ? 0 : cu_fail(e, err, "%s: select device %d", op, c->device);
@@ -58,7 +71,7 @@ void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e) {
         cu_fail(e, err, "scratch: wait for queued work");
         return NULL;
     }
-    if (c->scratch[slot]) cudaFree(c->scratch[slot]);
+    cu_free(c->scratch[slot]);
     c->scratch[slot] = NULL;
     c->scratch_size[slot] = 0;
     err = cudaMalloc(&c->scratch[slot], want);
@@ -106,7 +119,7 @@ static int cuda_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
         const size_t raw_bytes = w->row_bytes * (size_t)w->rows;
         err = cudaMalloc(&raw, raw_bytes);
         if (err != cudaSuccess) {
-            cudaFree(dst);
+            cu_free(dst);
             return cu_fail(e, err, "upload %s %lldx%lld: allocate %zu staging bytes", tn, R, C,
                            raw_bytes);
         }
@@ -116,20 +129,21 @@ static int cuda_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
     }
     err = cudaStreamSynchronize(c->stream);
     if (err != cudaSuccess) goto fail_copy;
-    if (raw) cudaFree(raw);
+    cu_free(raw);
     w->data = dst;
     return 0;
 fail_copy:
     cu_fail(e, err, "upload %s %lldx%lld: copy", tn, R, C);
 fail:
     cudaStreamSynchronize(c->stream);
-    if (raw) cudaFree(raw);
-    cudaFree(dst);
+    cu_free(raw);
+    cu_free(dst);
     return -1;
 }
 
 static void cuda_release_weight(sd_backend *b, sd_weight *w) {
-    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cudaFree((void *)w->data);
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cu_free((void *)w->data);
+    else cudaGetLastError();
     w->data = NULL;
 }
 
@@ -145,7 +159,7 @@ static void *cuda_alloc(sd_backend *b, size_t bytes, sd_err *e) {
     }
     err = cudaMemsetAsync(p, 0, bytes, c->stream);
     if (err != cudaSuccess) {
-        cudaFree(p);
+        cu_free(p);
         cu_fail(e, err, "alloc %zu bytes: zero fill", bytes);
         return NULL;
     }
@@ -153,7 +167,8 @@ static void *cuda_alloc(sd_backend *b, size_t bytes, sd_err *e) {
 }
 
 static void cuda_release(sd_backend *b, void *p) {
-    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cudaFree(p);
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cu_free(p);
+    else cudaGetLastError();
 }
 
 static int cuda_to_host(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
@@ -271,9 +286,9 @@ static void cuda_destroy(sd_backend *b) {
         if (cudaSetDevice(c->device) == cudaSuccess) {
             if (c->stream) cudaStreamSynchronize(c->stream);
             for (int i = 0; i < CU_SCRATCH_N; i++)
-                if (c->scratch[i]) cudaFree(c->scratch[i]);
-            if (c->top_k_dev) cudaFree(c->top_k_dev);
-            if (c->top_k_host) cudaFreeHost(c->top_k_host);
+                cu_free(c->scratch[i]);
+            cu_free(c->top_k_dev);
+            if (c->top_k_host && cudaFreeHost(c->top_k_host) != cudaSuccess) cudaGetLastError();
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         free(c);

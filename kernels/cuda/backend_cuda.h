@@ -25,6 +25,9 @@ extern "C" {
  * description in why; else 0 and the reason ("no CUDA device: ...",
  * "built without CUDA ..."). why may be NULL. */
 int sd_cuda_available(char *why, size_t cap);
+/* The largest attention head the CUDA kernels take (one head's row of keys
+ * lives in a warp's registers); models with wider heads run on the CPU. */
+#define SD_CUDA_MAX_HEAD_DIM 128
 /* The backend on device `device` (0 = first), or NULL with e filled. */
 sd_backend *sd_backend_cuda(int device, sd_err *e);
 /* Copies bytes from host memory into device memory of backend b (tests,
