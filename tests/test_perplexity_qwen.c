@@ -3,11 +3,8 @@
  * tests/data/text/py_textwrap_heapq.txt (10561 Qwen tokens, 20 windows of
  * 512).
  *
- * NEEDS: engine/model support for the qwen2 architecture (Q/K/V biases,
- * NEOX rope, untied Q6_K/Q8_0 output) and the Q4_K, Q5_0 and Q6_K weight
- * types, plus the two model files in models/ (`make model-pair`). Until the
- * loader accepts qwen2 these tests skip, saying so; once it does they run,
- * and a load failure of any other kind fails them.
+ * The two model files come from `make model-pair` (run by `make test`); a
+ * missing file fails the suite.
  *
  * Short runs (the full 20 windows take minutes on two cores):
  *   - 0.5B, first 4 windows vs the F32-cache running value [4] = 5.5381;
@@ -17,7 +14,6 @@
  * total does (on SmolLM2 [1] is +0.83% off, the 14-window total +0.10%). */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,35 +24,17 @@
 
 #define PY_TEXT "tests/data/text/py_textwrap_heapq.txt"
 
-static sd_model *load_or_skip(const char *path) {
-    if (access(path, R_OK) != 0) {
-        cr_skip_test("%s missing (`make model-pair` fetches it)", path);
-        return NULL;
-    }
+static sd_model *load(const char *path) {
+    cr_assert(access(path, R_OK) == 0, "%s missing (`make model-pair` fetches it)", path);
     sd_err e = {{0}};
     sd_model_opts o = {1};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
-    if (!m && tu_matches("architecture 'qwen2' is not supported", e.msg)) {
-        cr_skip_test("needs qwen2 support in engine/model (%s)", e.msg);
-        return NULL;
-    }
     cr_assert(m, "%s", e.msg);
     return m;
 }
 
-/* One line for the suite when tests skipped, so that the total line of
- * `make test` counts them (each test's own [SKIP] line says why). */
-ReportHook(POST_ALL)(struct criterion_global_stats *st) {
-    if (st->tests_skipped)
-        fprintf(stderr,
-                "[SKIP] test_perplexity_qwen: %zu of %zu tests skipped: they need qwen2 support in "
-                "engine/model and the model files\n",
-                st->tests_skipped, st->nb_tests);
-}
-
 static void check(const char *path, int chunks, double want) {
-    sd_model *m = load_or_skip(path);
-    if (!m) return;
+    sd_model *m = load(path);
     char *text = tu_slurp(PY_TEXT);
     cr_assert(text, "%s missing", PY_TEXT);
     sd_err e = {{0}};
