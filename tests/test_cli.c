@@ -617,3 +617,85 @@ Test(cli, readme_examples_run) {
     fclose(f);
     cr_assert(n >= 4, "found only %d README examples", n);
 }
+
+/* ---- plugin isolation --------------------------------------------------- */
+
+#define PTMP "tests/tmp/cli_plugins"
+
+/* Compiles a sampler from the built-in top_k with a defect switched in by
+ * defs, named name, into PTMP/<file>. */
+static void build_bad(const char *file, const char *name, const char *defs) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "printf '%%s\\n' '#include <signal.h>' '#include <stdlib.h>' '#include <stdio.h>' "
+             "'#include \"samplers/sampler.h\"' "
+             "'static void *cr(const sd_sampler_value *v, int m, char *e, size_t n) {' "
+             "'(void)v; (void)m; (void)e; (void)n; volatile int *volatile z = NULL;' "
+             "'if (BAD == 1) *z = 1; if (BAD == 2) { volatile int s = 1; while (s) {} }' "
+             "'if (BAD == 3) abort(); return NULL; }' "
+             "'static void de(void *h) { (void)h; }' "
+             "'static int pr(void *h, const float *l, float *p, int r, int n) "
+             "{ (void)h; (void)l; (void)p; (void)r; (void)n; return -1; }' "
+             "'static int32_t sa(void *h, const float *p, int n, sd_sampler_rng *g) "
+             "{ (void)h; (void)p; (void)n; (void)g; return -1; }' "
+             "'static const sd_sampler_desc d = {SD_SAMPLER_ABI_VERSION, sizeof d, NAME, \"\", 0, "
+             "0, NULL, cr, de, pr, sa};' "
+             "'#ifdef MARKER' '__attribute__((constructor)) static void boom(void) "
+             "{ FILE *f = fopen(MARKER, \"w\"); if (f) fclose(f); raise(SIGSEGV); }' '#endif' "
+             "'const sd_sampler_desc *sd_logits_processor_v1(void) { return &d; }' > %s/%s.c && "
+             "cc -std=c11 -fPIC -shared -I. -DNAME='\"%s\"' %s %s/%s.c -o %s/%s",
+             PTMP, file, name, defs, PTMP, file, PTMP, file);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* Broken plugins are listed as broken with the reason, within the probe's
+ * time limit, and the good ones are listed. */
+Test(cli, list_samplers_survives_crashing_plugins, .timeout = 60) {
+    cr_assert_eq(system("rm -rf " PTMP " && mkdir -p " PTMP), 0);
+    build_bad("segv.so", "segv", "-DBAD=1");
+    build_bad("hang.so", "hang", "-DBAD=2");
+    build_bad("abort.so", "abrt", "-DBAD=3");
+    run_out r = tu_specdec_ex("--plugin-dir " PTMP " --list-samplers", NULL, 20, 0);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "top_k  ("), "%s", r.out);
+    cr_assert(strstr(r.out, "broken  (" PTMP "/segv.so): killed by SIGSEGV during the self-test"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "broken  (" PTMP "/hang.so): no answer in 2 s during the self-test"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "broken  (" PTMP "/abort.so): killed by SIGABRT during the self-test"),
+              "%s", r.out);
+    done(&r);
+}
+
+/* A generation run opens the selected sampler's plugin only: a plugin
+ * whose constructor crashes (after leaving a marker) on the search path
+ * after it is never opened; without --sampler nothing is opened; one
+ * earlier on the path is probed in a child and the run goes on. */
+Test(cli, generation_loads_only_the_selected_plugin, .timeout = 60) {
+    cr_assert_eq(system("rm -rf " PTMP "_ctor && mkdir -p " PTMP "_ctor"), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "printf '%%s\\n' '#include <signal.h>' '#include <stdio.h>' "
+             "'__attribute__((constructor)) static void boom(void) "
+             "{ FILE *f = fopen(\"" PTMP "_ctor/marker\", \"w\"); if (f) fclose(f); raise(SIGSEGV); }' "
+             "> " PTMP "_ctor/crash.c && cc -fPIC -shared " PTMP "_ctor/crash.c -o " PTMP
+             "_ctor/crash.so");
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    const char *marker = PTMP "_ctor/marker";
+    run_out r = tu_specdec_ex("-m " M "stories260K.gguf -p hi -n 4 --seed 1 --sampler top_k "
+                              "--plugin-dir plugins --plugin-dir " PTMP "_ctor",
+                              NULL, 30, 0);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(access(marker, F_OK) != 0, "the crashing plugin was opened");
+    done(&r);
+    r = tu_specdec_ex("-m " M "stories260K.gguf -p hi -n 4 --plugin-dir " PTMP "_ctor", NULL, 30, 0);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(access(marker, F_OK) != 0, "a plugin was opened without --sampler");
+    done(&r);
+    r = tu_specdec_ex("-m " M "stories260K.gguf -p hi -n 4 --seed 1 --sampler top_k "
+                      "--plugin-dir " PTMP "_ctor",
+                      NULL, 30, 0);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.err, PTMP "_ctor/crash.so: killed by SIGSEGV while loading"), "%s", r.err);
+    done(&r);
+}

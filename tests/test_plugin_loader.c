@@ -77,6 +77,17 @@ static const char template_src[] =
     "static void destroy(void *x) { free(x); }\n"
     "static int process(void *x, const float *l, float *p, int rows, int n) {\n"
     "    const h *s = x;\n"
+    "#ifdef PROCESS_SEGV\n"
+    "    volatile int *volatile null = NULL;\n"
+    "    *null = 1;\n"
+    "#endif\n"
+    "#ifdef PROCESS_HANG\n"
+    "    volatile int spin = 1;\n"
+    "    while (spin) {}\n"
+    "#endif\n"
+    "#ifdef PROCESS_ABORT\n"
+    "    abort();\n"
+    "#endif\n"
     "#ifdef PROCESS_FAILS\n"
     "    return -1;\n"
     "#endif\n"
@@ -100,6 +111,10 @@ static const char template_src[] =
     "#ifdef SAMPLE_OUT_OF_RANGE\n"
     "    (void)p; (void)rng;\n"
     "    return n;\n"
+    "#elif defined(SAMPLE_ZERO_WIDE)\n"
+    "    for (int i = 64; i < n; i++)\n"
+    "        if (p[i] == 0) return i;\n"
+    "    return sd_su_sample_cdf(p, n, rng);\n"
     "#elif defined(SAMPLE_ARGMAX)\n"
     "    (void)rng;\n"
     "    return sd_su_argmax(p, n);\n"
@@ -115,6 +130,16 @@ static const char template_src[] =
     "    create, destroy, process, sample,\n"
     "#endif\n"
     "};\n"
+    "#ifdef CTOR_MARKER\n"
+    "#include <stdio.h>\n"
+    "#include <unistd.h>\n"
+    "__attribute__((constructor)) static void boom(void) {\n"
+    "    FILE *f = fopen(CTOR_MARKER, \"w\");\n"
+    "    if (f) { fprintf(f, \"%d\", (int)getpid()); fclose(f); }\n"
+    "    volatile int *volatile null = NULL;\n"
+    "    *null = 1;\n"
+    "}\n"
+    "#endif\n"
     "#ifdef UNDEFINED_REF\n"
     "extern int sd_no_such_function(void);\n"
     "int call_it(void) { return sd_no_such_function(); }\n"
@@ -543,5 +568,139 @@ Test(loader, listing) {
     cr_assert(strstr(buf, "(0, 1]"), "%s", buf);
     cr_assert(strstr(buf, "[1, 2147483647]"), "%s", buf);
     free(buf);
+    sd_samplers_close(s);
+}
+
+/* ---- isolation: plugin code runs first in a child process -------------- */
+
+static int has_warning(const sd_sampler_set *s, const char *want) {
+    for (int k = 0; k < sd_samplers_n_warnings(s); k++)
+        if (!strcmp(sd_samplers_warning(s, k), want))
+            return 1;
+    return 0;
+}
+
+/* A plugin that segfaults, hangs or aborts in its self-test is listed as
+ * broken with the reason; the good one loads. The hang costs the probe's
+ * 2 s; the criterion timeout bounds the test if isolation breaks. */
+Test(loader, crash_hang_abort_are_broken_not_fatal, .timeout = 30) {
+    fresh_dir("isolate");
+    build("isolate", "good.so", "");
+    build("isolate", "segv.so", "-DPLUGIN_NAME=segv -DPROCESS_SEGV");
+    build("isolate", "hang.so", "-DPLUGIN_NAME=hang -DPROCESS_HANG");
+    build("isolate", "abort.so", "-DPLUGIN_NAME=abrt -DPROCESS_ABORT");
+    sd_sampler_set *s = open_dirs(ROOT "/isolate", NULL);
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert_str_eq(sd_samplers_name(s, 0), "good");
+    cr_assert_eq(sd_samplers_n_warnings(s), 3);
+    cr_assert(has_warning(s, ROOT "/isolate/segv.so: killed by SIGSEGV during the self-test"),
+              "%s", sd_samplers_warning(s, 0));
+    cr_assert(has_warning(s, ROOT "/isolate/abort.so: killed by SIGABRT during the self-test"));
+    cr_assert(has_warning(s, ROOT "/isolate/hang.so: no answer in 2 s during the self-test; "
+                               "killed"));
+    sd_err e;
+    char *list = sd_samplers_list(s, &e);
+    cr_assert(list, "%s", e.msg);
+    cr_assert(strstr(list, "good  (" ROOT "/isolate/good.so)"), "%s", list);
+    cr_assert(strstr(list, "broken  (" ROOT "/isolate/segv.so): killed by SIGSEGV"), "%s", list);
+    free(list);
+    sd_samplers_close(s);
+}
+
+static int exists(const char *path) {
+    return access(path, F_OK) == 0;
+}
+
+/* Loading one sampler by name dlopens that plugin only: a crashing file
+ * later on the search path is never touched, and one earlier is probed in
+ * a child (its constructor runs there, not here) and skipped. */
+Test(loader, load_by_name_touches_only_what_it_needs, .timeout = 30) {
+    fresh_dir("lazy");
+    const char *marker = ROOT "/lazy/marker";
+    build("lazy", "crash.so", "-DCTOR_MARKER='\"" ROOT "/lazy/marker\"'");
+    const char *later[] = {"plugins", ROOT "/lazy"};
+    sd_err e;
+    sd_sampler_set *s = sd_samplers_open_lazy(later, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(sd_samplers_count(s), 0);
+    cr_assert_geq(sd_samplers_load(s, "top_k", &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert_str_eq(sd_samplers_file(s, 0), "plugins/top_k.so");
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    cr_assert(!exists(marker), "the crashing plugin was opened");
+    sd_samplers_close(s);
+
+    const char *earlier[] = {ROOT "/lazy", "plugins"};
+    s = sd_samplers_open_lazy(earlier, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_geq(sd_samplers_load(s, "top_k", &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert(has_warning(s, ROOT "/lazy/crash.so: killed by SIGSEGV while loading (dlopen, its "
+                               "constructors)"),
+              "%s", sd_samplers_warning(s, 0));
+    FILE *f = fopen(marker, "r");
+    cr_assert(f, "the probe did not run the constructor");
+    int pid = 0;
+    cr_assert_eq(fscanf(f, "%d", &pid), 1);
+    fclose(f);
+    cr_assert_neq(pid, (int)getpid(), "the constructor ran in this process");
+    cr_assert_eq(sd_samplers_load(s, "nope", &e), -1);
+    cr_assert(strstr(e.msg, "unknown sampler 'nope' (available: top_k, greedy, "), "%s", e.msg);
+    sd_samplers_close(s);
+}
+
+/* An id of probability 0 in the row sample() was given is caught at run
+ * time (the self-test's rows are too narrow to see this plugin do it). */
+Test(loader, zero_probability_id_at_run_time) {
+    sd_sampler_set *s = expect_loaded("zero", "-DPLUGIN_NAME=zero -DSAMPLE_ZERO_WIDE");
+    sd_err e;
+    sd_sampler *p = sd_sampler_create(s, "zero", NULL, 0, 100, &e);
+    cr_assert(p, "%s", e.msg);
+    float probs[100] = {0};
+    probs[3] = 1;
+    sd_rng r;
+    sd_rng_seed(&r, 1);
+    int32_t id;
+    cr_assert_eq(sd_sampler_sample(p, probs, 100, &r, &id, &e), -1);
+    cr_assert_str_eq(e.msg, "zero: sample returned token 64, which has probability 0 (plugin " ROOT
+                            "/zero/zero.so)");
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}
+
+/* A plugin built for another machine is named as such, from its ELF header
+ * (glibc would say "No such file or directory" for a foreign e_machine). */
+Test(loader, wrong_architecture) {
+    fresh_dir("arch");
+    build("arch", "good.so", "");
+    run("cp " ROOT "/arch/good.so " ROOT "/arch/machine.so && "
+        "cp " ROOT "/arch/good.so " ROOT "/arch/class.so && rm " ROOT "/arch/good.so");
+    /* e_machine (bytes 18-19, little-endian): 183 AArch64 on x86-64, 62
+     * x86-64 elsewhere; EI_CLASS (byte 4): 1, 32-bit. */
+#if defined(__x86_64__)
+    const unsigned char machine[2] = {183, 0};
+    const char *want = "machine 183 AArch64; this engine is 64-bit x86-64)";
+#else
+    const unsigned char machine[2] = {62, 0};
+    const char *want = "machine 62 x86-64; this engine is 64-bit";
+#endif
+    FILE *f = fopen(ROOT "/arch/machine.so", "r+b");
+    cr_assert(f);
+    cr_assert_eq(fseek(f, 18, SEEK_SET), 0);
+    cr_assert_eq(fwrite(machine, 1, 2, f), 2);
+    cr_assert_eq(fclose(f), 0);
+    f = fopen(ROOT "/arch/class.so", "r+b");
+    cr_assert(f);
+    cr_assert_eq(fseek(f, 4, SEEK_SET), 0);
+    cr_assert_eq(fputc(1, f), 1);
+    cr_assert_eq(fclose(f), 0);
+    sd_sampler_set *s = open_dirs(ROOT "/arch", NULL);
+    cr_assert_eq(sd_samplers_count(s), 0);
+    cr_assert_eq(sd_samplers_n_warnings(s), 2);
+    const char *w0 = sd_samplers_warning(s, 0), *w1 = sd_samplers_warning(s, 1);
+    const char *p0 = ROOT "/arch/class.so: built for another architecture (ELF 32-bit, ";
+    const char *p1 = ROOT "/arch/machine.so: built for another architecture (ELF 64-bit, ";
+    cr_assert(!strncmp(w0, p0, strlen(p0)), "%s", w0);
+    cr_assert(!strncmp(w1, p1, strlen(p1)) && strstr(w1, want), "%s", w1);
     sd_samplers_close(s);
 }

@@ -57,68 +57,65 @@ static char *read_file(const char *path, sd_err *e) {
     return buf;
 }
 
-/* The plugins of the search path the flags make (NULL: out of memory). */
-static sd_sampler_set *open_plugins(const sd_args *a, sd_err *e) {
-    char **dirs;
-    int n_dirs;
-    if (sd_plugin_dirs(a->c.plugin_dirs, a->c.n_plugin_dirs, &dirs, &n_dirs, e)) return NULL;
-    sd_sampler_set *s = sd_samplers_open((const char *const *)dirs, n_dirs, e);
-    sd_plugin_dirs_free(dirs, n_dirs);
-    return s;
-}
-
+/* Probes every plugin of the search path (each in a child process) and
+ * lists them, the broken ones with their reason; this process dlopens none. */
 static int list_samplers(const sd_args *a, sd_err *e) {
-    sd_sampler_set *s = open_plugins(a, e);
+    sd_sampler_set *s = sd_session_plugins(&a->c, e);
     if (!s) return -1;
-    sd_cli_warnings(s);
     int rc = sd_cli_list_samplers(s, stdout, e);
     sd_samplers_close(s);
     return rc;
 }
 
-/* --sampler and --sampler-arg against the plugins found, before anything
- * else is loaded, so that a bad name or value is a usage error and costs no
- * model load. Returns the exit status: 0, 2 for a bad name or value (the
- * message names the flag and the value), 1 when the plugins could not be
- * loaded at all (out of memory). */
-static int check_sampler(const sd_args *a, sd_err *e) {
-    sd_sampler_set *s = open_plugins(a, e);
-    if (!s) return 1;
-    int bad, rc = 0;
-    if (sd_sampler_check(s, a->c.sampler, a->c.sampler_args, a->c.n_sampler_args, &bad, e)) {
-        rc = 2;
-        /* The plugin that would have provided the name may be among the
-         * ones skipped: say why. */
-        sd_cli_warnings(s);
-        char flag[SD_ERRLEN / 2];
-        if (bad < 0)
-            snprintf(flag, sizeof flag, "--sampler %s", a->c.sampler);
-        else
-            snprintf(flag, sizeof flag, "--sampler-arg %s", a->c.sampler_args[bad]);
-        sd_wrap(e, flag);
-    }
-    sd_samplers_close(s);
-    return rc;
+/* --sampler and --sampler-arg against the plugin found for the name, before
+ * any model is loaded, so that a bad name or value is a usage error and
+ * costs no model load. The set, holding that one plugin, goes on to the
+ * session. Returns the exit status: 0, 2 for a bad name or value (the
+ * message names the flag and the value), 1 when the search itself failed
+ * (out of memory, no fork). */
+static int check_sampler(const sd_args *a, sd_sampler_set *s, sd_err *e) {
+    int bad = -1, found = sd_samplers_load(s, a->c.sampler, e);
+    if (found == -2) return 1;
+    if (found >= 0 &&
+        !sd_sampler_check(s, a->c.sampler, a->c.sampler_args, a->c.n_sampler_args, &bad, e))
+        return 0;
+    /* The plugin that would have provided the name may be among the ones
+     * skipped: say why. */
+    sd_cli_warnings(s);
+    char flag[SD_ERRLEN / 2];
+    if (bad < 0)
+        snprintf(flag, sizeof flag, "--sampler %s", a->c.sampler);
+    else
+        snprintf(flag, sizeof flag, "--sampler-arg %s", a->c.sampler_args[bad]);
+    sd_wrap(e, flag);
+    return 2;
 }
 
+/* Returns the exit status. */
 static int run(const sd_args *a, sd_err *e) {
-    if (a->list_samplers) return list_samplers(a, e);
+    if (a->list_samplers) return list_samplers(a, e) ? 1 : 0;
+    sd_sampler_set *set = sd_session_plugins(&a->c, e);
+    if (!set) return 1;
+    int rc = a->c.sampler ? check_sampler(a, set, e) : 0;
     char *file_text = NULL;
-    if (a->prompt_file && !(file_text = read_file(a->prompt_file, e))) return -1;
+    if (!rc && a->prompt_file && !(file_text = read_file(a->prompt_file, e))) rc = 1;
+    if (rc) {
+        sd_samplers_close(set);
+        return rc;
+    }
     sd_cli cli = {.json = a->json, .debug = a->debug};
-    if (sd_session_open(&cli.s, &a->c, e)) {
+    if (sd_session_open_with(&cli.s, &a->c, set, e)) {
         free(file_text);
-        return -1;
+        return 1;
     }
     sd_cli_warnings(cli.s.samplers);
     if (cli.s.notice[0]) fprintf(stderr, "specdec: note: %s\n", cli.s.notice);
     const char *prompt = file_text ? file_text : a->prompt;
-    int rc = 0;
     if (a->interactive) rc = sd_repl_run(&cli, prompt, e);
     else rc = sd_cli_run(&cli, prompt, stdout, e);
     sd_session_close(&cli.s);
     free(file_text);
-    return rc;
+    return rc ? 1 : 0;
 }
 
 /* --perplexity FILE; returns the exit status (1 for the file or the model,
@@ -147,14 +144,7 @@ int main(int argc, char **argv) {
         if (rc) fprintf(stderr, "specdec: %s\n", e.msg);
         return rc;
     }
-    int rc = !a.list_samplers && a.c.sampler ? check_sampler(&a, &e) : 0;
-    if (rc) {
-        fprintf(stderr, "specdec: %s\n", e.msg);
-        return rc;
-    }
-    if (run(&a, &e)) {
-        fprintf(stderr, "specdec: %s\n", e.msg);
-        return 1;
-    }
-    return 0;
+    int rc = run(&a, &e);
+    if (rc) fprintf(stderr, "specdec: %s\n", e.msg);
+    return rc;
 }

@@ -9,7 +9,8 @@
 #define N_ORDER SD_N_STRATEGIES
 #define order sd_strategy_order
 
-int sd_cli_list_samplers(const sd_sampler_set *set, FILE *out, sd_err *e) {
+int sd_cli_list_samplers(sd_sampler_set *set, FILE *out, sd_err *e) {
+    if (sd_samplers_probe_all(set, e)) return -1;
     char *text = sd_samplers_list(set, e);
     if (!text) return -1;
     fputs(text, out);

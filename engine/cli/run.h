@@ -27,8 +27,10 @@ typedef struct sd_cli {
 int sd_cli_run(sd_cli *c, const char *prompt, FILE *out, sd_err *e);
 /* The current settings, as /help shows them. */
 void sd_cli_describe(const sd_cli *c, FILE *out);
-/* The samplers found, their files and parameters (--list-samplers). */
-int sd_cli_list_samplers(const sd_sampler_set *set, FILE *out, sd_err *e);
+/* Every plugin of the set's search path, probed in child processes: the
+ * samplers, their files and parameters, then the broken files with their
+ * reason (--list-samplers, the interactive /sampler). */
+int sd_cli_list_samplers(sd_sampler_set *set, FILE *out, sd_err *e);
 /* Plugin loading warnings, one "specdec: warning: ..." line each. */
 void sd_cli_warnings(const sd_sampler_set *set);
 /* The --debug line of one verification round. */

@@ -3,14 +3,20 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "samplers/sampler.h"
@@ -29,15 +35,22 @@ typedef struct sd_plugin {
     const sd_sampler_desc *d;
 } sd_plugin;
 
+typedef struct probed probed;
+
 struct sd_sampler_set {
-    sd_plugin *plugins;
+    sd_plugin *plugins; /* dlopened in this process */
     int n, cap;
     char **warnings;
     int n_warn, cap_warn;
+    char **dirs; /* the search path, for loading by name later */
+    int n_dirs, cap_dirs;
+    probed *probed; /* every file probed, in probe order */
+    int n_probed, cap_probed;
 };
 
 struct sd_sampler {
     const sd_sampler_desc *d;
+    const char *file; /* the plugin's, owned by the set */
     void *handle;
     int max_vocab;
     sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
@@ -438,14 +451,52 @@ done:
 }
 
 /* ---------------------------------------------------------------------------
- * Loading
+ * Probing: plugin code runs first in a child process
  * ------------------------------------------------------------------------ */
 
-int sd_samplers_find(const sd_sampler_set *s, const char *name) {
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->plugins[i].d->name, name))
-            return i;
-    return -1;
+/* A plugin is native code: its constructor, its descriptor function or its
+ * self-test may crash, hang or call abort(). Each file is therefore first
+ * opened and self-tested in a forked child, which reports back over a pipe;
+ * the parent dlopens only a file its child found good, and a probe that
+ * dies or overruns SD_PROBE_TIMEOUT_MS becomes a warning naming the signal,
+ * the exit status or the time limit, and the phase it was in. */
+
+/* What a child reports: the sampler's name and its listing entry, or why
+ * the file is unusable. */
+typedef struct probe_report {
+    int ok;
+    char name[SD_SAMPLER_MAX_NAME + 1];
+    char why[SD_ERRLEN];
+    char entry[4096];
+} probe_report;
+
+/* Phases the child announces, one byte each, before the report ('R'). */
+#define PHASE_LOAD 'L'
+#define PHASE_DESC 'D'
+#define PHASE_TEST 'T'
+#define PHASE_REPORT 'R'
+
+/* One file of the search path, probed once per set. */
+struct probed {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    int ok;
+    char name[SD_SAMPLER_MAX_NAME + 1];
+    char *text; /* ok: the listing entry; otherwise the reason */
+};
+
+static void format_entry(FILE *out, const sd_sampler_desc *d, const char *file) {
+    fprintf(out, "%s  (%s)\n", d->name, file);
+    if (d->description && d->description[0])
+        fprintf(out, "    %s\n", d->description);
+    for (int j = 0; j < d->n_params; j++) {
+        const sd_sampler_param *p = &d->params[j];
+        char r[96];
+        format_range(p, r, sizeof r);
+        fprintf(out, "    %-14s %-5s default %-8.15g range %-18s %s\n", p->name,
+                p->type == SD_SAMPLER_INT ? "int" : "float", p->def, r, p->help ? p->help : "");
+    }
 }
 
 /* dlerror() usually starts with the path it was given; the warning already
@@ -457,137 +508,513 @@ static const char *strip_path(const char *msg, const char *path) {
     return msg;
 }
 
-/* Loads one file. Returns 0 when it was loaded or skipped with a warning,
- * -1 on out of memory. */
-static int load_file(sd_sampler_set *s, const char *path) {
-    char why[SD_ERRLEN];
-    dlerror();
-    /* RTLD_NOW: unresolved symbols fail here, not in the middle of a run. */
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        const char *msg = dlerror();
-        return add_warning(s, "%s: dlopen failed: %s", path,
-                           msg ? strip_path(msg, path) : "unknown error");
+static const char *machine_name(unsigned m) {
+    switch (m) {
+    case EM_386: return "x86";
+    case EM_X86_64: return "x86-64";
+    case EM_ARM: return "ARM";
+    case EM_AARCH64: return "AArch64";
+    case EM_PPC64: return "PowerPC64";
+    case EM_RISCV: return "RISC-V";
+    case EM_S390: return "S390";
+    default: return "unknown";
     }
-    void *sym = dlsym(dl, SD_SAMPLER_ENTRY_SYMBOL);
+}
+
+#if defined(__x86_64__)
+#define HOST_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define HOST_MACHINE EM_AARCH64
+#else
+#define HOST_MACHINE 0
+#endif
+#define HOST_CLASS (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+
+/* Reads the ELF header, without running anything: glibc reports a foreign
+ * machine as "No such file or directory" (it skips such files while
+ * searching), so the class and machine are compared here. Returns 1 with
+ * why filled when the file is an ELF object for another architecture. */
+static int foreign_elf(const char *path, char *why, size_t len) {
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < sizeof h || memcmp(h, ELFMAG, SELFMAG))
+        return 0;
+    unsigned machine = h[EI_DATA] == ELFDATA2MSB ? (unsigned)h[18] << 8 | h[19]
+                                                 : (unsigned)h[19] << 8 | h[18];
+    int bits = h[EI_CLASS] == ELFCLASS64 ? 64 : h[EI_CLASS] == ELFCLASS32 ? 32 : 0;
+    if (h[EI_CLASS] == HOST_CLASS && (HOST_MACHINE == 0 || machine == HOST_MACHINE))
+        return 0;
+    snprintf(why, len,
+             "built for another architecture (ELF %d-bit, machine %u %s; this engine is "
+             "%d-bit %s)",
+             bits, machine, machine_name(machine), HOST_CLASS == ELFCLASS64 ? 64 : 32,
+             machine_name(HOST_MACHINE));
+    return 1;
+}
+
+/* A dlopen failure, with glibc's architecture messages named as such. */
+static void dlopen_reason(const char *path, char *why, size_t len) {
+    const char *msg = dlerror();
+    msg = msg ? strip_path(msg, path) : "unknown error";
+    if (strstr(msg, "wrong ELF class") || strstr(msg, "ELF file's machine") ||
+        strstr(msg, "ELF load command"))
+        snprintf(why, len, "built for another architecture (dlopen failed: %s)", msg);
+    else
+        snprintf(why, len, "dlopen failed: %s", msg);
+}
+
+/* Opens path and returns its checked descriptor (NULL with why). phase,
+ * when given, is told each step before plugin code runs. */
+static const sd_sampler_desc *open_plugin(const char *path, void **dl, void (*phase)(int c),
+                                          char *why, size_t len) {
+    dlerror();
+    if (phase)
+        phase(PHASE_LOAD);
+    /* RTLD_NOW: unresolved symbols fail here, not in the middle of a run. */
+    *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*dl) {
+        dlopen_reason(path, why, len);
+        return NULL;
+    }
+    void *sym = dlsym(*dl, SD_SAMPLER_ENTRY_SYMBOL);
     if (!sym) {
-        dlclose(dl);
-        return add_warning(s, "%s: missing symbol %s", path, SD_SAMPLER_ENTRY_SYMBOL);
+        snprintf(why, len, "missing symbol %s", SD_SAMPLER_ENTRY_SYMBOL);
+        return NULL;
     }
     const sd_sampler_desc *(*entry)(void);
     memcpy(&entry, &sym, sizeof entry);
+    if (phase)
+        phase(PHASE_DESC);
     const sd_sampler_desc *d = entry();
     if (!d) {
-        snprintf(why, sizeof why, "%s() returned NULL", SD_SAMPLER_ENTRY_SYMBOL);
-        goto reject;
+        snprintf(why, len, "%s() returned NULL", SD_SAMPLER_ENTRY_SYMBOL);
+        return NULL;
     }
-    if (check_descriptor(d, why, sizeof why))
-        goto reject;
-    int dup = sd_samplers_find(s, d->name);
-    if (dup >= 0) {
-        int rc = add_warning(s, "%s: sampler '%s' is already provided by %s; ignored", path,
-                             d->name, s->plugins[dup].file);
-        dlclose(dl);
-        return rc;
+    return check_descriptor(d, why, len) ? NULL : d;
+}
+
+static int child_fd = -1;
+
+static void child_write(const void *buf, size_t n) {
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(child_fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(3);
+        p += w;
+        n -= (size_t)w;
     }
-    if (self_test(d, why, sizeof why))
-        goto reject;
-    char *file = format("%s", path);
-    if (!file || grow((void **)&s->plugins, &s->cap, s->n + 1, sizeof *s->plugins)) {
-        free(file);
-        dlclose(dl);
+}
+
+static void child_phase(int c) {
+    char b = (char)c;
+    child_write(&b, 1);
+}
+
+/* The child: load, check, self-test, report, _exit (no atexit handlers, no
+ * flushing of stdio buffers copied from the parent). */
+static void probe_child(const char *path, int fd) {
+    static probe_report r;
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    static const int sigs[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGINT, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        signal(sigs[i], SIG_DFL);
+    child_fd = fd;
+    void *dl;
+    const sd_sampler_desc *d = open_plugin(path, &dl, child_phase, r.why, sizeof r.why);
+    if (d) {
+        child_phase(PHASE_TEST);
+        if (!self_test(d, r.why, sizeof r.why)) {
+            r.ok = 1;
+            snprintf(r.name, sizeof r.name, "%s", d->name);
+            FILE *out = fmemopen(r.entry, sizeof r.entry, "w");
+            if (out) {
+                format_entry(out, d, path);
+                fclose(out);
+            }
+            r.entry[sizeof r.entry - 1] = '\0';
+        }
+    }
+    child_phase(PHASE_REPORT);
+    child_write(&r, sizeof r);
+    _exit(0);
+}
+
+static const char *phase_text(int c) {
+    switch (c) {
+    case PHASE_LOAD: return "while loading (dlopen, its constructors)";
+    case PHASE_DESC: return "in " SD_SAMPLER_ENTRY_SYMBOL "()";
+    case PHASE_TEST: return "during the self-test";
+    default: return "before loading";
+    }
+}
+
+static const char *signal_name(int sig) {
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGPIPE: return "SIGPIPE";
+    default: return NULL;
+    }
+}
+
+static long long now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Runs probe_child for path and fills r from its report, or with why it
+ * gave none. Returns -1 only when no child could be started. */
+static int probe_file(const char *path, probe_report *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    if (foreign_elf(path, r->why, sizeof r->why))
+        return 0;
+    int fds[2];
+    if (pipe(fds)) {
+        snprintf(err, errlen, "%s: cannot create a pipe for the probe: %s", path, strerror(errno));
         return -1;
     }
-    s->plugins[s->n++] = (sd_plugin){file, dl, d};
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "%s: cannot fork the probe: %s", path, strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        probe_child(path, fds[1]);
+    }
+    close(fds[1]);
+    /* Phase bytes, then 'R' and the report: read until EOF or the limit. */
+    int phase = 0, timed_out = 0;
+    size_t got = 0;
+    long long end = now_ms() + SD_PROBE_TIMEOUT_MS;
+    for (;;) {
+        long long left = end - now_ms();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            continue;
+        ssize_t k;
+        if (phase == PHASE_REPORT) {
+            k = read(fds[0], (char *)r + got, sizeof *r - got);
+            if (k > 0)
+                got += (size_t)k;
+        } else {
+            char c;
+            k = read(fds[0], &c, 1);
+            if (k == 1)
+                phase = c;
+        }
+        if (k == 0 || (k < 0 && errno != EINTR) || got == sizeof *r)
+            break;
+    }
+    close(fds[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (got == sizeof *r) {
+        r->name[sizeof r->name - 1] = '\0';
+        r->why[sizeof r->why - 1] = '\0';
+        r->entry[sizeof r->entry - 1] = '\0';
+        return 0;
+    }
+    memset(r, 0, sizeof *r);
+    if (timed_out)
+        snprintf(r->why, sizeof r->why, "no answer in %g s %s; killed",
+                 SD_PROBE_TIMEOUT_MS / 1000.0, phase_text(phase));
+    else if (WIFSIGNALED(st) && signal_name(WTERMSIG(st)))
+        snprintf(r->why, sizeof r->why, "killed by %s %s", signal_name(WTERMSIG(st)),
+                 phase_text(phase));
+    else if (WIFSIGNALED(st))
+        snprintf(r->why, sizeof r->why, "killed by signal %d %s", WTERMSIG(st),
+                 phase_text(phase));
+    else if (WIFEXITED(st))
+        snprintf(r->why, sizeof r->why, "exited with status %d %s", WEXITSTATUS(st),
+                 phase_text(phase));
+    else
+        snprintf(r->why, sizeof r->why, "the probe ended without a report %s", phase_text(phase));
     return 0;
-reject:
-    dlclose(dl);
-    return add_warning(s, "%s: %s", path, why);
 }
+
+/* ---------------------------------------------------------------------------
+ * Loading
+ * ------------------------------------------------------------------------ */
+
+int sd_samplers_find(const sd_sampler_set *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->plugins[i].d->name, name))
+            return i;
+    return -1;
+}
+
+/* dlopens a file its probe found good, in the parent. The self-test is not
+ * repeated; the descriptor is checked again (it is the parent's copy) and
+ * must carry the name the probe saw. Returns 0 (loaded or warned), -1 on
+ * out of memory. */
+static int load_probed(sd_sampler_set *s, const probed *f) {
+    char why[SD_ERRLEN];
+    void *dl = NULL;
+    const sd_sampler_desc *d = open_plugin(f->path, &dl, NULL, why, sizeof why);
+    if (d && strcmp(d->name, f->name))
+        snprintf(why, sizeof why, "names sampler '%s' now, '%s' when probed", d->name, f->name);
+    else if (d) {
+        char *file = format("%s", f->path);
+        if (!file || grow((void **)&s->plugins, &s->cap, s->n + 1, sizeof *s->plugins)) {
+            free(file);
+            dlclose(dl);
+            return -1;
+        }
+        s->plugins[s->n++] = (sd_plugin){file, dl, d};
+        return 0;
+    }
+    if (dl)
+        dlclose(dl);
+    return add_warning(s, "%s: %s", f->path, why);
+}
+
+/* The record of path, probing it when it is new (*fresh = 1). NULL with
+ * *fresh = 0 when it is not a regular file (warned); *oom on out of memory
+ * or a probe that could not start (e filled). */
+static probed *record(sd_sampler_set *s, const char *path, int *fresh, int *oom, sd_err *e) {
+    *fresh = 0;
+    *oom = 0;
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode)) {
+        int bad = stat(path, &st) ? add_warning(s, "%s: cannot stat: %s", path, strerror(errno))
+                                  : add_warning(s, "%s: not a regular file", path);
+        if (bad) {
+            *oom = 1;
+            sd_fail(e, "out of memory loading sampler plugins");
+        }
+        return NULL;
+    }
+    for (int i = 0; i < s->n_probed; i++)
+        if (s->probed[i].dev == st.st_dev && s->probed[i].ino == st.st_ino)
+            return &s->probed[i];
+    probe_report *r = malloc(sizeof *r);
+    char err[SD_ERRLEN];
+    if (!r || grow((void **)&s->probed, &s->cap_probed, s->n_probed + 1, sizeof *s->probed)) {
+        free(r);
+        *oom = 1;
+        sd_fail(e, "out of memory loading sampler plugins");
+        return NULL;
+    }
+    if (probe_file(path, r, err, sizeof err)) {
+        free(r);
+        *oom = 1;
+        sd_fail(e, "%s", err);
+        return NULL;
+    }
+    probed f = {format("%s", path), st.st_dev, st.st_ino, r->ok, "",
+                format("%s", r->ok ? r->entry : r->why)};
+    snprintf(f.name, sizeof f.name, "%s", r->name);
+    free(r);
+    if (!f.path || !f.text || (!f.ok && add_warning(s, "%s: %s", path, f.text))) {
+        free(f.path);
+        free(f.text);
+        *oom = 1;
+        sd_fail(e, "out of memory loading sampler plugins");
+        return NULL;
+    }
+    s->probed[s->n_probed] = f;
+    *fresh = 1;
+    return &s->probed[s->n_probed++];
+}
+
+static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *name, sd_err *e);
 
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-typedef struct file_id {
-    dev_t dev;
-    ino_t ino;
-} file_id;
-
-typedef struct seen_files {
-    file_id *ids;
-    int n, cap;
-} seen_files;
-
-/* Returns 1 when the file was already visited, 0 after recording it, -1 on
- * out of memory. */
-static int visit(seen_files *seen, const struct stat *st) {
-    for (int i = 0; i < seen->n; i++)
-        if (seen->ids[i].dev == st->st_dev && seen->ids[i].ino == st->st_ino)
-            return 1;
-    if (grow((void **)&seen->ids, &seen->cap, seen->n + 1, sizeof *seen->ids))
-        return -1;
-    seen->ids[seen->n++] = (file_id){st->st_dev, st->st_ino};
-    return 0;
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }
 
-static int scan_dir(sd_sampler_set *s, const char *dir, seen_files *seen) {
+/* The *.so paths of dir in byte-wise order. An unreadable directory is a
+ * warning and no files. Returns -1 on out of memory. */
+static int list_dir(sd_sampler_set *s, const char *dir, char ***paths, int *n_paths) {
+    *paths = NULL;
+    *n_paths = 0;
     DIR *dp = opendir(dir);
     if (!dp)
         return add_warning(s, "%s: cannot open plugin directory: %s", dir, strerror(errno));
     char **names = NULL;
-    int n = 0, cap = 0, rc = -1;
+    int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(dp))) {
         size_t len = strlen(de->d_name);
         if (len <= 3 || strcmp(de->d_name + len - 3, ".so"))
             continue;
         if (grow((void **)&names, &cap, n + 1, sizeof *names) ||
-            !(names[n] = format("%s", de->d_name)))
-            goto out;
+            !(names[n] = format("%s", de->d_name))) {
+            free_names(names, n);
+            closedir(dp);
+            return -1;
+        }
         n++;
     }
+    closedir(dp);
     qsort(names, (size_t)n, sizeof *names, cmp_names);
     for (int i = 0; i < n; i++) {
-        char *path = join_path(dir, names[i]);
-        if (!path)
-            goto out;
-        struct stat st;
-        int r;
-        if (stat(path, &st))
-            r = add_warning(s, "%s: cannot stat: %s", path, strerror(errno));
-        else if (!S_ISREG(st.st_mode))
-            r = add_warning(s, "%s: not a regular file", path);
-        else if ((r = visit(seen, &st)) == 0)
-            r = load_file(s, path);
-        free(path);
-        if (r < 0)
-            goto out;
-    }
-    rc = 0;
-out:
-    for (int i = 0; i < n; i++)
+        char *p = join_path(dir, names[i]);
+        if (!p) {
+            free_names(names, n);
+            return -1;
+        }
         free(names[i]);
-    free(names);
-    closedir(dp);
+        names[i] = p;
+    }
+    *paths = names;
+    *n_paths = n;
+    return 0;
+}
+
+static sd_sampler_set *new_set(const char *const *dirs, int n_dirs) {
+    sd_sampler_set *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    for (int i = 0; i < n_dirs; i++)
+        if (add_dir(&s->dirs, &s->n_dirs, &s->cap_dirs, dirs[i], strlen(dirs[i]))) {
+            sd_samplers_close(s);
+            return NULL;
+        }
+    return s;
+}
+
+/* Probes every file of one directory; load: dlopen the good ones (the
+ * first of each name). */
+static int scan_dir(sd_sampler_set *s, const char *dir, int load, sd_err *e) {
+    char **paths;
+    int n;
+    if (list_dir(s, dir, &paths, &n))
+        return sd_fail(e, "out of memory loading sampler plugins");
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int fresh, oom;
+        probed *f = record(s, paths[i], &fresh, &oom, e);
+        if (oom)
+            rc = -1;
+        else if (!f || !fresh || !f->ok || !load)
+            continue;
+        else if (sd_samplers_find(s, f->name) >= 0) {
+            const char *first = s->plugins[sd_samplers_find(s, f->name)].file;
+            if (add_warning(s, "%s: sampler '%s' is already provided by %s; ignored", f->path,
+                            f->name, first))
+                rc = sd_fail(e, "out of memory loading sampler plugins");
+        } else if (load_probed(s, f))
+            rc = sd_fail(e, "out of memory loading sampler plugins");
+    }
+    free_names(paths, n);
     return rc;
 }
 
 sd_sampler_set *sd_samplers_open(const char *const *dirs, int n_dirs, sd_err *e) {
-    sd_sampler_set *s = calloc(1, sizeof *s);
-    seen_files seen = {NULL, 0, 0};
-    if (!s)
-        goto oom;
+    sd_sampler_set *s = new_set(dirs, n_dirs);
+    if (!s) {
+        sd_fail(e, "out of memory loading sampler plugins");
+        return NULL;
+    }
     for (int i = 0; i < n_dirs; i++)
-        if (scan_dir(s, dirs[i], &seen))
-            goto oom;
-    free(seen.ids);
+        if (scan_dir(s, dirs[i], 1, e)) {
+            sd_samplers_close(s);
+            return NULL;
+        }
     return s;
-oom:
-    free(seen.ids);
-    sd_samplers_close(s);
+}
+
+sd_sampler_set *sd_samplers_open_lazy(const char *const *dirs, int n_dirs, sd_err *e) {
+    sd_sampler_set *s = new_set(dirs, n_dirs);
+    if (!s)
+        sd_fail(e, "out of memory loading sampler plugins");
+    return s;
+}
+
+int sd_samplers_probe_all(sd_sampler_set *s, sd_err *e) {
+    for (int i = 0; i < s->n_dirs; i++)
+        if (scan_dir(s, s->dirs[i], 0, e))
+            return -1;
+    return 0;
+}
+
+/* Loads f when it is good and provides name. Returns 1 when loaded, 0 when
+ * not this one, -1 on out of memory. */
+static int take_if(sd_sampler_set *s, const probed *f, const char *name, sd_err *e) {
+    if (!f || !f->ok || strcmp(f->name, name))
+        return 0;
+    int had = s->n;
+    if (load_probed(s, f))
+        return sd_fail(e, "out of memory loading sampler plugins");
+    return s->n > had;
+}
+
+static int load_failed(sd_err *e) {
     sd_fail(e, "out of memory loading sampler plugins");
-    return NULL;
+    return -2;
+}
+
+/* Per directory, in search order: <name>.so first (the usual case costs one
+ * probe), then the directory's other *.so files, each probed in a child. */
+int sd_samplers_load(sd_sampler_set *s, const char *name, sd_err *e) {
+    int idx = sd_samplers_find(s, name);
+    if (idx >= 0)
+        return idx;
+    for (int i = 0; i < s->n_dirs; i++) {
+        char *guess = format("%s.so", name);
+        char *path = guess ? join_path(s->dirs[i], guess) : NULL;
+        free(guess);
+        if (!path)
+            return load_failed(e);
+        int fresh, oom = 0, r = 0;
+        struct stat st;
+        if (!stat(path, &st)) {
+            probed *f = record(s, path, &fresh, &oom, e);
+            r = oom ? -1 : take_if(s, f, name, e);
+        }
+        free(path);
+        if (r)
+            return r < 0 ? -2 : s->n - 1;
+        char **paths;
+        int n;
+        if (list_dir(s, s->dirs[i], &paths, &n))
+            return load_failed(e);
+        for (int k = 0; k < n && !r; k++) {
+            probed *f = record(s, paths[k], &fresh, &oom, e);
+            r = oom ? -1 : take_if(s, f, name, e);
+        }
+        free_names(paths, n);
+        if (r)
+            return r < 0 ? -2 : s->n - 1;
+    }
+    find_desc(s, name, e);
+    return -1;
 }
 
 void sd_samplers_close(sd_sampler_set *s) {
@@ -599,6 +1026,12 @@ void sd_samplers_close(sd_sampler_set *s) {
     }
     for (int i = 0; i < s->n_warn; i++)
         free(s->warnings[i]);
+    for (int i = 0; i < s->n_probed; i++) {
+        free(s->probed[i].path);
+        free(s->probed[i].text);
+    }
+    sd_plugin_dirs_free(s->dirs, s->n_dirs);
+    free(s->probed);
     free(s->plugins);
     free(s->warnings);
     free(s);
@@ -624,8 +1057,12 @@ const char *sd_samplers_file(const sd_sampler_set *s, int i) {
     return (i >= 0 && i < s->n) ? s->plugins[i].file : NULL;
 }
 
-static const char *type_name(int32_t type) {
-    return type == SD_SAMPLER_INT ? "int" : "float";
+/* 1 when f is the first good file providing its name (the one that wins). */
+static int first_of_name(const sd_sampler_set *s, int i) {
+    for (int j = 0; j < i; j++)
+        if (s->probed[j].ok && !strcmp(s->probed[j].name, s->probed[i].name))
+            return 0;
+    return s->probed[i].ok;
 }
 
 char *sd_samplers_list(const sd_sampler_set *s, sd_err *e) {
@@ -636,21 +1073,17 @@ char *sd_samplers_list(const sd_sampler_set *s, sd_err *e) {
         sd_fail(e, "out of memory");
         return NULL;
     }
-    if (s->n == 0)
-        fprintf(out, "no samplers loaded\n");
-    for (int i = 0; i < s->n; i++) {
-        const sd_sampler_desc *d = s->plugins[i].d;
-        fprintf(out, "%s  (%s)\n", d->name, s->plugins[i].file);
-        if (d->description && d->description[0])
-            fprintf(out, "    %s\n", d->description);
-        for (int j = 0; j < d->n_params; j++) {
-            const sd_sampler_param *p = &d->params[j];
-            char r[96];
-            format_range(p, r, sizeof r);
-            fprintf(out, "    %-14s %-5s default %-8.15g range %-18s %s\n", p->name,
-                    type_name(p->type), p->def, r, p->help ? p->help : "");
+    int shown = 0;
+    for (int i = 0; i < s->n_probed; i++)
+        if (first_of_name(s, i)) {
+            fputs(s->probed[i].text, out);
+            shown++;
         }
-    }
+    if (shown == 0)
+        fprintf(out, "no samplers loaded\n");
+    for (int i = 0; i < s->n_probed; i++)
+        if (!s->probed[i].ok)
+            fprintf(out, "broken  (%s): %s\n", s->probed[i].path, s->probed[i].text);
     if (fclose(out) || !text) {
         free(text);
         sd_fail(e, "out of memory");
@@ -719,18 +1152,20 @@ static int parse_value(const char *sampler, const sd_sampler_param *p, const cha
     return 0;
 }
 
-/* The descriptor of the sampler called name, or NULL with the names that
- * are loaded. */
+/* The descriptor of the sampler called name (loaded), or NULL with the
+ * names of the good plugins probed so far. */
 static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *name, sd_err *e) {
     int idx = sd_samplers_find(s, name);
     if (idx >= 0)
         return s->plugins[idx].d;
     char avail[SD_ERRLEN / 2] = "";
     size_t used = 0;
-    for (int i = 0; i < s->n; i++)
-        appendf(avail, sizeof avail, &used, "%s%s", i ? ", " : "", s->plugins[i].d->name);
+    int shown = 0;
+    for (int i = 0; i < s->n_probed; i++)
+        if (first_of_name(s, i))
+            appendf(avail, sizeof avail, &used, "%s%s", shown++ ? ", " : "", s->probed[i].name);
     sd_fail(e, "unknown sampler '%s' (available: %s)", name,
-            s->n ? avail : "none, no plugin loaded");
+            shown ? avail : "none, no plugin loaded");
     return NULL;
 }
 
@@ -784,6 +1219,7 @@ sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
         return NULL;
     }
     p->d = d;
+    p->file = s->plugins[sd_samplers_find(s, name)].file;
     p->max_vocab = max_vocab;
     int bad;
     if (parse_args(d, kv, n_kv, p->values, &bad, e))
@@ -839,11 +1275,12 @@ int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_row
         return sd_fail(e, "%s: bad shape %d x %d (n_vocab must be in [1, %d])", p->d->name,
                        n_rows, n_vocab, p->max_vocab);
     if (p->d->process(p->handle, logits, probs, n_rows, n_vocab))
-        return sd_fail(e, "%s: process failed (a logits row with NaN, +inf or no finite value?)",
-                       p->d->name);
+        return sd_fail(e, "%s: process failed: plugin %s returned an error on %d row(s) of %d",
+                       p->d->name, p->file, n_rows, n_vocab);
     char why[160];
     if (check_distribution(probs, n_rows, n_vocab, why, sizeof why))
-        return sd_fail(e, "%s: process returned an invalid distribution: %s", p->d->name, why);
+        return sd_fail(e, "%s: process returned an invalid distribution: %s (plugin %s)",
+                       p->d->name, why, p->file);
     return 0;
 }
 
@@ -855,8 +1292,13 @@ int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
     sd_sampler_rng lr = {rng_uniform, r};
     int32_t t = p->d->sample(p->handle, probs, n_vocab, &lr);
     if (t < 0 || t >= n_vocab)
-        return sd_fail(e, "%s: sample returned %" PRId32 ", outside [0, %d)", p->d->name, t,
-                       n_vocab);
+        return sd_fail(e, "%s: sample returned %" PRId32 ", outside [0, %d) (plugin %s)",
+                       p->d->name, t, n_vocab, p->file);
+    /* A token the distribution excludes would be emitted silently, and in
+     * speculative decoding break the rejection sampling's exactness. */
+    if (!(probs[t] > 0))
+        return sd_fail(e, "%s: sample returned token %" PRId32 ", which has probability 0 (plugin %s)",
+                       p->d->name, t, p->file);
     *id = t;
     return 0;
 }

@@ -57,6 +57,7 @@ int sd_session_set_sampler(sd_session *s, const char *name, const char *const *k
                            sd_err *e) {
     sd_sampler *p = NULL;
     if (name) {
+        if (sd_samplers_load(s->samplers, name, e) < 0) return -1;
         p = sd_sampler_create(s->samplers, name, kv, n_kv, s->target->hp.vocab, e);
         if (!p) return -1;
     }
@@ -113,15 +114,25 @@ static sd_model *load(sd_session *s, const char *path, int device, int threads, 
     return m;
 }
 
-int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
-    memset(s, 0, sizeof *s);
-    s->c = *c;
+sd_sampler_set *sd_session_plugins(const sd_config *c, sd_err *e) {
     char **dirs;
     int n_dirs;
-    if (sd_plugin_dirs(c->plugin_dirs, c->n_plugin_dirs, &dirs, &n_dirs, e)) return -1;
-    s->samplers = sd_samplers_open((const char *const *)dirs, n_dirs, e);
+    if (sd_plugin_dirs(c->plugin_dirs, c->n_plugin_dirs, &dirs, &n_dirs, e)) return NULL;
+    sd_sampler_set *set = sd_samplers_open_lazy((const char *const *)dirs, n_dirs, e);
     sd_plugin_dirs_free(dirs, n_dirs);
-    if (!s->samplers) return -1;
+    return set;
+}
+
+int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
+    sd_sampler_set *set = sd_session_plugins(c, e);
+    return set ? sd_session_open_with(s, c, set, e) : -1;
+}
+
+int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samplers,
+                         sd_err *e) {
+    memset(s, 0, sizeof *s);
+    s->c = *c;
+    s->samplers = samplers;
     s->target = load(s, c->model, c->device, c->threads, c->n_ctx, e);
     if (!s->target) goto fail;
     s->target_lm = (sd_lm){s->target, s->target->kv, 0};

@@ -97,12 +97,21 @@ typedef struct sd_session {
 sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, char *notice,
                         size_t cap, sd_err *e);
 
+/* The plugin set of c's search path, nothing loaded yet (the session loads
+ * the one plugin its sampler needs); NULL on out of memory. */
+sd_sampler_set *sd_session_plugins(const sd_config *c, sd_err *e);
 /* Opens the plugin search path, the models (each on the backend its device
  * setting names) and the sampler. Errors name the flag or file at fault. */
 int sd_session_open(sd_session *s, const sd_config *c, sd_err *e);
+/* sd_session_open with a plugin set the caller opened (sd_session_plugins,
+ * perhaps already holding the sampler's plugin); the session owns it from
+ * here, failure included. */
+int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samplers,
+                         sd_err *e);
 void sd_session_close(sd_session *s);
 
-/* Replaces the sampler (NULL name: built-in greedy). */
+/* Replaces the sampler (NULL name: built-in greedy), loading its plugin
+ * when the set has not yet. */
 int sd_session_set_sampler(sd_session *s, const char *name, const char *const *kv, int n_kv,
                            sd_err *e);
 /* Rebuilds the n-gram store with the current kind and N. */
