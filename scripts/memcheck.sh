@@ -9,9 +9,11 @@ command -v valgrind >/dev/null 2>&1 || { echo "memcheck: valgrind not found (apt
 # check WANT ARGS...: one valgrind run that must exit WANT (0 for a run
 # that succeeds, 2 for a bad flag value, 1 for a bad input found later; a
 # memcheck error or leak gives 99).
+runs=0
 check() {
     want=$1
     shift
+    runs=$((runs + 1))
     echo "memcheck (exit $want): $*"
     valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
         --show-leak-kinds=definite,indirect "$bin" "$@" >/dev/null 2>tests/tmp/memcheck.log
@@ -44,4 +46,4 @@ echo "memcheck: interactive"
 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
     "$bin" -m $m/stories260K.gguf -i <tests/tmp/memcheck.in >/dev/null 2>tests/tmp/memcheck.log \
     || { cat tests/tmp/memcheck.log >&2; echo "memcheck: FAILED: interactive" >&2; exit 1; }
-echo "memcheck: 7 runs, 0 errors, 0 bytes definitely or indirectly lost"
+echo "memcheck: $((runs + 1)) runs, 0 errors, 0 bytes definitely or indirectly lost"
