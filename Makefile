@@ -3,7 +3,7 @@
 
 CC      ?= cc
 OPT     ?= -O2
-CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC -I.
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fPIC -I.
 # SANITIZE=1: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer,
 # in its own build folder (and without CUDA, whose runtime ASan cannot see into).
 SANITIZE ?= 0
@@ -142,7 +142,7 @@ endif
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
-FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -fPIC -I. \
+FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fPIC -I. \
                 -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
                 -fsanitize=fuzzer-no-link,address,undefined -Wno-constant-logical-operand
 FUZZ_LDLIBS  := -lpcre2-8 -lm -ldl

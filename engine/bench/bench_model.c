@@ -1,23 +1,39 @@
-/* Model benchmark: prefill and decode tokens/s for each model at 1 and 2
- * threads, next to the bytes each decode step must read and this machine's
- * measured memory bandwidth, so decode speed reads as a fraction of the
- * bandwidth bound (bandwidth / weight bytes per token).
+/* Model benchmark, per model on the CPU backend:
+ *   - prefill and decode tokens/s at 1 and 2 threads, next to the bytes each
+ *     decode step must read and the read bandwidth measured in the same run,
+ *     so decode speed reads as a fraction of the bandwidth bound;
+ *   - decode under contention: the bench starts a busy process pinned to
+ *     CPU 0 and decodes at 1 and 2 threads again;
+ *   - the cost of verifying n rows (a forward of n tokens after a 256-token
+ *     prefix with the argmax of every row, as speculative decoding's
+ *     verification runs it) against one row, n = 1..9;
+ *   - where the time of one decode step and one 5-row verification goes,
+ *     op by op (the CPU kernels' profile).
+ * CUDA rows (decode and prefill) when a GPU is usable.
  *   usage: bench_model [MODEL...]   (default: stories260K, SmolLM2 and the
  *   Qwen2.5-Coder pair) */
-#include <omp.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/decode/decode.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/model/model.h"
 #include "engine/session/device.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/common/wtype.h"
 
 #define PROMPT_TOKENS 128
-#define DECODE_TOKENS 128
+#define DECODE_TOKENS 64
 #define REPEATS 3
+#define VERIFY_PREFIX 256
+#define VERIFY_MAX 9
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -29,26 +45,46 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-/* Read bandwidth: threads stream disjoint halves of a buffer much larger
- * than the last-level cache, summing so the loads cannot be elided. */
+/* Read bandwidth: the kernels' own thread pool streams a buffer much
+ * larger than the last-level cache in 1 MiB slices, summing so the loads
+ * cannot be elided. */
+enum { BW_SLICE_WORDS = (1 << 20) / 8, BW_MAX_THREADS = 64 };
+typedef struct {
+    const uint64_t *buf;
+    uint64_t sum[BW_MAX_THREADS][8]; /* one cache line per thread */
+} bw_job;
+
+static void bw_task(void *v, int64_t t, int thread) {
+    bw_job *j = v;
+    const uint64_t *p = j->buf + (size_t)t * BW_SLICE_WORDS;
+    uint64_t s = 0;
+    for (size_t i = 0; i < BW_SLICE_WORDS; i += 4) s += p[i] + p[i + 1] + p[i + 2] + p[i + 3];
+    j->sum[thread][0] += s;
+}
+
 static double read_bandwidth(int threads) {
     size_t n = (size_t)256 << 20;
+    sd_err e;
+    if (threads > BW_MAX_THREADS) threads = BW_MAX_THREADS;
+    sd_pool *pool = sd_pool_create(threads, &e);
+    bw_job *j = calloc(1, sizeof *j);
     uint64_t *buf = malloc(n);
-    if (!buf) return 0;
-    size_t words = n / 8;
-    memset(buf, 1, n);
     double best = 0;
-    volatile uint64_t sink = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = sd_now();
-        uint64_t total = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
-        for (size_t i = 0; i < words; i += 4) total += buf[i] + buf[i + 1] + buf[i + 2] + buf[i + 3];
-        double dt = sd_now() - t0;
-        sink += total;
-        if (n / dt > best) best = (double)n / dt;
+    if (pool && j && buf) {
+        memset(buf, 1, n);
+        j->buf = buf;
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = sd_now();
+            sd_pool_run(pool, bw_task, j, (int64_t)(n / 8 / BW_SLICE_WORDS), 1);
+            double dt = sd_now() - t0;
+            if (n / dt > best) best = (double)n / dt;
+        }
     }
+    volatile uint64_t sink = 0;
+    for (int t = 0; j && t < BW_MAX_THREADS; t++) sink += j->sum[t][0];
     free(buf);
+    free(j);
+    sd_pool_destroy(pool);
     return best / 1e9;
 }
 
@@ -71,57 +107,202 @@ static double copy_bandwidth(void) {
     return best / 1e9;
 }
 
-static int bench(const char *path, int threads, int device, double read_bw) {
-    sd_err e;
-    sd_model_opts o = {PROMPT_TOKENS + DECODE_TOKENS + 8};
-    sd_model *m = sd_model_load(path, sd_backend_open(device, threads, &e), &o, &e);
-    if (!m) {
-        fprintf(stderr, "bench_model: %s\n", e.msg);
-        return -1;
-    }
+/* A prompt of n ids: the model's tokens of a short story, repeated. */
+static int make_prompt(sd_model *m, int32_t *prompt, int n, sd_err *e) {
     const char *text =
         "Once upon a time, in a small village by the sea, there lived a girl who loved to watch "
         "the boats. Every morning she ran down to the harbour and counted the sails. ";
-    int32_t *ids = NULL, prompt[PROMPT_TOKENS];
+    int32_t *ids = NULL;
     int n_ids = 0;
-    if (sd_tokenize(m->tok, text, strlen(text), 0, 0, &ids, &n_ids, &e) || n_ids == 0) {
-        fprintf(stderr, "bench_model: tokenize: %s\n", e.msg);
+    if (sd_tokenize(m->tok, text, strlen(text), 0, 0, &ids, &n_ids, e) || n_ids == 0) {
         free(ids);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) prompt[i] = ids[i % n_ids];
+    free(ids);
+    return 0;
+}
+
+/* Greedy decoding as the engine runs it (the argmax is taken where the
+ * logits are and only the id comes back): n tokens from position pos;
+ * tokens/s, or a negative value on failure. */
+static double decode(sd_model *m, int32_t tok, int pos, int n, sd_err *e) {
+    double t0 = sd_now();
+    for (int i = 0; i < n; i++) {
+        int32_t next;
+        if (sd_forward_top_k(m, m->kv, &tok, 1, pos + i, 0, 1, 1, &next, e)) return -1;
+        tok = next;
+    }
+    return n / (sd_now() - t0);
+}
+
+/* Prefill of the prompt, then decode: medians of REPEATS runs. */
+static int speeds(sd_model *m, const int32_t *prompt, double *pre, double *dec, sd_err *e) {
+    double p[REPEATS], d[REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        int32_t tok;
+        double t0 = sd_now();
+        if (sd_forward_top_k(m, m->kv, prompt, PROMPT_TOKENS, 0, 0, 1, 1, &tok, e)) return -1;
+        p[r] = PROMPT_TOKENS / (sd_now() - t0);
+        if ((d[r] = decode(m, tok, PROMPT_TOKENS, DECODE_TOKENS, e)) < 0) return -1;
+    }
+    *pre = median(p, REPEATS);
+    *dec = median(d, REPEATS);
+    return 0;
+}
+
+/* A process spinning on CPU 0 (the contention test); 0 if none could start. */
+static pid_t start_busy(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(0, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        for (volatile unsigned long i = 0;; i++) {
+        }
+    }
+    return pid > 0 ? pid : 0;
+}
+
+static void stop_busy(pid_t pid) {
+    if (!pid) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* Seconds for one forward of n tokens at VERIFY_PREFIX with the argmax of
+ * all n rows (best of 5: the cost of the work, not of the noise). */
+static double verify_time(sd_model *m, const int32_t *toks, int n, sd_err *e) {
+    double best = 1e30;
+    int32_t ids[VERIFY_MAX];
+    for (int r = 0; r < 5; r++) {
+        double t0 = sd_now();
+        if (sd_forward_top_k(m, m->kv, toks, n, VERIFY_PREFIX, 0, n, 1, ids, e)) return -1;
+        double dt = sd_now() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+/* Time of `steps` forwards of n rows at VERIFY_PREFIX, op by op. */
+static int breakdown(sd_model *m, sd_cpu *c, const int32_t *toks, int n, int steps, sd_err *e) {
+    int32_t ids[VERIFY_MAX];
+    sd_cpu_profile_enable(c, 1);
+    double t0 = sd_now();
+    for (int r = 0; r < steps; r++)
+        if (sd_forward_top_k(m, m->kv, toks, n, VERIFY_PREFIX, 0, n, 1, ids, e)) return -1;
+    double total = (sd_now() - t0) * 1e9 / steps;
+    sd_cpu_profile p;
+    sd_cpu_profile_read(c, &p);
+    sd_cpu_profile_enable(c, 0);
+    printf("  %d-row step, %d threads: %.0f us\n", n, sd_cpu_threads(c), total / 1e3);
+    double sum = 0;
+    for (int op = 0; op < SD_OP_N; op++) {
+        double us = p.op_ns[op] / steps / 1e3;
+        sum += p.op_ns[op] / steps;
+        if (op == SD_OP_MATMUL) {
+            printf("    %-22s %9.1f us %5.1f%%\n", "matmul", us, 100 * p.op_ns[op] / steps / total);
+            for (int t = 0; t < SD_PROF_TYPES; t++)
+                if (p.matmul_type_ns[t] > 0)
+                    printf("      %-20s %9.1f us %5.1f%%\n", sd_wtype_name((uint32_t)t),
+                           p.matmul_type_ns[t] / steps / 1e3,
+                           100 * p.matmul_type_ns[t] / steps / total);
+        } else if (p.op_ns[op] > 0) {
+            printf("    %-22s %9.1f us %5.1f%%\n", sd_cpu_op_name(op), us,
+                   100 * p.op_ns[op] / steps / total);
+        }
+    }
+    printf("    %-22s %9.1f us %5.1f%%\n", "other (host, copies)", (total - sum) / 1e3,
+           100 * (total - sum) / total);
+    printf("    %-22s %9.1f us %5.1f%%  (inside the ops above)\n", "waiting for workers",
+           p.wait_ns / steps / 1e3, 100 * p.wait_ns / steps / total);
+    return 0;
+}
+
+static const char *base_name(const char *path) {
+    return strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+}
+
+/* Everything above for one model on the CPU. */
+static int bench_cpu(const char *path, const double *read_bw) {
+    sd_err e;
+    sd_model_opts o = {VERIFY_PREFIX + PROMPT_TOKENS + DECODE_TOKENS + 16};
+    sd_model *m[3] = {NULL, NULL, NULL};
+    int32_t prompt[VERIFY_PREFIX];
+    int rc = -1;
+    for (int t = 1; t <= 2; t++)
+        if (!(m[t] = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, t, &e), &o, &e))) goto out;
+    if (make_prompt(m[1], prompt, VERIFY_PREFIX, &e)) goto out;
+    const double bytes = (double)sd_model_weight_bytes(m[1]);
+    double pre[3], dec[3];
+    for (int t = 1; t <= 2; t++) {
+        if (speeds(m[t], prompt, &pre[t], &dec[t], &e)) goto out;
+        char where[16];
+        snprintf(where, sizeof where, "cpu/%d", t);
+        printf("%-36s %7s %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", base_name(path), where, pre[t],
+               dec[t], bytes / 1e6, dec[t] * bytes / 1e9, 100.0 * dec[t] * bytes / 1e9 / read_bw[t]);
+    }
+    printf("  decode 2 threads / 1 thread: %.2fx unloaded", dec[2] / dec[1]);
+    pid_t busy = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? start_busy() : 0;
+    if (busy) {
+        double loaded[3];
+        for (int t = 1; t <= 2 && rc; t++) {
+            int32_t tok;
+            if (sd_forward_top_k(m[t], m[t]->kv, prompt, PROMPT_TOKENS, 0, 0, 1, 1, &tok, &e) ||
+                (loaded[t] = decode(m[t], tok, PROMPT_TOKENS, DECODE_TOKENS, &e)) < 0) {
+                stop_busy(busy);
+                goto out;
+            }
+        }
+        stop_busy(busy);
+        printf("; with a busy process on CPU 0: %.1f (1 thread), %.1f (2 threads) tok/s, "
+               "%.2fx\n", loaded[1], loaded[2], loaded[2] / loaded[1]);
+    } else {
+        printf("; contention test skipped (one CPU)\n");
+    }
+    /* verification: n rows after a VERIFY_PREFIX-token prefix */
+    for (int t = 1; t <= 2; t++) {
+        int32_t tok;
+        if (sd_forward_top_k(m[t], m[t]->kv, prompt, VERIFY_PREFIX, 0, 0, 1, 1, &tok, &e)) goto out;
+        double t1 = 0;
+        printf("  verify n rows / 1 row, %d thread%s:", t, t > 1 ? "s" : "");
+        for (int n = 1; n <= VERIFY_MAX; n++) {
+            double tn = verify_time(m[t], prompt, n, &e);
+            if (tn < 0) goto out;
+            if (n == 1) t1 = tn;
+            printf(" %d:%.2f", n, tn / t1);
+        }
+        printf("  (1 row %.1f ms; target 1 + 0.1(n-1))\n", t1 * 1e3);
+    }
+    for (int t = 1; t <= 2; t++) {
+        sd_cpu *c = sd_backend_cpu_context(m[t]->be);
+        if (breakdown(m[t], c, prompt, 1, 8, &e) || breakdown(m[t], c, prompt, 5, 4, &e)) goto out;
+    }
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "bench_model: %s\n", e.msg);
+    for (int t = 1; t <= 2; t++) sd_model_free(m[t]);
+    return rc;
+}
+
+/* Prefill and decode on the GPU. */
+static int bench_cuda(const char *path, double read_bw) {
+    sd_err e;
+    sd_model_opts o = {PROMPT_TOKENS + DECODE_TOKENS + 16};
+    sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CUDA, 1, &e), &o, &e);
+    int32_t prompt[PROMPT_TOKENS];
+    double pre, dec;
+    if (!m || make_prompt(m, prompt, PROMPT_TOKENS, &e) || speeds(m, prompt, &pre, &dec, &e)) {
+        fprintf(stderr, "bench_model: %s\n", e.msg);
         sd_model_free(m);
         return -1;
     }
-    for (int i = 0; i < PROMPT_TOKENS; i++) prompt[i] = ids[i % n_ids];
-    free(ids);
-    double pre[REPEATS], dec[REPEATS];
-    int ok = 1;
-    for (int r = 0; r < REPEATS && ok; r++) {
-        /* greedy decoding as the engine runs it: the argmax is taken where
-         * the logits are and only the id comes back */
-        int32_t tok = 0, next;
-        double t0 = sd_now();
-        ok = sd_forward_top_k(m, m->kv, prompt, PROMPT_TOKENS, 0, 0, 1, 1, &tok, &e) == 0;
-        pre[r] = PROMPT_TOKENS / (sd_now() - t0);
-        t0 = sd_now();
-        for (int i = 0; i < DECODE_TOKENS && ok; i++) {
-            ok = sd_forward_top_k(m, m->kv, &tok, 1, PROMPT_TOKENS + i, 0, 1, 1, &next, &e) == 0;
-            tok = next;
-        }
-        dec[r] = DECODE_TOKENS / (sd_now() - t0);
-    }
-    if (!ok) {
-        fprintf(stderr, "bench_model: forward: %s\n", e.msg);
-    } else {
-        double bytes = (double)sd_model_weight_bytes(m);
-        double d = median(dec, REPEATS), p = median(pre, REPEATS);
-        double gbs = d * bytes / 1e9;
-        const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-        char where[16];
-        snprintf(where, sizeof where, "%s/%d", m->be->name, threads);
-        printf("%-36s %7s %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", name, where, p, d, bytes / 1e6,
-               gbs, 100.0 * gbs / read_bw);
-    }
+    double bytes = (double)sd_model_weight_bytes(m);
+    printf("%-36s %7s %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", base_name(path), "cuda", pre, dec,
+           bytes / 1e6, dec * bytes / 1e9, 100.0 * dec * bytes / 1e9 / read_bw);
     sd_model_free(m);
-    return ok ? 0 : -1;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -134,18 +315,18 @@ int main(int argc, char **argv) {
     double bw[3] = {0, read_bandwidth(1), read_bandwidth(2)};
     printf("memory: read %.2f GB/s (1 thread), %.2f GB/s (2 threads); memcpy %.2f GB/s (read+write)\n",
            bw[1], bw[2], copy_bandwidth());
-    printf("prefill: %d-token prompt; decode: %d tokens after it; median of %d runs\n",
+    printf("prefill: %d-token prompt; decode: %d tokens after it; median of %d runs; "
+           "of bound = decode GB/s / read GB/s at the same threads\n",
            PROMPT_TOKENS, DECODE_TOKENS, REPEATS);
     printf("%-36s %7s %12s %12s %12s %9s %9s\n", "model", "where", "prefill t/s", "decode t/s",
            "MB/token", "GB/s", "of bound");
     int rc = 0;
-    for (int i = 0; i < n_models; i++)
-        for (int t = 1; t <= 2; t++) rc |= bench(models[i], t, SD_DEVICE_CPU, bw[t]);
+    for (int i = 0; i < n_models; i++) rc |= bench_cpu(models[i], bw);
     char why[256];
     if (sd_cuda_available(why, sizeof why)) {
         /* GPU rows: % of bound is against the host figure only when no
          * device copy bandwidth is known; make bench-kernels measures it */
-        for (int i = 0; i < n_models; i++) rc |= bench(models[i], 1, SD_DEVICE_CUDA, bw[1]);
+        for (int i = 0; i < n_models; i++) rc |= bench_cuda(models[i], bw[1]);
     } else {
         printf("cuda: skipped (%s)\n", why);
     }

@@ -69,7 +69,7 @@ void sd_args_usage(FILE *out) {
         "      --ignore-eos          keep generating past end-of-sequence tokens\n"
         "      --no-cache            recompute the whole prefix every step (no KV cache)\n"
         "      --ctx N               context positions to allocate (default min(model, 4096))\n"
-        "  -t, --threads N           CPU threads (default: all cores; at most 4x the cores)\n"
+        "  -t, --threads N           CPU threads (default: the physical cores; at most 4x the cores)\n"
         "      --device D            auto, cpu or cuda (default auto: cuda when a GPU is usable)\n"
         "      --draft-device D      backend of the draft model (default: as --device)\n"
         "speculative decoding and NASD\n"

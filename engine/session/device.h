@@ -12,7 +12,7 @@ enum sd_device { SD_DEVICE_AUTO = 0, SD_DEVICE_CPU = 1, SD_DEVICE_CUDA = 2 };
 const char *sd_device_name(int device);
 
 /* AUTO: the CUDA backend when a usable GPU exists, else the CPU backend
- * with n_threads threads (<= 0: all cores). CUDA: the CUDA backend or NULL
+ * with n_threads threads (<= 0: the physical cores). CUDA: the CUDA backend or NULL
  * with the reason ("cuda: no CUDA device: ..."). CPU: the CPU backend. */
 sd_backend *sd_backend_open(int device, int n_threads, sd_err *e);
 

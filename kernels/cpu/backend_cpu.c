@@ -10,6 +10,12 @@
 
 static sd_cpu *cpu(sd_backend *b) { return (sd_cpu *)b->ctx; }
 
+static void cpu_destroy(sd_backend *b);
+
+sd_cpu *sd_backend_cpu_context(sd_backend *b) {
+    return b && b->destroy == cpu_destroy ? cpu(b) : NULL;
+}
+
 static void cpu_destroy(sd_backend *b) {
     sd_cpu_destroy(cpu(b));
     free(b);

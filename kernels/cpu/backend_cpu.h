@@ -5,7 +5,12 @@
 
 #include "kernels/backend.h"
 
-/* n_threads <= 0: all cores. */
+#include "kernels/cpu/cpu.h"
+
+/* n_threads <= 0: the physical cores this process may run on. */
 sd_backend *sd_backend_cpu(int n_threads, sd_err *e);
+/* The kernel context of a CPU backend (its profile, threads); NULL for any
+ * other backend. */
+sd_cpu *sd_backend_cpu_context(sd_backend *b);
 
 #endif

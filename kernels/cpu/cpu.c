@@ -2,19 +2,23 @@
  * rmsnorm, rope, swiglu, attention, embedding lookup. The matrix products
  * live in matmul*.c, row conversions in quant.c.
  *
- * Threads: every parallel region uses num_threads(c->n_threads); work is
- * split into contiguous ranges so each thread streams its own memory.
+ * Threads: a context owns a worker pool (pool.h); each op is one region
+ * (a matrix product two: activation quantization, then rows) whose tasks
+ * are contiguous ranges, so each thread streams its own memory.
  * Scratch: a context owns a few growable 64-byte-aligned buffers (one per
  * use, see SD_SCRATCH_*); after the first call of the largest shape no
  * kernel allocates. */
 #include <cpuid.h>
 #include <math.h>
-#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/common/wtype.h"
 
 /* Per-ISA attention head kernel (attn*.c). */
@@ -28,6 +32,10 @@ void sd_cpu_attn_head_avx512(float *out, const float *q, const float *k, const f
 struct sd_cpu {
     int n_threads;
     int isa;
+    sd_pool *pool;
+    int profiling;
+    uint64_t wait0; /* the pool's wait counter when profiling started */
+    sd_cpu_profile prof;
     void *scratch[SD_SCRATCH_N];
     size_t scratch_size[SD_SCRATCH_N];
 };
@@ -76,23 +84,65 @@ sd_cpu *sd_cpu_create(int n_threads, sd_err *e) {
         sd_fail(e, "cpu backend: out of memory");
         return NULL;
     }
-    if (n_threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int)n : 1;
-    }
+    if (n_threads <= 0) n_threads = sd_cpu_physical_cores();
     if (n_threads > 1024) n_threads = 1024;
     c->n_threads = n_threads;
     c->isa = sd_cpu_isa_detect();
+    c->pool = sd_pool_create(n_threads, e);
+    if (!c->pool) {
+        free(c);
+        return NULL;
+    }
     return c;
+}
+
+/* Distinct (package, core) pairs among the CPUs this process may run on:
+ * a second hardware thread of a core shares its load ports and caches, so
+ * it adds little to a memory-bound decode and costs a barrier partner. */
+int sd_cpu_physical_cores(void) {
+    cpu_set_t set;
+    int n_online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_online < 1) n_online = 1;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return n_online;
+    enum { MAX_CORES = 1024 };
+    long seen[MAX_CORES];
+    int n = 0, allowed = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < MAX_CORES; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        allowed++;
+        char path[96];
+        long core = -1, pkg = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &core) != 1) core = -1;
+            fclose(f);
+        }
+        snprintf(path, sizeof path,
+                 "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+        f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pkg) != 1) pkg = 0;
+            fclose(f);
+        }
+        if (core < 0) return allowed > 0 ? CPU_COUNT(&set) : n_online;
+        long key = pkg << 20 | core;
+        int dup = 0;
+        for (int i = 0; i < n && !dup; i++) dup = seen[i] == key;
+        if (!dup) seen[n++] = key;
+    }
+    return n > 0 ? n : n_online;
 }
 
 void sd_cpu_destroy(sd_cpu *c) {
     if (!c) return;
+    sd_pool_destroy(c->pool);
     for (int i = 0; i < SD_SCRATCH_N; i++) free(c->scratch[i]);
     free(c);
 }
 
 int sd_cpu_threads(const sd_cpu *c) { return c->n_threads; }
+sd_pool *sd_cpu_pool(sd_cpu *c) { return c->pool; }
 int sd_cpu_isa(const sd_cpu *c) { return c->isa; }
 
 void sd_cpu_set_isa(sd_cpu *c, int isa) {
@@ -100,6 +150,46 @@ void sd_cpu_set_isa(sd_cpu *c, int isa) {
     if (isa < SD_ISA_SCALAR) isa = SD_ISA_SCALAR;
     if (isa > best) isa = best;
     c->isa = isa;
+}
+
+/* ---- profile ------------------------------------------------------------ */
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void sd_cpu_profile_enable(sd_cpu *c, int on) {
+    if (on) {
+        memset(&c->prof, 0, sizeof c->prof);
+        c->wait0 = sd_pool_wait_ns(c->pool);
+    }
+    c->profiling = on;
+}
+
+void sd_cpu_profile_read(const sd_cpu *c, sd_cpu_profile *out) {
+    *out = c->prof;
+    out->wait_ns = (double)(sd_pool_wait_ns(c->pool) - c->wait0);
+}
+
+const char *sd_cpu_op_name(int op) {
+    static const char *const names[SD_OP_N] = {"matmul",  "quantize x", "attention",
+                                               "rmsnorm", "rope",       "swiglu",
+                                               "embed",   "top-k"};
+    return op >= 0 && op < SD_OP_N ? names[op] : "?";
+}
+
+uint64_t sd_cpu_prof_start(const sd_cpu *c) { return c->profiling ? mono_ns() : 0; }
+
+double sd_cpu_prof_add(sd_cpu *c, int op, uint64_t t0) {
+    if (!t0) return 0;
+    double ns = (double)(mono_ns() - t0);
+    c->prof.op_ns[op] += ns;
+    return ns;
+}
+
+void sd_cpu_prof_matmul_type(sd_cpu *c, uint32_t type, double ns) {
+    if (c->profiling && type < SD_PROF_TYPES) c->prof.matmul_type_ns[type] += ns;
 }
 
 void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e) {
@@ -126,7 +216,7 @@ void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e) {
 /* ---- rmsnorm: one pass for the sum of squares (double), one to scale ---- */
 void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n, int dim,
                     float eps) {
-    (void)c;
+    uint64_t t0 = sd_cpu_prof_start(c);
     for (int i = 0; i < n; i++) {
         const float *xr = x + (size_t)i * dim;
         float *o = out + (size_t)i * dim;
@@ -135,6 +225,7 @@ void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n
         float scale = (float)(1.0 / sqrt(ss / dim + eps));
         for (int k = 0; k < dim; k++) o[k] = xr[k] * scale * w[k];
     }
+    sd_cpu_prof_add(c, SD_OP_RMSNORM, t0);
 }
 
 /* ---- rope ----------------------------------------------------------------
@@ -143,7 +234,7 @@ void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n
  * ggml_rope_cache_init does, so angles match llama.cpp bit for bit. */
 void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
                  float freq_base, int neox) {
-    (void)c;
+    uint64_t t0 = sd_cpu_prof_start(c);
     if (rope_dim > head_dim) rope_dim = head_dim;
     int half = rope_dim / 2;
     /* element offsets of pair j: (2j, 2j+1), or (j, j+half) for neox */
@@ -182,6 +273,7 @@ void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim,
             }
         }
     }
+    sd_cpu_prof_add(c, SD_OP_ROPE, t0);
 }
 
 void sd_cpu_add_bias(float *x, const float *b, int n, int dim) {
@@ -209,26 +301,40 @@ int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx) {
     return m;
 }
 
+typedef struct {
+    const float *x;
+    int cols, k;
+    int32_t *ids;
+} top_k_job;
+
+static void top_k_task(void *v, int64_t r, int thread) {
+    const top_k_job *j = v;
+    (void)thread;
+    sd_cpu_top_k(j->x + (size_t)r * j->cols, j->cols, j->k, j->ids + (size_t)r * j->k);
+}
+
 void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids) {
-#pragma omp parallel for num_threads(c->n_threads) if (n_rows > 1)
-    for (int r = 0; r < n_rows; r++)
-        sd_cpu_top_k(x + (size_t)r * cols, cols, k, ids + (size_t)r * k);
+    uint64_t t0 = sd_cpu_prof_start(c);
+    top_k_job j = {x, cols, k, ids};
+    sd_pool_run(c->pool, top_k_task, &j, n_rows, 1);
+    sd_cpu_prof_add(c, SD_OP_TOP_K, t0);
 }
 
 /* ---- swiglu --------------------------------------------------------------- */
 void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
-    (void)c;
+    uint64_t t0 = sd_cpu_prof_start(c);
     for (size_t i = 0; i < count; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+    sd_cpu_prof_add(c, SD_OP_SWIGLU, t0);
 }
 
 /* ---- attention -------------------------------------------------------------
  * One (query row, head) pair is one task: scores for positions 0..pos+i
  * into the thread's slice of the scores scratch, max-subtracted softmax,
- * then the weighted sum of V rows. Tasks are dealt round-robin
- * (static,1) because causal rows get longer with i. */
+ * then the weighted sum of V rows. Tasks come from the pool's counter in
+ * order, so the longer causal rows of later i balance themselves. */
 void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
                              int len, int64_t stride, int hd, float scale, float *sc) {
     float mx = -INFINITY;
@@ -255,6 +361,27 @@ void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const f
     }
 }
 
+typedef struct {
+    void (*head)(float *, const float *, const float *, const float *, int, int64_t, int, float,
+                 float *);
+    float *out;
+    const float *q, *kc, *vc;
+    float *sc;
+    size_t slice;
+    int pos, n_head, group, head_dim;
+    int64_t qdim, kvdim;
+    float scale;
+} attn_job;
+
+static void attn_task(void *v, int64_t t, int thread) {
+    const attn_job *j = v;
+    int i = (int)(t / j->n_head), h = (int)(t % j->n_head), kh = h / j->group;
+    j->head(j->out + i * j->qdim + (int64_t)h * j->head_dim,
+            j->q + i * j->qdim + (int64_t)h * j->head_dim, j->kc + (int64_t)kh * j->head_dim,
+            j->vc + (int64_t)kh * j->head_dim, j->pos + i + 1, j->kvdim, j->head_dim, j->scale,
+            j->sc + j->slice * (size_t)thread);
+}
+
 int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
                      int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e) {
     if (n <= 0) return 0;
@@ -266,30 +393,33 @@ int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, con
     size_t slice = (len_max + 15) & ~(size_t)15; /* floats per thread, 64-byte multiple */
     float *sc = sd_cpu_scratch(c, SD_SCRATCH_ATTN, slice * sizeof(float) * (size_t)nt, e);
     if (!sc) return -1;
-    void (*head)(float *, const float *, const float *, const float *, int, int64_t, int,
-                 float, float *) = sd_cpu_attn_head_scalar;
-    if (c->isa == SD_ISA_AVX2) head = sd_cpu_attn_head_avx2;
-    else if (c->isa >= SD_ISA_AVX512) head = sd_cpu_attn_head_avx512;
-    const int group = n_head / n_kv;
-    const int64_t qdim = (int64_t)n_head * head_dim, kvdim = (int64_t)n_kv * head_dim;
-    const float scale = 1.0f / sqrtf((float)head_dim);
+    attn_job j = {.head = sd_cpu_attn_head_scalar,
+                  .out = out,
+                  .q = q,
+                  .kc = kc,
+                  .vc = vc,
+                  .sc = sc,
+                  .slice = slice,
+                  .pos = pos,
+                  .n_head = n_head,
+                  .group = n_head / n_kv,
+                  .head_dim = head_dim,
+                  .qdim = (int64_t)n_head * head_dim,
+                  .kvdim = (int64_t)n_kv * head_dim,
+                  .scale = 1.0f / sqrtf((float)head_dim)};
+    if (c->isa == SD_ISA_AVX2) j.head = sd_cpu_attn_head_avx2;
+    else if (c->isa >= SD_ISA_AVX512) j.head = sd_cpu_attn_head_avx512;
     const int tasks = n * n_head;
-    int run = nt > 1 && (int64_t)tasks * (pos + n) * head_dim > 16384;
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (run)
-    for (int t = 0; t < tasks; t++) {
-        int i = t / n_head, h = t % n_head, kh = h / group;
-        float *mysc = sc + slice * (size_t)omp_get_thread_num();
-        head(out + i * qdim + (int64_t)h * head_dim, q + i * qdim + (int64_t)h * head_dim,
-             kc + (int64_t)kh * head_dim, vc + (int64_t)kh * head_dim, pos + i + 1, kvdim,
-             head_dim, scale, mysc);
-    }
+    uint64_t t0 = sd_cpu_prof_start(c);
+    sd_pool_run(c->pool, attn_task, &j, tasks, (int64_t)tasks * (pos + n) * head_dim > 16384);
+    sd_cpu_prof_add(c, SD_OP_ATTENTION, t0);
     return 0;
 }
 
 /* ---- embedding ------------------------------------------------------------ */
 int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
                  sd_err *e) {
-    (void)c;
+    uint64_t t0 = sd_cpu_prof_start(c);
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= emb->rows)
             return sd_fail(e, "embed: token id %d out of range [0, %lld)", (int)ids[i],
@@ -299,5 +429,6 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
             return sd_fail(e, "embed: unsupported weight type %u or bad row length %lld",
                            emb->type, (long long)emb->cols);
     }
+    sd_cpu_prof_add(c, SD_OP_EMBED, t0);
     return 0;
 }

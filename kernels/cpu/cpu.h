@@ -10,7 +10,8 @@
  * time; the environment variable SD_ISA=scalar|avx2|avx512|avx512vnni caps
  * it for the whole process (every context, and sd_cpu_isa_detect), so any
  * narrower path can be run and tested on a wider machine. Threads come
- * from OpenMP, n_threads of them. A context owns all scratch memory, so the
+ * from the context's worker pool (pool.h), n_threads of them counting the
+ * caller. A context owns all scratch memory, so the
  * kernels never allocate on the hot path once it has grown to the largest
  * shape; one context must not be used from two threads at once. */
 #ifndef SD_CPU_H
@@ -29,8 +30,9 @@ typedef struct sd_cpu sd_cpu;
  * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3 };
 
-/* n_threads <= 0: all online cores. */
+/* n_threads <= 0: the physical cores this process may run on. */
 sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
+int sd_cpu_physical_cores(void);
 void sd_cpu_destroy(sd_cpu *c);
 int sd_cpu_threads(const sd_cpu *c);
 /* Best level this CPU supports (capped by SD_ISA, see above; an unknown
@@ -77,6 +79,35 @@ void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, i
 /* x[i] = dequantized row ids[i] of the embedding matrix (rows = vocab). */
 int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
                  sd_err *e);
+
+/* ---- profile: where one context's time goes (the benchmark's breakdown) ----
+ * Off by default; when on, each op adds its wall time (clock_gettime around
+ * the call, so ~50 ns per op) to its slot. A matrix product's time is split
+ * over its weights' types in proportion to their bytes; SD_OP_QACT is the
+ * activation quantization inside the products. wait_ns: time the calling
+ * thread spent at the end of a parallel region waiting for tasks other
+ * threads had taken (included in the ops' times). */
+enum sd_cpu_op {
+    SD_OP_MATMUL,
+    SD_OP_QACT,
+    SD_OP_ATTENTION,
+    SD_OP_RMSNORM,
+    SD_OP_ROPE,
+    SD_OP_SWIGLU,
+    SD_OP_EMBED,
+    SD_OP_TOP_K,
+    SD_OP_N
+};
+enum { SD_PROF_TYPES = 32 }; /* weight type ids (kernels/common/wtype.h) below this */
+typedef struct sd_cpu_profile {
+    double op_ns[SD_OP_N];
+    double matmul_type_ns[SD_PROF_TYPES];
+    double wait_ns;
+} sd_cpu_profile;
+/* on: zero the counters and start counting; off: stop. */
+void sd_cpu_profile_enable(sd_cpu *c, int on);
+void sd_cpu_profile_read(const sd_cpu *c, sd_cpu_profile *out);
+const char *sd_cpu_op_name(int op);
 
 /* Row conversion between F32 and a weight type (round to nearest; the
  * 32-element types use ggml's reference rounding: Q8_0 d = max|x|/127,
@@ -173,5 +204,12 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
  * NULL with e filled when the allocation fails. */
 enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_N = 3 };
 void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e);
+/* The context's worker pool. */
+struct sd_pool *sd_cpu_pool(sd_cpu *c);
+/* Profile clock: 0 when profiling is off, else now in ns; sd_cpu_prof_add
+ * adds now - t0 to op (no-op when t0 is 0) and returns the elapsed ns. */
+uint64_t sd_cpu_prof_start(const sd_cpu *c);
+double sd_cpu_prof_add(sd_cpu *c, int op, uint64_t t0);
+void sd_cpu_prof_matmul_type(sd_cpu *c, uint32_t type, double ns);
 
 #endif

@@ -4,18 +4,21 @@
  *
  * Work split: the rows of all weights of one call (several for
  * sd_cpu_matmul_multi) are laid end to end and cut into groups of 4 (the
- * SIMD tile height); thread t of T gets one contiguous run of groups, so it
- * streams its own slice of every weight and writes its own output columns.
- * The activations are quantized once per call, before the row split (in
- * parallel over activation rows when there are several). */
-#include <omp.h>
+ * SIMD tile height), and the groups into chunks: about CHUNKS_PER_THREAD
+ * per thread, none under MIN_CHUNK_BYTES of weights. Threads take chunks
+ * from the pool's counter, so each streams contiguous slices of weight and
+ * writes its own output columns, and a thread the OS has descheduled leaves
+ * the remaining chunks to the others. The activations are quantized once
+ * per call, before the row split (in parallel over activation rows when
+ * there are several). */
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
 
-enum { MAX_MULTI = 16, GROUP = 4 };
+enum { MAX_MULTI = 16, GROUP = 4, CHUNKS_PER_THREAD = 4, MIN_CHUNK_BYTES = 16384 };
 
 static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
@@ -170,6 +173,50 @@ static int check_weight(const sd_weight *w, int64_t cols, sd_err *e) {
     return 0;
 }
 
+/* One call's plan, shared by the tasks of its two regions. */
+typedef struct {
+    int n_w;
+    const sd_weight *const *ws;
+    sd_mm_job jobs[MAX_MULTI];
+    int64_t gstart[MAX_MULTI + 1]; /* first row group of each weight */
+    int64_t groups, chunk;         /* groups in all, groups per task */
+    void (*mm)(const sd_mm_job *, int64_t, int64_t);
+    void (*qa)(const float *, int64_t, int8_t *, float *, float *);
+    void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *);
+    const float *x;
+    int64_t cols;
+    int8_t *xq, *xqp;
+    float *xd, *xs, *xds8;
+} mm_plan;
+
+/* Activation row i: 8-bit blocks, then the pair layout when a kernel
+ * of this call reads it. */
+static void quant_task(void *v, int64_t i, int thread) {
+    const mm_plan *p = v;
+    const int64_t nb = p->cols / 32, npair = p->cols / 64;
+    (void)thread;
+    p->qa(p->x + i * p->cols, p->cols, p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb);
+    if (p->pair)
+        p->pair(p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb, p->cols, p->xqp + i * p->cols,
+                p->xds8 + i * npair * 16);
+}
+
+/* Chunk t: groups [t*chunk, (t+1)*chunk), cut where one weight ends and
+ * the next begins. */
+static void mm_task(void *v, int64_t t, int thread) {
+    const mm_plan *p = v;
+    (void)thread;
+    const int64_t g0 = t * p->chunk, g1 = g0 + p->chunk < p->groups ? g0 + p->chunk : p->groups;
+    for (int k = 0; k < p->n_w; k++) {
+        int64_t a = g0 > p->gstart[k] ? g0 : p->gstart[k];
+        int64_t b = g1 < p->gstart[k + 1] ? g1 : p->gstart[k + 1];
+        if (a >= b) continue;
+        int64_t r0 = (a - p->gstart[k]) * GROUP, r1 = (b - p->gstart[k]) * GROUP;
+        if (r1 > p->ws[k]->rows) r1 = p->ws[k]->rows;
+        p->mm(&p->jobs[k], r0, r1);
+    }
+}
+
 static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const *ws,
                   const float *x, int n, int accumulate, sd_err *e) {
     if (n <= 0) return 0;
@@ -217,50 +264,38 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
             xds8 = (float *)(buf + 2 * qbytes + dsbytes);
         }
     }
-#define QUANT_ROW(i)                                                                         \
-    do {                                                                                     \
-        qa(x + (size_t)(i) * cols, cols, xq + (size_t)(i) * cols, xd + (size_t)(i) * nb,     \
-           xs + (size_t)(i) * nb);                                                           \
-        if (need_pair)                                                                       \
-            pair(xq + (size_t)(i) * cols, xd + (size_t)(i) * nb, xs + (size_t)(i) * nb, cols, \
-                 xqp + (size_t)(i) * cols, xds8 + (size_t)(i) * npair * 16);                 \
-    } while (0)
-
-    sd_mm_job jobs[MAX_MULTI];
-    int64_t gstart[MAX_MULTI + 1]; /* first row group of each weight */
-    gstart[0] = 0;
+    mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
+                  .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8};
+    pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
-        jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
-                              .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
-                              .xqp = xqp, .xds8 = xds8};
-        gstart[k + 1] = gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
+        pl.jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
+                                 .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
+                                 .xqp = xqp, .xds8 = xds8};
+        pl.gstart[k + 1] = pl.gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
         work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;
     }
-    const int64_t groups = gstart[n_w];
-    int nt = sd_cpu_threads(c);
-    if (work < 32768) nt = 1; /* a fork/join costs more than this */
-    const int par_q = need_q && n >= 4 && nt > 1;
-    if (need_q && !par_q)
-        for (int i = 0; i < n; i++) QUANT_ROW(i);
-
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        if (par_q) {
-#pragma omp for schedule(static)
-            for (int i = 0; i < n; i++) QUANT_ROW(i);
-        }
-        const int T = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t g0 = groups * t / T, g1 = groups * (t + 1) / T;
-        for (int k = 0; k < n_w; k++) {
-            int64_t a = g0 > gstart[k] ? g0 : gstart[k];
-            int64_t b = g1 < gstart[k + 1] ? g1 : gstart[k + 1];
-            if (a >= b) continue;
-            int64_t r0 = (a - gstart[k]) * GROUP, r1 = (b - gstart[k]) * GROUP;
-            if (r1 > ws[k]->rows) r1 = ws[k]->rows;
-            mm(&jobs[k], r0, r1);
-        }
-    }
+    const int64_t groups = pl.gstart[n_w];
+    sd_pool *pool = sd_cpu_pool(c);
+    const int nt = sd_cpu_threads(c);
+    const int par = nt > 1 && work >= 32768; /* below this, waking a worker costs more */
+    uint64_t t0 = sd_cpu_prof_start(c);
+    if (need_q) sd_pool_run(pool, quant_task, &pl, n, par && n >= 4);
+    sd_cpu_prof_add(c, SD_OP_QACT, t0);
+    t0 = sd_cpu_prof_start(c);
+    /* chunk = enough groups for CHUNKS_PER_THREAD chunks per thread, but
+     * at least MIN_CHUNK_BYTES of weight rows (one claim per chunk) */
+    const double bytes_per_group = work / (double)n / (double)groups;
+    int64_t cg = (groups + (int64_t)nt * CHUNKS_PER_THREAD - 1) / ((int64_t)nt * CHUNKS_PER_THREAD);
+    int64_t min_g = (int64_t)(MIN_CHUNK_BYTES / bytes_per_group) + 1;
+    if (cg < min_g) cg = min_g;
+    pl.chunk = cg;
+    pl.groups = groups;
+    sd_pool_run(pool, mm_task, &pl, (groups + cg - 1) / cg, par);
+    const double ns = sd_cpu_prof_add(c, SD_OP_MATMUL, t0);
+    for (int k = 0; k < n_w && ns > 0; k++)
+        sd_cpu_prof_matmul_type(c, ws[k]->type,
+                                ns * (double)ws[k]->rows * (double)ws[k]->row_bytes * n / work);
     return 0;
 }
 

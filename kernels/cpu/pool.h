@@ -1,0 +1,41 @@
+/* Persistent worker threads for the CPU kernels.
+ *
+ * One parallel region (sd_pool_run) hands n_tasks tasks to the caller and
+ * the pool's workers; every thread takes the next task index from a shared
+ * counter until none is left, so a worker the OS has descheduled holds up
+ * at most the task it had taken, and a worker that wakes late takes none.
+ * The caller returns when every task has finished (not when every worker
+ * has checked in). Between regions a worker spins for a short while (the
+ * next op usually follows within microseconds), then sleeps on a futex;
+ * the caller spins on the completion count, yielding the core after a
+ * while so an oversubscribed machine keeps making progress.
+ *
+ * A pool serves one caller thread at a time (the context that owns it). */
+#ifndef SD_CPU_POOL_H
+#define SD_CPU_POOL_H
+
+#include <stdint.h>
+
+#include "kernels/common/error.h"
+
+typedef struct sd_pool sd_pool;
+
+/* fn(arg, task, thread): thread is 0 for the caller, 1..n_threads-1 for
+ * the workers; fixed for the life of the pool, so it can index
+ * per-thread scratch. */
+typedef void (*sd_pool_fn)(void *arg, int64_t task, int thread);
+
+/* n_threads counts the caller: n_threads - 1 workers are started. */
+sd_pool *sd_pool_create(int n_threads, sd_err *e);
+void sd_pool_destroy(sd_pool *p);
+int sd_pool_threads(const sd_pool *p);
+/* Runs fn for tasks 0..n_tasks-1 on every thread of the pool; with
+ * parallel == 0, one thread in the pool or one task, the caller runs them
+ * in order (for work too small to be worth waking anyone). */
+void sd_pool_run(sd_pool *p, sd_pool_fn fn, void *arg, int64_t n_tasks, int parallel);
+
+/* Nanoseconds the caller spent waiting for workers' tasks to finish after
+ * the counter ran out, summed since the pool was made (profiling). */
+uint64_t sd_pool_wait_ns(const sd_pool *p);
+
+#endif
