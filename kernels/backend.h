@@ -11,7 +11,10 @@
  *
  * Shapes: activations are row-major [n][dim]; the KV cache of one layer is
  * [position][kv_head][head_dim], so the K/V rows of positions pos..pos+n-1
- * are one contiguous [n][kv_dim] block that qkv_rope writes straight into. */
+ * are one contiguous [n][kv_dim] block that qkv_rope writes straight into.
+ * Cache elements are F32, or F16 (sd_attn_shape.kv_type) on a backend that
+ * takes it: half the bytes attention reads per position, at long contexts
+ * a large share of a decode step. */
 #ifndef SD_BACKEND_H
 #define SD_BACKEND_H
 
@@ -32,12 +35,15 @@ enum { SD_MAX_ROWS = 128, SD_TOP_K_MAX = 64 };
  * (qwen2); pair j of position p turns by p * rope_base^(-2j/rope_dim), and
  * dims >= rope_dim are left alone. Biases (NULL: none) are F32 vectors in
  * backend memory, [n_head*head_dim] for bq and [n_kv*head_dim] for bk and
- * bv, added to the projections before the rotation. */
+ * bv, added to the projections before the rotation. kv_type: SD_F32 or
+ * SD_F16 (kernels/common/wtype.h), the element type of the cache rows the
+ * ops write and read; a backend that cannot keep it fails the call. */
 typedef struct sd_attn_shape {
     int n_head, n_kv, head_dim, rope_dim;
     float rope_base;
     int neox;
     const float *bq, *bk, *bv;
+    uint32_t kv_type;
 } sd_attn_shape;
 
 typedef struct sd_backend sd_backend;
@@ -61,7 +67,7 @@ struct sd_backend {
                    float eps, sd_err *e);
     /* q = rope(Wq x + bq); k_rows = rope(Wk x + bk); v_rows = Wv x + bv, for
      * positions pos.. (biases and rotation as s describes them). */
-    int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
+    int (*qkv_rope)(sd_backend *b, const sd_attn_shape *s, float *q, void *k_rows, void *v_rows,
                     const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                     int n, int pos, sd_err *e);
     /* The same with every row at position pos, for n <= SD_MAX_ROWS
@@ -70,12 +76,12 @@ struct sd_backend {
      * memory: position pos of sequence i's layer cache). The pointer arrays
      * themselves are host memory, read during the call. */
     int (*qkv_rope_same_pos)(sd_backend *b, const sd_attn_shape *s, float *q,
-                             float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                             void *const *k_dst, void *const *v_dst, const sd_weight *wq,
                              const sd_weight *wk, const sd_weight *wv, const float *x, int n,
                              int pos, sd_err *e);
     /* Causal GQA over the layer cache kc/vc holding positions 0..pos+n-1. */
     int (*attention)(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
-                     const float *kc, const float *vc, int n, int pos, sd_err *e);
+                     const void *kc, const void *vc, int n, int pos, sd_err *e);
     /* out (+)= x W^T */
     int (*matmul)(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
                   int accumulate, sd_err *e);

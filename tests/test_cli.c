@@ -57,6 +57,7 @@ Test(cli, bad_flags_and_values) {
         {"-m " M "stories260K.gguf -p hi --ngram-store two", "'two' is not multi or one", 2},
         {"-m " M "stories260K.gguf -p hi --strategy spec", "needs a drafter", 2},
         {"-m " M "stories260K.gguf -p hi --alpha nan", "is not a number", 2},
+        {"-m " M "stories260K.gguf -p hi --kv-type bf16", "--kv-type: 'bf16' is not f32 or f16", 2},
         {"-m " M "stories260K.gguf -p hi --sampler-arg top_k=3", "--sampler-arg needs --sampler", 2},
         {"-m tests/data/none.gguf -p hi", "tests/data/none.gguf: cannot open", 1},
         {"-m Makefile -p hi", "Makefile: not a GGUF file", 1},

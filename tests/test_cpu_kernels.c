@@ -594,6 +594,18 @@ static void attn_case(sd_cpu *c, int n, int pos, int nh, int nkv, int hd) {
     fill(k, (size_t)len * nkv * hd, -1, 1);
     fill(v, (size_t)len * nkv * hd, -1, 1);
     for (int d = 0; d < hd; d++) q[d] *= 8; /* a peaked softmax for row 0 */
+    /* the F16 cache: the same K/V rounded to half, its reference on the
+     * rounded values */
+    size_t kvn = (size_t)len * nkv * hd;
+    uint16_t *k16 = malloc(2 * kvn), *v16 = malloc(2 * kvn);
+    float *kr = malloc(sizeof(float) * kvn), *vr = malloc(sizeof(float) * kvn);
+    double *ref16 = malloc(sizeof(double) * n * nh * hd);
+    cr_assert(k16 && v16 && kr && vr && ref16);
+    sd_quantize_row(SD_F16, k, k16, (int64_t)kvn);
+    sd_quantize_row(SD_F16, v, v16, (int64_t)kvn);
+    sd_dequantize_row(SD_F16, k16, kr, (int64_t)kvn);
+    sd_dequantize_row(SD_F16, v16, vr, (int64_t)kvn);
+    ref_attention(ref16, q, kr, vr, n, pos, nh, nkv, hd);
     ref_attention(ref, q, k, v, n, pos, nh, nkv, hd);
     for (int isa = 0; isa < n_isas(); isa++) {
         sd_cpu_set_isa(c, isa);
@@ -602,15 +614,24 @@ static void attn_case(sd_cpu *c, int n, int pos, int nh, int nkv, int hd) {
         for (int m = 0; m < n * nh * hd; m++)
             cr_assert_leq(fabs(out[m] - ref[m]), 2e-5, "attn n=%d pos=%d heads %d/%d hd %d isa %s [%d]: %g vs %g",
                           n, pos, nh, nkv, hd, sd_isa_name(isa), m, out[m], ref[m]);
+        for (int m = 0; m < n * nh * hd; m++) out[m] = NAN;
+        cr_assert_eq(sd_cpu_attention_kv(c, out, q, k16, v16, SD_F16, n, pos, nh, nkv, hd, &e), 0,
+                     "%s", e.msg);
+        for (int m = 0; m < n * nh * hd; m++)
+            cr_assert_leq(fabs(out[m] - ref16[m]), 2e-5,
+                          "f16 attn n=%d pos=%d heads %d/%d hd %d isa %s [%d]: %g vs %g", n, pos, nh,
+                          nkv, hd, sd_isa_name(isa), m, out[m], ref16[m]);
     }
     free(q), free(k), free(v), free(out), free(ref);
+    free(k16), free(v16), free(kr), free(vr), free(ref16);
 }
 
 Test(cpu, attention) {
     sd_err e = {{0}};
     sd_cpu *c1 = sd_cpu_create(1, &e), *c2 = sd_cpu_create(2, &e);
-    const int gqa[][2] = {{3, 3}, {4, 2}, {6, 2}, {9, 3}};
-    for (int g = 0; g < 4; g++)
+    /* groups of 1, 2, 3 (SmolLM2), 7 (the Qwen 0.5B: sub-groups 4+3) and 8 */
+    const int gqa[][2] = {{3, 3}, {4, 2}, {6, 2}, {9, 3}, {14, 2}, {8, 1}};
+    for (int g = 0; g < 6; g++)
         for (int ci = 0; ci < 2; ci++) {
             sd_cpu *c = ci ? c2 : c1;
             attn_case(c, 1, 0, gqa[g][0], gqa[g][1], 64);
@@ -618,8 +639,10 @@ Test(cpu, attention) {
             attn_case(c, 5, 20, gqa[g][0], gqa[g][1], 64);
             attn_case(c, 17, 0, gqa[g][0], gqa[g][1], 32);
             attn_case(c, 3, 9, gqa[g][0], gqa[g][1], 12); /* not a multiple of 8 */
-            attn_case(c, 4, 3, gqa[g][0], gqa[g][1], 40);
+            attn_case(c, 4, 3, gqa[g][0], gqa[g][1], 40); /* not a multiple of 16 */
+            attn_case(c, 2, 50, gqa[g][0], gqa[g][1], 128);
         }
+    attn_case(c2, 1, 300, 12, 2, 128); /* the Qwen 1.5B: sub-groups 3+3 */
     attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows */
     attn_case(c2, 130, 0, 9, 3, 64);
     cr_assert_eq(sd_cpu_attention(c1, NULL, NULL, NULL, NULL, 1, 0, 3, 2, 64, &e), -1);

@@ -589,8 +589,8 @@ static void check_qkv_same_pos(uint32_t type, sd_attn_shape s, int n, int pos) {
     float *x = hrand((size_t)n * dim, 1.0f), *q_ref = malloc((size_t)n * dim * 4);
     float *kv_ref = malloc(2 * (size_t)n * len * kv * 4), *kv_init = malloc((size_t)len * kv * 4);
     float **hk = malloc((size_t)n * sizeof *hk), **hv = malloc((size_t)n * sizeof *hv);
-    float **dk = malloc((size_t)n * sizeof *dk), **dv = malloc((size_t)n * sizeof *dv);
-    float **ck = malloc((size_t)n * sizeof *ck), **cv = malloc((size_t)n * sizeof *cv);
+    void **dk = malloc((size_t)n * sizeof *dk), **dv = malloc((size_t)n * sizeof *dv);
+    void **ck = malloc((size_t)n * sizeof *ck), **cv = malloc((size_t)n * sizeof *cv);
     cr_assert(q_ref && kv_ref && kv_init && hk && hv && dk && dv && ck && cv);
     for (size_t i = 0; i < (size_t)len * kv; i++) kv_init[i] = 12345.0f;
     for (int i = 0; i < n; i++) {

@@ -57,7 +57,7 @@ static const golden_model qwen05 = {"qwen2.5-coder-0.5b.gguf",
 static sd_model *load(const golden_model *g) {
     cr_assert(access(g->path, R_OK) == 0, "%s is missing (`make test` fetches it)", g->path);
     sd_err e = {{0}};
-    sd_model_opts o = {512};
+    sd_model_opts o = {.n_ctx = 512};
     sd_model *m = sd_model_load(g->path, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;

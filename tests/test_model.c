@@ -41,7 +41,7 @@ static sd_model *load(const char *file, int threads) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {0};
+    sd_model_opts o = {.n_ctx = 0};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, threads, &e), &o, &e);
     cr_assert(m, "load %s: %s", path, e.msg);
     return m;
@@ -207,7 +207,7 @@ Test(forward, bad_inputs) {
 
 Test(forward, context_full_stops_generation) {
     sd_err e;
-    sd_model_opts o = {16};
+    sd_model_opts o = {.n_ctx = 16};
     sd_model *m = sd_model_load(MODELS "stories260K.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     int32_t prompt[] = {1, 403, 407, 261, 378};
@@ -225,7 +225,7 @@ Test(forward, context_full_stops_generation) {
 
 Test(model, load_errors_name_the_file) {
     sd_err e;
-    sd_model_opts o = {0};
+    sd_model_opts o = {.n_ctx = 0};
     cr_assert_null(sd_model_load("tests/data/no-such.gguf", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
     cr_assert(strstr(e.msg, "tests/data/no-such.gguf: cannot open"), "%s", e.msg);
     cr_assert_null(sd_model_load("Makefile", sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e));
@@ -248,7 +248,7 @@ static sd_model *load_patched_arch(const char *arch, sd_err *e) {
     memcpy(v, arch, 5);
     gguf_file *f = gguf_open_mem(bytes, len, "patched", e);
     cr_assert(f, "%s", e->msg);
-    sd_model_opts o = {16};
+    sd_model_opts o = {.n_ctx = 16};
     sd_model *m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, 1, e), &o, e);
     free(bytes);
     return m;

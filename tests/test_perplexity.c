@@ -251,7 +251,7 @@ Test(perplexity, smollm2_gpl3_matches_llama_perplexity, .timeout = 600) {
         return;
     }
     sd_err e = {{0}};
-    sd_model_opts mo = {1};
+    sd_model_opts mo = {.n_ctx = 1};
     sd_model *m = sd_model_load(SMOL, sd_backend_open(SD_DEVICE_CPU, 2, &e), &mo, &e);
     cr_assert(m, "%s", e.msg);
     char *text = tu_slurp(GPL3);

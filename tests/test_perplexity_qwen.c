@@ -27,7 +27,7 @@
 static sd_model *load(const char *path) {
     cr_assert(access(path, R_OK) == 0, "%s missing (`make model-pair` fetches it)", path);
     sd_err e = {{0}};
-    sd_model_opts o = {1};
+    sd_model_opts o = {.n_ctx = 1};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;

@@ -33,7 +33,7 @@ static sd_model *load_or_skip(void) {
         return NULL;
     }
     sd_err e = {{0}};
-    sd_model_opts o = {1024};
+    sd_model_opts o = {.n_ctx = 1024};
     sd_model *m = sd_model_load(SMOL, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;

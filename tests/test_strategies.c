@@ -25,15 +25,17 @@ static const int32_t prompt[] = {1, 403, 407, 261, 378}; /* "Once upon a time" *
 static const int32_t synth_prompt[] = {1, 300, 301};
 #define NP 5
 
-static sd_model *load(const char *file) {
+static sd_model *load_kv(const char *file, uint32_t kv_type) {
     char path[256];
     snprintf(path, sizeof path, MODELS "%s", file);
     sd_err e = {{0}};
-    sd_model_opts o = {256};
+    sd_model_opts o = {.n_ctx = 256, .kv_type = kv_type};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
 }
+
+static sd_model *load(const char *file) { return load_kv(file, SD_F32); }
 
 static synth_model make_synth(synth_cfg c) {
     synth_model s;
@@ -88,7 +90,7 @@ Test(speculative, self_speculative_equals_autoregressive) {
         greedy_ar(m, 1, want);
         for (int k = 1; k <= m->hp.n_layers; k++) {
             sd_err e;
-            sd_kv *kv = sd_kv_create(m->be, k, m->kv->kv_dim, m->n_ctx, &e);
+            sd_kv *kv = sd_kv_create(m->be, k, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
             cr_assert(kv, "%s", e.msg);
             sd_lm tl = {m, m->kv, 0}, dl = {m, kv, k};
             for (int g = 1; g <= 8; g++) {
@@ -177,7 +179,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
         cr_assert_lt(st.host_bytes, row * st.target_calls, "a greedy round must copy less than a row");
         sd_ngram_free(s);
     }
-    sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, NULL);
+    sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
     cr_assert(kv);
     sd_lm dl = {m, kv, 2};
     sd_spec_opts so = {4, 0, 1};
@@ -246,7 +248,7 @@ Test(speculative, bad_gamma_and_context) {
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
-    sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, &e);
+    sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
     sd_lm dl = {m, kv, 1};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 8, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
@@ -392,6 +394,61 @@ Test(speculative, preserves_distribution_with_a_drafter_of_another_shape) {
 Test(nasd, preserves_distribution) {
     const char *kv[] = {"temperature=0.25"}; /* a peaked law: drafts often accepted */
     check_distribution("multinomial", kv, 1, NGRAM);
+}
+
+/* ---- F16 KV cache ----------------------------------------------------------------
+ * The cache rounds K/V to half precision: logits move by about that
+ * rounding (here within 1e-2 of logits of magnitude ~10), and every
+ * strategy over an F16 cache is as lossless against AR over the same
+ * cache as over an F32 one. */
+Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
+    sd_model *m32 = load(files[0]), *m = load_kv(files[0], SD_F16);
+    cr_assert_eq(m->kv->type, SD_F16);
+    cr_assert_eq(m->kv->row_bytes, (size_t)m->kv->kv_dim * 2);
+    const int V = m->hp.vocab;
+    float *a = malloc(sizeof(float) * NP * V), *b = malloc(sizeof(float) * NP * V);
+    cr_assert(a && b);
+    sd_err e;
+    cr_assert_eq(sd_forward(m32, prompt, NP, 0, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_forward(m, prompt, NP, 0, b, &e), 0, "%s", e.msg);
+    double worst = 0, big = 0;
+    for (int i = 0; i < NP * V; i++) {
+        worst = fmax(worst, fabs(a[i] - b[i]));
+        big = fmax(big, fabs(a[i]));
+    }
+    cr_assert_leq(worst, 1e-3 * big + 1e-4, "f16 cache moved a logit by %g (max |logit| %g)", worst,
+                  big);
+    cr_assert_gt(worst, 0, "an F16 cache should round something");
+    free(a), free(b);
+
+    int32_t want[GEN], got[GEN];
+    greedy_ar(m, 1, want);
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, SD_F16, &e);
+    cr_assert(kv, "%s", e.msg);
+    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_spec_opts so = {4, 0, 1};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want, "spec over an f16 cache");
+    cr_assert_eq(st.accepted, st.drafted, "own drafter must accept all");
+    sd_kv_free(kv);
+    sd_ngram *ng = sd_ngram_create(SD_NGRAM_MULTI, 2, 64, &e);
+    cr_assert(ng, "%s", e.msg);
+    sd_nasd_opts no = {4, 3, 0, 0, 0};
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, ng, &tl, &no, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want, "nasd over an f16 cache");
+    sd_ngram_free(ng);
+    sd_beam_opts bo = {1, 3, 5.0, 1.2};
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &bo, GEN, &cfg, got, &st, &e), GEN, "%s",
+                 e.msg);
+    cr_assert_arr_eq(got, want, sizeof want, "one beam over f16 caches");
+    cr_assert_null(sd_kv_create(m->be, 1, 8, 8, SD_BF16, &e));
+    cr_assert(strstr(e.msg, "element type BF16"), "%s", e.msg);
+    sd_model_free(m);
+    sd_model_free(m32);
 }
 
 /* ---- beam search ---------------------------------------------------------------- */

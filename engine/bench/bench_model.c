@@ -8,7 +8,11 @@
  *     prefix with the argmax of every row, as speculative decoding's
  *     verification runs it) against one row, n = 1..9;
  *   - where the time of one decode step and one 5-row verification goes,
- *     op by op (the CPU kernels' profile).
+ *     op by op (the CPU kernels' profile);
+ *   - decode at LONG_CTX cached positions with an F32 and an F16 cache, and
+ *     attention's share of the step (the cache's contents are the zeros it
+ *     was allocated with: the time does not depend on them, and filling
+ *     2048 positions of the 1.5B by prefill would take a minute).
  * CUDA rows (decode and prefill) when a GPU is usable.
  *   usage: bench_model [MODEL...]   (default: stories260K, SmolLM2 and the
  *   Qwen2.5-Coder pair) */
@@ -34,6 +38,8 @@
 #define REPEATS 3
 #define VERIFY_PREFIX 256
 #define VERIFY_MAX 9
+#define LONG_CTX 2048
+#define LONG_TOKENS 16
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -220,6 +226,31 @@ static int breakdown(sd_model *m, sd_cpu *c, const int32_t *toks, int n, int ste
     return 0;
 }
 
+/* Decode at LONG_CTX positions, 2 threads, for each cache type. */
+static int long_context(const char *path, sd_err *e) {
+    const uint32_t types[2] = {SD_F32, SD_F16};
+    printf("  decode at %d cached positions, 2 threads:", LONG_CTX);
+    for (int k = 0; k < 2; k++) {
+        sd_model_opts o = {.n_ctx = LONG_CTX + LONG_TOKENS + 2, .kv_type = types[k]};
+        sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 2, e), &o, e);
+        if (!m) return -1;
+        sd_cpu *c = sd_backend_cpu_context(m->be);
+        m->kv->n = LONG_CTX;
+        int32_t tok = 1, next;
+        int rc = sd_forward_top_k(m, m->kv, &tok, 1, LONG_CTX, 0, 1, 1, &next, e); /* warm */
+        sd_cpu_profile_enable(c, 1);
+        double rate = rc ? -1 : decode(m, next, LONG_CTX, LONG_TOKENS, e);
+        sd_cpu_profile p;
+        sd_cpu_profile_read(c, &p);
+        sd_model_free(m);
+        if (rate < 0) return -1;
+        double att = p.op_ns[SD_OP_ATTENTION] / 1e9 / (LONG_TOKENS / rate);
+        printf(" kv %s %.1f tok/s (attention %.0f%%)%s", sd_wtype_name(types[k]), rate, 100 * att,
+               k ? "\n" : ",");
+    }
+    return 0;
+}
+
 static const char *base_name(const char *path) {
     return strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 }
@@ -227,7 +258,7 @@ static const char *base_name(const char *path) {
 /* Everything above for one model on the CPU. */
 static int bench_cpu(const char *path, const double *read_bw) {
     sd_err e;
-    sd_model_opts o = {VERIFY_PREFIX + PROMPT_TOKENS + DECODE_TOKENS + 16};
+    sd_model_opts o = {.n_ctx = VERIFY_PREFIX + PROMPT_TOKENS + DECODE_TOKENS + 16};
     sd_model *m[3] = {NULL, NULL, NULL};
     int32_t prompt[VERIFY_PREFIX];
     int rc = -1;
@@ -279,6 +310,11 @@ static int bench_cpu(const char *path, const double *read_bw) {
         sd_cpu *c = sd_backend_cpu_context(m[t]->be);
         if (breakdown(m[t], c, prompt, 1, 8, &e) || breakdown(m[t], c, prompt, 5, 4, &e)) goto out;
     }
+    if (m[1]->hp.ctx_train < LONG_CTX + LONG_TOKENS + 2)
+        printf("  decode at %d cached positions: skipped (context_length %d)\n", LONG_CTX,
+               m[1]->hp.ctx_train);
+    else if (long_context(path, &e))
+        goto out;
     rc = 0;
 out:
     if (rc) fprintf(stderr, "bench_model: %s\n", e.msg);
@@ -289,7 +325,7 @@ out:
 /* Prefill and decode on the GPU. */
 static int bench_cuda(const char *path, double read_bw) {
     sd_err e;
-    sd_model_opts o = {PROMPT_TOKENS + DECODE_TOKENS + 16};
+    sd_model_opts o = {.n_ctx = PROMPT_TOKENS + DECODE_TOKENS + 16};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CUDA, 1, &e), &o, &e);
     int32_t prompt[PROMPT_TOKENS];
     double pre, dec;

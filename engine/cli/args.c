@@ -71,6 +71,8 @@ void sd_args_usage(FILE *out) {
         "      --ctx N               context positions to allocate (default min(model, 4096))\n"
         "  -t, --threads N           CPU threads (default: the physical cores; at most 4x the cores)\n"
         "      --device D            auto, cpu or cuda (default auto: cuda when a GPU is usable)\n"
+        "      --kv-type T           KV cache elements: f32 (default) or f16 (CPU backend; half\n"
+        "                            the bytes attention reads per position)\n"
         "      --draft-device D      backend of the draft model (default: as --device)\n"
         "speculative decoding and NASD\n"
         "      --gamma G             drafts per verification (default 4)\n"
@@ -129,7 +131,19 @@ static int sd_check_threads(const char *flag, int n, sd_err *e) {
     return 0;
 }
 
-typedef enum { F_BOOL, F_OFF, F_STR, F_INT, F_NUM, F_U64, F_LIST, F_STRAT, F_STORE, F_DEVICE } ftype;
+typedef enum {
+    F_BOOL,
+    F_OFF,
+    F_STR,
+    F_INT,
+    F_NUM,
+    F_U64,
+    F_LIST,
+    F_STRAT,
+    F_STORE,
+    F_DEVICE,
+    F_KVTYPE
+} ftype;
 
 static int parse_device(const char *flag, const char *v, int *out, sd_err *e) {
     if (!strcmp(v, "auto")) *out = SD_DEVICE_AUTO;
@@ -189,6 +203,7 @@ static const flag flags[] = {
     {NULL, "--ngram-store", F_STORE, OFF(c.ngram_kind), 0, 0, 0},
     {NULL, "--device", F_DEVICE, OFF(c.device), 0, 0, 0},
     {NULL, "--draft-device", F_DEVICE, OFF(c.draft_device), 0, 0, 0},
+    {NULL, "--kv-type", F_KVTYPE, OFF(c.kv_type), 0, 0, 0},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -250,6 +265,11 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
             else r = sd_fail(e, "--ngram-store: '%s' is not multi or one", v);
             break;
         case F_DEVICE: r = parse_device(arg, v, (int *)(base + f->off), e); break;
+        case F_KVTYPE:
+            if (!strcmp(v, "f32")) a->c.kv_type = SD_F32;
+            else if (!strcmp(v, "f16")) a->c.kv_type = SD_F16;
+            else r = sd_fail(e, "--kv-type: '%s' is not f32 or f16", v);
+            break;
         case F_BOOL:
         case F_OFF: break;
         }

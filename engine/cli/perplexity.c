@@ -53,7 +53,9 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
     const char *path = a->perplexity;
     int ctx = a->c.n_ctx > 0 ? a->c.n_ctx : SD_PPL_DEFAULT_CTX;
     char notice[256];
-    sd_model *m = sd_load_model(a->c.model, a->c.device, a->c.threads, 1, notice, sizeof notice, e);
+    sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type};
+    sd_model *m =
+        sd_load_model(a->c.model, a->c.device, a->c.threads, &o, notice, sizeof notice, e);
     if (!m) return 1;
     if (notice[0]) fprintf(stderr, "specdec: note: %s\n", notice);
     int32_t *ids = NULL;

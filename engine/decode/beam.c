@@ -112,7 +112,8 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
             sd_fail(e, "out of memory");
             goto done;
         }
-        pool[i] = beams[i].kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, n_ctx, e);
+        pool[i] = beams[i].kv =
+            sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, n_ctx, m->kv_type, e);
         if (!pool[i]) goto done;
     }
     double t0 = sd_now();

@@ -90,7 +90,8 @@ int sd_ppl_eval(sd_model *m, const int32_t *ids, int n, const sd_ppl_opts *o, sd
     if (n_chunks < 0) return -1;
     int bos = sd_tokenizer_add_bos(m->tok) ? sd_tokenizer_bos(m->tok) : -1;
 
-    sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim, ctx, e);
+    sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim, ctx,
+                             m->kv_type, e);
     if (!kv) return -1;
     int32_t *win = malloc((size_t)ctx * sizeof *win);
     float *logits = malloc((size_t)m->max_batch * (size_t)m->hp.vocab * sizeof *logits);

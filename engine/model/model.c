@@ -250,7 +250,9 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     }
     m->max_batch = MAX_BATCH;
     size_t mb = (size_t)m->max_batch;
-    m->kv = sd_kv_create(m->be, hp->n_layers, hp->n_kv_heads * hp->head_dim, m->n_ctx, e);
+    m->kv_type = o ? o->kv_type : SD_F32;
+    m->kv = sd_kv_create(m->be, hp->n_layers, hp->n_kv_heads * hp->head_dim, m->n_ctx, m->kv_type,
+                         e);
     if (!m->kv || !(m->x = scratch(m, mb * hp->dim, e)) || !(m->xb = scratch(m, mb * hp->dim, e)) ||
         !(m->q = scratch(m, mb * hp->dim, e)) || !(m->att = scratch(m, mb * hp->dim, e)) ||
         !(m->hb = scratch(m, mb * hp->ffn, e)) || !(m->hb2 = scratch(m, mb * hp->ffn, e)) ||
@@ -298,9 +300,9 @@ static int run_layers(sd_model *m, sd_kv *const *kvs, int n_seq, const int32_t *
     const sd_hparams *hp = &m->hp;
     sd_attn_shape s = {.n_head = hp->n_heads, .n_kv = hp->n_kv_heads, .head_dim = hp->head_dim,
                        .rope_dim = hp->rope_dim, .rope_base = hp->rope_base,
-                       .neox = hp->rope_neox};
-    size_t off = (size_t)pos * (size_t)kvs[0]->kv_dim, qd = (size_t)hp->dim;
-    float *kd[SD_MAX_ROWS], *vd[SD_MAX_ROWS];
+                       .neox = hp->rope_neox, .kv_type = kvs[0]->type};
+    size_t qd = (size_t)hp->dim;
+    void *kd[SD_MAX_ROWS], *vd[SD_MAX_ROWS];
     if (b->embed(b, m->x, &m->tok_embd, tokens, nb, e)) return -1;
     for (int l = 0; l < n_layers; l++) {
         const sd_layer *L = &m->layers[l];
@@ -310,14 +312,14 @@ static int run_layers(sd_model *m, sd_kv *const *kvs, int n_seq, const int32_t *
         if (b->rmsnorm(b, m->xb, m->x, &L->attn_norm, nb, hp->dim, hp->eps, e)) return -1;
         if (n_seq == 1) {
             sd_kv *kv = kvs[0];
-            if (b->qkv_rope(b, &s, m->q, kv->k[l] + off, kv->v[l] + off, &L->wq, &L->wk, &L->wv,
-                            m->xb, nb, pos, e) ||
+            if (b->qkv_rope(b, &s, m->q, sd_kv_at(kv, kv->k[l], pos), sd_kv_at(kv, kv->v[l], pos),
+                            &L->wq, &L->wk, &L->wv, m->xb, nb, pos, e) ||
                 b->attention(b, &s, m->att, m->q, kv->k[l], kv->v[l], nb, pos, e))
                 return -1;
         } else {
             for (int i = 0; i < nb; i++) {
-                kd[i] = kvs[i]->k[l] + off;
-                vd[i] = kvs[i]->v[l] + off;
+                kd[i] = sd_kv_at(kvs[i], kvs[i]->k[l], pos);
+                vd[i] = sd_kv_at(kvs[i], kvs[i]->v[l], pos);
             }
             if (b->qkv_rope_same_pos(b, &s, m->q, kd, vd, &L->wq, &L->wk, &L->wv, m->xb, nb, pos,
                                      e))

@@ -39,6 +39,7 @@ typedef struct sd_model {
     sd_weight tok_embd, out_norm, output;
     sd_layer *layers;
     int n_ctx;      /* positions the caches hold */
+    uint32_t kv_type; /* element type of its caches: SD_F32 or SD_F16 */
     int max_batch;  /* tokens per internal chunk of one forward call */
     sd_kv *kv;      /* the model's own cache */
     /* scratch, backend memory, [max_batch][...] */
@@ -46,7 +47,8 @@ typedef struct sd_model {
 } sd_model;
 
 typedef struct sd_model_opts {
-    int n_ctx; /* <= 0: min(context_length, 4096) */
+    int n_ctx;        /* <= 0: min(context_length, 4096) */
+    uint32_t kv_type; /* SD_F32 (0 means the same) or SD_F16: the caches' element type */
 } sd_model_opts;
 
 /* Loads path onto backend be (engine/session/device.h opens one). The model

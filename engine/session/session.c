@@ -77,7 +77,8 @@ int sd_session_reset_store(sd_session *s, sd_err *e) {
 int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     if (k < 1 || k > s->target->hp.n_layers)
         return sd_fail(e, "draft layers %d: the target has %d layers", k, s->target->hp.n_layers);
-    sd_kv *kv = sd_kv_create(s->target->be, k, s->target->kv->kv_dim, s->target->n_ctx, e);
+    sd_kv *kv = sd_kv_create(s->target->be, k, s->target->kv->kv_dim, s->target->n_ctx,
+                           s->target->kv_type, e);
     if (!kv) return -1;
     sd_kv_free(s->self_kv);
     s->self_kv = kv;
@@ -87,8 +88,8 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     return 0;
 }
 
-sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, char *notice,
-                        size_t cap, sd_err *e) {
+sd_model *sd_load_model(const char *path, int device, int threads, const sd_model_opts *o,
+                        char *notice, size_t cap, sd_err *e) {
     sd_hparams hp;
     if (cap) notice[0] = 0;
     if (sd_model_hparams(path, &hp, e)) return NULL;
@@ -98,16 +99,22 @@ sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, ch
         sd_wrap(e, device == SD_DEVICE_CUDA ? "--device cuda" : "--device");
         return NULL;
     }
+    if (o->kv_type != SD_F32 && strcmp(be->name, "cpu") != 0) {
+        be->destroy(be);
+        sd_fail(e, "--kv-type %s: only the CPU backend keeps an F16 cache (add --device cpu)",
+                o->kv_type == SD_F16 ? "f16" : "?");
+        return NULL;
+    }
     if (why[0] && cap) snprintf(notice, cap, "%s: %s", path, why);
-    sd_model_opts mo = {n_ctx};
-    return sd_model_load(path, be, &mo, e);
+    return sd_model_load(path, be, o, e);
 }
 
 /* sd_load_model, its notice appended to s->notice. */
 static sd_model *load(sd_session *s, const char *path, int device, int threads, int n_ctx,
                       sd_err *e) {
     char notice[256];
-    sd_model *m = sd_load_model(path, device, threads, n_ctx, notice, sizeof notice, e);
+    sd_model_opts o = {.n_ctx = n_ctx, .kv_type = s->c.kv_type};
+    sd_model *m = sd_load_model(path, device, threads, &o, notice, sizeof notice, e);
     size_t used = strlen(s->notice);
     if (m && notice[0])
         snprintf(s->notice + used, sizeof s->notice - used, "%s%s", used ? "; " : "", notice);

@@ -44,6 +44,7 @@ typedef struct sd_config {
     int n_predict;
     int threads;
     int n_ctx;
+    uint32_t kv_type; /* SD_F32 or SD_F16 (CPU backend only) */
     int device;       /* enum sd_device */
     int draft_device; /* -1: same as device */
     int no_cache;
@@ -89,13 +90,13 @@ typedef struct sd_session {
     char notice[512]; /* what the caller should tell the user (a backend fallback); "" if none */
 } sd_session;
 
-/* Loads the model at path with a cache of n_ctx positions (<= 0: the
- * model's default) on the backend `device` names: AUTO takes the CPU
- * instead of CUDA for heads the CUDA kernels do not take and says so in
- * notice ("" otherwise). Errors name the file, or the --device setting when
- * the backend is what failed. */
-sd_model *sd_load_model(const char *path, int device, int threads, int n_ctx, char *notice,
-                        size_t cap, sd_err *e);
+/* Loads the model at path with its caches as o describes them (positions,
+ * element type) on the backend `device` names: AUTO takes the CPU instead
+ * of CUDA for heads the CUDA kernels do not take and says so in notice (""
+ * otherwise). Errors name the file, or the --device / --kv-type setting
+ * when the backend is what failed or cannot keep that cache. */
+sd_model *sd_load_model(const char *path, int device, int threads, const sd_model_opts *o,
+                        char *notice, size_t cap, sd_err *e);
 
 /* The plugin set of c's search path, nothing loaded yet (the session loads
  * the one plugin its sampler needs); NULL on out of memory. */

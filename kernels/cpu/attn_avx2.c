@@ -1,9 +1,17 @@
-/* AVX2 attention for one (query row, head): scores = K.q * scale, max-
- * subtracted softmax, out = sum p_t V_t. attn_avx512.c recompiles this file
- * with the wider ISA. K and V rows are `stride` floats apart (all kv heads
- * of a position are adjacent in the cache). Head dims that are not a
- * multiple of 8 go to the scalar version. The output is built 32 floats at
- * a time in 4 registers, streaming V once per 32 columns (L1/L2 resident). */
+/* AVX2 attention for one query row and the G query heads that share one
+ * kv head (grouped-query attention): scores = K.q_g * scale, max-subtracted
+ * softmax, out_g = sum_t p_gt V_t. attn_avx512.c recompiles this file with
+ * the wider ISA. K and V rows are `stride` floats apart (all kv heads of a
+ * position are adjacent in the cache).
+ *
+ * Why grouped: at long contexts a layer's K and V outgrow the core's L2
+ * (Qwen2.5-1.5B: 2 MiB each at 2048 positions), and a head-at-a-time loop
+ * streams them once per query head (6 times for that model). Here the
+ * heads go in sub-groups of at most GS_MAX = 4 (their accumulators stay in
+ * registers); each K row and each 16-column slice of a V row is loaded
+ * once per sub-group. Head dims that are not a multiple of 16 go to the
+ * scalar version. sc holds G rows of len scores, ldsc floats apart. The
+ * cache is F32 or F16 (vcvtph2ps on load: half the bytes, same math). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -42,28 +50,85 @@ static inline __m256 exp256(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-void SD_FN(sd_cpu_attn_head)(float *out, const float *q, const float *k, const float *v,
-                             int len, int64_t stride, int hd, float scale, float *sc) {
-    if (hd % 8) {
-        sd_cpu_attn_head_scalar(out, q, k, v, len, stride, hd, scale, sc);
-        return;
-    }
-    /* scores */
-    float mx = -INFINITY;
+#define AI static inline __attribute__((always_inline))
+enum { GS_MAX = 4, PF_ROWS = 8 };
+
+void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const void *v, int f16,
+                              int len, int64_t stride, int hd, int G, float scale, float *sc,
+                              int64_t ldsc);
+
+/* 8 cache elements at element index i as floats. */
+AI __m256 ld8(const int f16, const void *p, size_t i) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+AI void prefetch_row(const int f16, const void *p, size_t i, int hd) {
+    const char *b = (const char *)p + i * (f16 ? 2 : 4);
+    for (int d = 0; d < hd * (f16 ? 2 : 4); d += 64) _mm_prefetch(b + d, _MM_HINT_T0);
+}
+
+/* Scores of GS heads against K rows 0..len, and each head's max. */
+AI void scores(const int GS, const int f16, const float *q, const void *k, int len,
+               int64_t stride, int hd, float scale, float *sc, int64_t ldsc, float *mx) {
+    for (int g = 0; g < GS; g++) mx[g] = -INFINITY;
     for (int t = 0; t < len; t++) {
-        const float *kr = k + (size_t)t * stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int d = 0;
-        for (; d + 16 <= hd; d += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kr + d), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), _mm256_loadu_ps(kr + d + 8), a1);
+        const size_t kr = (size_t)t * stride;
+        /* rows are strided (the other kv heads sit between them): fetch
+         * PF_ROWS ahead */
+        prefetch_row(f16, k, kr + PF_ROWS * stride, hd);
+        __m256 a[GS_MAX][2];
+        for (int g = 0; g < GS; g++) a[g][0] = a[g][1] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 16) {
+            const __m256 k0 = ld8(f16, k, kr + d), k1 = ld8(f16, k, kr + d + 8);
+            for (int g = 0; g < GS; g++) {
+                a[g][0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + d), k0, a[g][0]);
+                a[g][1] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * hd + d + 8), k1, a[g][1]);
+            }
         }
-        if (d < hd) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kr + d), a0);
-        const float s = hsum(_mm256_add_ps(a0, a1)) * scale;
-        sc[t] = s;
-        mx = s > mx ? s : mx;
+        for (int g = 0; g < GS; g++) {
+            const float s = hsum(_mm256_add_ps(a[g][0], a[g][1])) * scale;
+            sc[g * ldsc + t] = s;
+            mx[g] = s > mx[g] ? s : mx[g];
+        }
     }
-    /* softmax numerators */
+}
+
+/* out_g = sum_u p_gu V_u / sum_g for GS heads. Blocks of VB positions
+ * (VB rows of V, 32 KiB at head dim 128, stay in L1/L2) are swept 16
+ * columns at a time with the accumulators in registers, carried across
+ * blocks in out; so V is read from memory once, however wide the head. */
+enum { VB = 64 };
+AI void weighted_v(const int GS, const int f16, float *out, const void *v, int len,
+                   int64_t stride, int hd, const float *sc, int64_t ldsc, const float *inv) {
+    for (int u0 = 0; u0 < len; u0 += VB) {
+        const int u1 = u0 + VB < len ? u0 + VB : len;
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            __m256 o[GS_MAX][2];
+            for (int g = 0; g < GS; g++) {
+                o[g][0] = u0 ? _mm256_loadu_ps(out + g * hd + d0) : _mm256_setzero_ps();
+                o[g][1] = u0 ? _mm256_loadu_ps(out + g * hd + d0 + 8) : _mm256_setzero_ps();
+            }
+            for (int u = u0; u < u1; u++) {
+                const size_t vr = (size_t)u * stride + d0;
+                if (d0 == 0) prefetch_row(f16, v, vr + PF_ROWS * stride, hd);
+                const __m256 v0 = ld8(f16, v, vr), v1 = ld8(f16, v, vr + 8);
+                for (int g = 0; g < GS; g++) {
+                    const __m256 p = _mm256_broadcast_ss(sc + g * ldsc + u);
+                    o[g][0] = _mm256_fmadd_ps(p, v0, o[g][0]);
+                    o[g][1] = _mm256_fmadd_ps(p, v1, o[g][1]);
+                }
+            }
+            for (int g = 0; g < GS; g++) {
+                const __m256 iv = _mm256_set1_ps(u1 == len ? inv[g] : 1.0f);
+                _mm256_storeu_ps(out + g * hd + d0, _mm256_mul_ps(o[g][0], iv));
+                _mm256_storeu_ps(out + g * hd + d0 + 8, _mm256_mul_ps(o[g][1], iv));
+            }
+        }
+    }
+}
+
+/* exp(s - max) in place over one head's scores; returns 1/sum. */
+static float softmax_row(float *sc, int len, float mx) {
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256 vs = _mm256_setzero_ps();
     int t = 0;
@@ -78,29 +143,49 @@ void SD_FN(sd_cpu_attn_head)(float *out, const float *q, const float *k, const f
         sc[t] = p;
         sum += p;
     }
-    const __m256 inv = _mm256_set1_ps(1.0f / sum);
-    /* weighted sum of V */
-    int d0 = 0;
-    for (; d0 + 32 <= hd; d0 += 32) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-        for (int u = 0; u < len; u++) {
-            const float *vr = v + (size_t)u * stride + d0;
-            const __m256 p = _mm256_broadcast_ss(sc + u);
-            o0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr), o0);
-            o1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8), o1);
-            o2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 16), o2);
-            o3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 24), o3);
-        }
-        _mm256_storeu_ps(out + d0, _mm256_mul_ps(o0, inv));
-        _mm256_storeu_ps(out + d0 + 8, _mm256_mul_ps(o1, inv));
-        _mm256_storeu_ps(out + d0 + 16, _mm256_mul_ps(o2, inv));
-        _mm256_storeu_ps(out + d0 + 24, _mm256_mul_ps(o3, inv));
+    return 1.0f / sum;
+}
+
+AI void group(const int GS, const int f16, float *out, const float *q, const void *k,
+              const void *v, int len, int64_t stride, int hd, float scale, float *sc,
+              int64_t ldsc) {
+    float mx[GS_MAX], inv[GS_MAX];
+    scores(GS, f16, q, k, len, stride, hd, scale, sc, ldsc, mx);
+    for (int g = 0; g < GS; g++) inv[g] = softmax_row(sc + g * ldsc, len, mx[g]);
+    weighted_v(GS, f16, out, v, len, stride, hd, sc, ldsc, inv);
+}
+
+/* One sub-group of gs heads, f16 and gs as compile-time constants. */
+static void sub_group(int gs, int f16, float *out, const float *q, const void *k, const void *v,
+                      int len, int64_t stride, int hd, float scale, float *sc, int64_t ldsc) {
+#define G_CASE(n)                                                                                \
+    case n:                                                                                      \
+        if (f16) group(n, 1, out, q, k, v, len, stride, hd, scale, sc, ldsc);                    \
+        else group(n, 0, out, q, k, v, len, stride, hd, scale, sc, ldsc);                        \
+        break;
+    switch (gs) {
+        G_CASE(1)
+        G_CASE(2)
+        G_CASE(3)
+    default:
+        G_CASE(4)
     }
-    for (; d0 < hd; d0 += 8) {
-        __m256 o0 = _mm256_setzero_ps();
-        for (int u = 0; u < len; u++)
-            o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + u),
-                                 _mm256_loadu_ps(v + (size_t)u * stride + d0), o0);
-        _mm256_storeu_ps(out + d0, _mm256_mul_ps(o0, inv));
+#undef G_CASE
+}
+
+void SD_FN(sd_cpu_attn_group)(float *out, const float *q, const void *k, const void *v, int f16,
+                              int len, int64_t stride, int hd, int G, float scale, float *sc,
+                              int64_t ldsc) {
+    if (hd % 16) {
+        sd_cpu_attn_group_scalar(out, q, k, v, f16, len, stride, hd, G, scale, sc, ldsc);
+        return;
+    }
+    /* sub-groups of at most GS_MAX, sizes as even as possible (6 -> 3+3) */
+    const int nsub = (G + GS_MAX - 1) / GS_MAX;
+    for (int s = 0, g0 = 0; s < nsub; s++) {
+        const int gs = (G - g0) / (nsub - s);
+        sub_group(gs, f16, out + (size_t)g0 * hd, q + (size_t)g0 * hd, k, v, len, stride, hd, scale,
+                  sc, ldsc);
+        g0 += gs;
     }
 }

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/cpu.h"
+#include "kernels/common/wtype.h"
 
 static sd_cpu *cpu(sd_backend *b) { return (sd_cpu *)b->ctx; }
 
@@ -65,48 +66,80 @@ static void add_biases(const sd_attn_shape *s, float *q, float *k, float *v, int
     if (s->bv) sd_cpu_add_bias(v, s->bv, n, kd);
 }
 
-static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
-                        float *v_rows, const sd_weight *wq, const sd_weight *wk,
-                        const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
-    float *outs[3] = {q, k_rows, v_rows};
+/* Q/K/V of n rows: one batched product (the activations quantized once),
+ * biases, rotation, all in F32; k and v are [n][kv_dim] F32 rows. */
+static int qkv_f32(sd_backend *b, const sd_attn_shape *s, float *q, float *k, float *v,
+                   const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
+                   int n, int pos, int same_pos, sd_err *e) {
+    float *outs[3] = {q, k, v};
     const sd_weight *ws[3] = {wq, wk, wv};
     if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
-    add_biases(s, q, k_rows, v_rows, n);
-    sd_cpu_rope(cpu(b), q, n, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base, s->neox);
-    sd_cpu_rope(cpu(b), k_rows, n, pos, s->n_kv, s->head_dim, s->rope_dim, s->rope_base, s->neox);
+    add_biases(s, q, k, v, n);
+    size_t qd = (size_t)s->n_head * s->head_dim, kd = (size_t)s->n_kv * s->head_dim;
+    for (int i = 0; i < (same_pos ? n : 1); i++) {
+        int rows = same_pos ? 1 : n;
+        sd_cpu_rope(cpu(b), q + i * qd, rows, pos, s->n_head, s->head_dim, s->rope_dim,
+                    s->rope_base, s->neox);
+        sd_cpu_rope(cpu(b), k + i * kd, rows, pos, s->n_kv, s->head_dim, s->rope_dim,
+                    s->rope_base, s->neox);
+    }
+    return 0;
+}
+
+static int check_kv_type(const sd_attn_shape *s, sd_err *e) {
+    if (s->kv_type == SD_F32 || s->kv_type == SD_F16) return 0;
+    return sd_fail(e, "cpu: KV cache type %s (F32 or F16)", sd_wtype_name(s->kv_type));
+}
+
+/* An F32 row of the cache's width into a cache row of kv_type. */
+static void store_row(const sd_attn_shape *s, void *dst, const float *src, size_t kd) {
+    if (s->kv_type == SD_F16) sd_quantize_row(SD_F16, src, dst, (int64_t)kd);
+    else memcpy(dst, src, kd * sizeof(float));
+}
+
+/* An F32 cache takes the new rows straight from the product; an F16 one
+ * through staging rows (the context's scratch), converted after rope. */
+static int cpu_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *k_rows,
+                        void *v_rows, const sd_weight *wq, const sd_weight *wk,
+                        const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
+    if (check_kv_type(s, e)) return -1;
+    if (s->kv_type == SD_F32)
+        return qkv_f32(b, s, q, k_rows, v_rows, wq, wk, wv, x, n, pos, 0, e);
+    size_t kd = (size_t)s->n_kv * s->head_dim;
+    float *k = sd_cpu_scratch(cpu(b), SD_SCRATCH_KV, 2 * (size_t)n * kd * sizeof(float), e);
+    if (!k) return -1;
+    float *v = k + (size_t)n * kd;
+    if (qkv_f32(b, s, q, k, v, wq, wk, wv, x, n, pos, 0, e)) return -1;
+    sd_quantize_row(SD_F16, k, k_rows, (int64_t)(n * kd));
+    sd_quantize_row(SD_F16, v, v_rows, (int64_t)(n * kd));
     return 0;
 }
 
 /* Beams: one batched product reads each weight once for all n rows; the
  * n key/value rows land in the context's staging rows ([n][kv_dim] each,
- * host memory like every CPU buffer) and each is copied to its sequence's
+ * host memory like every CPU buffer) and each is stored to its sequence's
  * cache, a few hundred bytes a row. */
 static int cpu_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q,
-                                 float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                                 void *const *k_dst, void *const *v_dst, const sd_weight *wq,
                                  const sd_weight *wk, const sd_weight *wv, const float *x, int n,
                                  int pos, sd_err *e) {
-    size_t qd = (size_t)s->n_head * s->head_dim, kd = (size_t)s->n_kv * s->head_dim;
+    if (check_kv_type(s, e)) return -1;
+    size_t kd = (size_t)s->n_kv * s->head_dim;
     float *k_rows = sd_cpu_scratch(cpu(b), SD_SCRATCH_KV, 2 * (size_t)n * kd * sizeof(float), e);
     if (!k_rows) return -1;
     float *v_rows = k_rows + (size_t)n * kd;
-    float *outs[3] = {q, k_rows, v_rows};
-    const sd_weight *ws[3] = {wq, wk, wv};
-    if (sd_cpu_matmul_multi(cpu(b), 3, outs, ws, x, n, e)) return -1;
-    add_biases(s, q, k_rows, v_rows, n);
+    if (qkv_f32(b, s, q, k_rows, v_rows, wq, wk, wv, x, n, pos, 1, e)) return -1;
     for (int i = 0; i < n; i++) {
-        sd_cpu_rope(cpu(b), q + i * qd, 1, pos, s->n_head, s->head_dim, s->rope_dim, s->rope_base,
-                    s->neox);
-        sd_cpu_rope(cpu(b), k_rows + i * kd, 1, pos, s->n_kv, s->head_dim, s->rope_dim,
-                    s->rope_base, s->neox);
-        memcpy(k_dst[i], k_rows + i * kd, kd * sizeof(float));
-        memcpy(v_dst[i], v_rows + i * kd, kd * sizeof(float));
+        store_row(s, k_dst[i], k_rows + i * kd, kd);
+        store_row(s, v_dst[i], v_rows + i * kd, kd);
     }
     return 0;
 }
 
 static int cpu_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
-                         const float *kc, const float *vc, int n, int pos, sd_err *e) {
-    return sd_cpu_attention(cpu(b), out, q, kc, vc, n, pos, s->n_head, s->n_kv, s->head_dim, e);
+                         const void *kc, const void *vc, int n, int pos, sd_err *e) {
+    return sd_cpu_attention_kv(cpu(b), out, q, kc, vc, s->kv_type, n, pos, s->n_head, s->n_kv,
+                               s->head_dim, e);
 }
 
 static int cpu_matmul(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,

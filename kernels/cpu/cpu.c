@@ -19,15 +19,16 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
 
-/* Per-ISA attention head kernel (attn*.c). */
-void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
-                             int len, int64_t stride, int hd, float scale, float *sc);
-void sd_cpu_attn_head_avx2(float *out, const float *q, const float *k, const float *v,
-                           int len, int64_t stride, int hd, float scale, float *sc);
-void sd_cpu_attn_head_avx512(float *out, const float *q, const float *k, const float *v,
-                             int len, int64_t stride, int hd, float scale, float *sc);
+/* Per-ISA grouped attention kernel (attn*.c): one query row, the G query
+ * heads q[G][hd] of one kv head, out[G][hd]; sc: G rows of scores, ldsc
+ * floats apart. */
+typedef void attn_group_fn(float *out, const float *q, const void *k, const void *v, int f16,
+                           int len, int64_t stride, int hd, int G, float scale, float *sc,
+                           int64_t ldsc);
+attn_group_fn sd_cpu_attn_group_scalar, sd_cpu_attn_group_avx2, sd_cpu_attn_group_avx512;
 
 struct sd_cpu {
     int n_threads;
@@ -331,87 +332,117 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
 }
 
 /* ---- attention -------------------------------------------------------------
- * One (query row, head) pair is one task: scores for positions 0..pos+i
- * into the thread's slice of the scores scratch, max-subtracted softmax,
- * then the weighted sum of V rows. Tasks come from the pool's counter in
- * order, so the longer causal rows of later i balance themselves. */
-void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
-                             int len, int64_t stride, int hd, float scale, float *sc) {
-    float mx = -INFINITY;
-    for (int t = 0; t < len; t++) {
-        const float *kr = k + (size_t)t * stride;
-        float s = 0;
-        for (int d = 0; d < hd; d++) s += q[d] * kr[d];
-        s *= scale;
-        sc[t] = s;
-        if (s > mx) mx = s;
-    }
-    float sum = 0;
-    for (int t = 0; t < len; t++) {
-        float p = expf(sc[t] - mx);
-        sc[t] = p;
-        sum += p;
-    }
-    float inv = 1.0f / sum;
-    for (int d = 0; d < hd; d++) out[d] = 0;
-    for (int t = 0; t < len; t++) {
-        const float *vr = v + (size_t)t * stride;
-        float p = sc[t] * inv;
-        for (int d = 0; d < hd; d++) out[d] += p * vr[d];
+ * One task is one query row and one kv head with the G = n_head/n_kv query
+ * heads that read it (the kernels load each K/V row once for all of them):
+ * scores for positions 0..pos+i into the thread's slice of the scores
+ * scratch, max-subtracted softmax, then the weighted sum of V rows. Tasks
+ * come from the pool's counter in order, so the longer causal rows of
+ * later i balance themselves. The scalar kernel is the reference: one head
+ * at a time, in the order of the definition. */
+static inline float kv_at(const void *p, int f16, size_t i) {
+    return f16 ? sd_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const void *v, int f16,
+                              int len, int64_t stride, int hd, int G, float scale, float *sc,
+                              int64_t ldsc) {
+    (void)ldsc;
+    for (int g = 0; g < G; g++) {
+        const float *qg = q + (size_t)g * hd;
+        float *og = out + (size_t)g * hd;
+        float mx = -INFINITY;
+        for (int t = 0; t < len; t++) {
+            const size_t kr = (size_t)t * stride;
+            float s = 0;
+            for (int d = 0; d < hd; d++) s += qg[d] * kv_at(k, f16, kr + d);
+            s *= scale;
+            sc[t] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0;
+        for (int t = 0; t < len; t++) {
+            float p = expf(sc[t] - mx);
+            sc[t] = p;
+            sum += p;
+        }
+        float inv = 1.0f / sum;
+        for (int d = 0; d < hd; d++) og[d] = 0;
+        for (int t = 0; t < len; t++) {
+            const size_t vr = (size_t)t * stride;
+            float p = sc[t] * inv;
+            for (int d = 0; d < hd; d++) og[d] += p * kv_at(v, f16, vr + d);
+        }
     }
 }
 
 typedef struct {
-    void (*head)(float *, const float *, const float *, const float *, int, int64_t, int, float,
-                 float *);
+    attn_group_fn *group;
     float *out;
-    const float *q, *kc, *vc;
+    const float *q;
+    const uint8_t *kc, *vc; /* elem bytes per element */
+    int f16;
+    size_t elem;
     float *sc;
-    size_t slice;
-    int pos, n_head, group, head_dim;
+    size_t slice;   /* scratch floats per thread */
+    int64_t ldsc;   /* floats between a group's score rows */
+    int pos, n_kv, group_size, head_dim;
     int64_t qdim, kvdim;
     float scale;
 } attn_job;
 
 static void attn_task(void *v, int64_t t, int thread) {
     const attn_job *j = v;
-    int i = (int)(t / j->n_head), h = (int)(t % j->n_head), kh = h / j->group;
-    j->head(j->out + i * j->qdim + (int64_t)h * j->head_dim,
-            j->q + i * j->qdim + (int64_t)h * j->head_dim, j->kc + (int64_t)kh * j->head_dim,
-            j->vc + (int64_t)kh * j->head_dim, j->pos + i + 1, j->kvdim, j->head_dim, j->scale,
-            j->sc + j->slice * (size_t)thread);
+    int i = (int)(t / j->n_kv), kh = (int)(t % j->n_kv);
+    const int64_t off = i * j->qdim + (int64_t)kh * j->group_size * j->head_dim;
+    const size_t kvoff = (size_t)kh * (size_t)j->head_dim * j->elem;
+    j->group(j->out + off, j->q + off, j->kc + kvoff, j->vc + kvoff, j->f16, j->pos + i + 1,
+             j->kvdim, j->head_dim, j->group_size, j->scale, j->sc + j->slice * (size_t)thread,
+             j->ldsc);
 }
 
 int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
                      int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e) {
+    return sd_cpu_attention_kv(c, out, q, kc, vc, SD_F32, n, pos, n_head, n_kv, head_dim, e);
+}
+
+int sd_cpu_attention_kv(sd_cpu *c, float *out, const float *q, const void *kc, const void *vc,
+                        uint32_t kv_type, int n, int pos, int n_head, int n_kv, int head_dim,
+                        sd_err *e) {
     if (n <= 0) return 0;
+    if (kv_type != SD_F32 && kv_type != SD_F16)
+        return sd_fail(e, "attention: cache type %s (F32 or F16)", sd_wtype_name(kv_type));
     if (pos < 0 || n_head <= 0 || n_kv <= 0 || head_dim <= 0 || n_head % n_kv != 0)
         return sd_fail(e, "attention: bad shape (pos %d, heads %d, kv heads %d, head dim %d)",
                        pos, n_head, n_kv, head_dim);
-    int nt = c->n_threads;
-    size_t len_max = (size_t)pos + (size_t)n;
-    size_t slice = (len_max + 15) & ~(size_t)15; /* floats per thread, 64-byte multiple */
-    float *sc = sd_cpu_scratch(c, SD_SCRATCH_ATTN, slice * sizeof(float) * (size_t)nt, e);
+    const int group = n_head / n_kv;
+    /* per thread: one score row per head of a sub-group (at most 4 rows in
+     * the SIMD kernels, 1 in the scalar one), each a 64-byte multiple */
+    const int64_t ldsc = ((int64_t)pos + n + 15) & ~(int64_t)15;
+    const size_t slice = (size_t)ldsc * (size_t)(group < 4 ? group : 4);
+    float *sc = sd_cpu_scratch(c, SD_SCRATCH_ATTN, slice * sizeof(float) * (size_t)c->n_threads, e);
     if (!sc) return -1;
-    attn_job j = {.head = sd_cpu_attn_head_scalar,
+    attn_job j = {.group = sd_cpu_attn_group_scalar,
                   .out = out,
                   .q = q,
                   .kc = kc,
                   .vc = vc,
+                  .f16 = kv_type == SD_F16,
+                  .elem = kv_type == SD_F16 ? 2 : 4,
                   .sc = sc,
                   .slice = slice,
+                  .ldsc = ldsc,
                   .pos = pos,
-                  .n_head = n_head,
-                  .group = n_head / n_kv,
+                  .n_kv = n_kv,
+                  .group_size = group,
                   .head_dim = head_dim,
                   .qdim = (int64_t)n_head * head_dim,
                   .kvdim = (int64_t)n_kv * head_dim,
                   .scale = 1.0f / sqrtf((float)head_dim)};
-    if (c->isa == SD_ISA_AVX2) j.head = sd_cpu_attn_head_avx2;
-    else if (c->isa >= SD_ISA_AVX512) j.head = sd_cpu_attn_head_avx512;
-    const int tasks = n * n_head;
+    if (c->isa == SD_ISA_AVX2) j.group = sd_cpu_attn_group_avx2;
+    else if (c->isa >= SD_ISA_AVX512) j.group = sd_cpu_attn_group_avx512;
+    const int tasks = n * n_kv;
     uint64_t t0 = sd_cpu_prof_start(c);
-    sd_pool_run(c->pool, attn_task, &j, tasks, (int64_t)tasks * (pos + n) * head_dim > 16384);
+    sd_pool_run(c->pool, attn_task, &j, tasks, (int64_t)n * n_head * (pos + n) * head_dim > 16384);
     sd_cpu_prof_add(c, SD_OP_ATTENTION, t0);
     return 0;
 }

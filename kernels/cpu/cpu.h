@@ -67,6 +67,10 @@ void sd_cpu_add_bias(float *x, const float *b, int n, int dim);
  * h / (n_head/n_kv). Scale 1/sqrt(head_dim). out: [n][n_head*head_dim]. */
 int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
                      int n, int pos, int n_head, int n_kv, int head_dim, sd_err *e);
+/* The same over a cache of kv_type elements (SD_F32 or SD_F16). */
+int sd_cpu_attention_kv(sd_cpu *c, float *out, const float *q, const void *kc, const void *vc,
+                        uint32_t kv_type, int n, int pos, int n_head, int n_kv, int head_dim,
+                        sd_err *e);
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate. */
 void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count);
 /* Indices of the k largest of x[0..n), largest first, the lowest index

@@ -221,28 +221,37 @@ static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weig
     return cu_rmsnorm(c, out, x, (const float *)w->data, n, dim, eps, e);
 }
 
-static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, float *k_rows,
-                         float *v_rows, const sd_weight *wq, const sd_weight *wk,
+/* The cache stays F32 here: an F16 cache (the CPU backend's --kv-type f16)
+ * is refused by name. */
+static int cu_kv_f32(const sd_attn_shape *s, const char *op, sd_err *e) {
+    if (s->kv_type == SD_F32) return 0;
+    return sd_fail(e, "cuda: %s: the CUDA backend keeps the KV cache in F32 (--kv-type %s is "
+                      "CPU-only)", op, sd_wtype_name(s->kv_type));
+}
+
+static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *k_rows,
+                         void *v_rows, const sd_weight *wq, const sd_weight *wk,
                          const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "qkv_rope", e)) return -1;
-    return cu_qkv_rope(c, s, q, k_rows, v_rows, wq, wk, wv, x, n, pos, e);
+    if (cu_enter(c, "qkv_rope", e) || cu_kv_f32(s, "qkv_rope", e)) return -1;
+    return cu_qkv_rope(c, s, q, (float *)k_rows, (float *)v_rows, wq, wk, wv, x, n, pos, e);
 }
 
 static int cuda_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *q,
-                                  float *const *k_dst, float *const *v_dst, const sd_weight *wq,
+                                  void *const *k_dst, void *const *v_dst, const sd_weight *wq,
                                   const sd_weight *wk, const sd_weight *wv, const float *x, int n,
                                   int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "qkv_rope_same_pos", e)) return -1;
-    return cu_qkv_rope_same_pos(c, s, q, k_dst, v_dst, wq, wk, wv, x, n, pos, e);
+    if (cu_enter(c, "qkv_rope_same_pos", e) || cu_kv_f32(s, "qkv_rope_same_pos", e)) return -1;
+    return cu_qkv_rope_same_pos(c, s, q, (float *const *)k_dst, (float *const *)v_dst, wq, wk, wv,
+                                x, n, pos, e);
 }
 
 static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, const float *q,
-                          const float *kc, const float *vc, int n, int pos, sd_err *e) {
+                          const void *kc, const void *vc, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "attention", e)) return -1;
-    return cu_attention(c, s, out, q, kc, vc, n, pos, e);
+    if (cu_enter(c, "attention", e) || cu_kv_f32(s, "attention", e)) return -1;
+    return cu_attention(c, s, out, q, (const float *)kc, (const float *)vc, n, pos, e);
 }
 
 static int cuda_matmul(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,

@@ -321,7 +321,7 @@ int synth_model_load(const synth_cfg *cfg, int n_ctx, int threads, synth_model *
     if (synth_model_bytes(cfg, &s->bytes, &len, e)) return -1;
     gguf_file *f = gguf_open_mem(s->bytes, len, "synth", e);
     if (f) {
-        sd_model_opts o = {n_ctx};
+        sd_model_opts o = {.n_ctx = n_ctx};
         s->m = sd_model_from_gguf(f, sd_backend_open(SD_DEVICE_CPU, threads, e), &o, e);
     }
     if (s->m) return 0;
