@@ -260,6 +260,21 @@ AI void tile_q4p(const int A, const int kind, const uint8_t *const *w, const qx 
     }
 }
 
+/* sd_q4_k_scales of one super-block in a register (bytes sc0..7 mn0..7),
+ * its masks on 32-bit lanes: [u0 u2 u1 u2] >> (0 0 0 4) and [u0 u0 u1 u1]
+ * >> 2 of the 12 bytes u0..u2 (the 16-byte load reads 4 bytes of the
+ * nibbles after them). Through memory instead (4 word stores, one 16-byte
+ * load) every super-block paid a store-forwarding stall. */
+AI __m128i q4k_scales_v(const uint8_t *blk) {
+    const __m128i U = _mm_loadu_si128((const __m128i *)(blk + 4));
+    const __m128i P = _mm_shuffle_epi32(U, _MM_SHUFFLE(2, 1, 2, 0));
+    const __m128i Q = _mm_shuffle_epi32(U, _MM_SHUFFLE(1, 1, 0, 0));
+    return _mm_or_si128(
+        _mm_and_si128(_mm_srlv_epi32(P, _mm_setr_epi32(0, 0, 0, 4)),
+                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+        _mm_and_si128(_mm_srli_epi32(Q, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+
 /* Q4_K over super-blocks: per chunk c, D = d*sc and M = -dmin*mn of
  * sub-blocks (2c, 2c+1) in the fold's lane order [r0..r3 | r0..r3]. */
 AI void tile_q4k(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
@@ -277,10 +292,8 @@ AI void tile_q4k(const int A, const uint8_t *const *w, const qx *x, const int8_t
         const __m256 dd = _mm256_set_m128(d4, d4), mm = _mm256_set_m128(m4, m4);
         /* rows' [sc0..7 mn0..7] -> SC[0] = bytes (s, r) at 4s+r for s < 4,
          * SC[1] for s >= 4, MN likewise */
-        uint8_t sm[4][16];
-        for (int k = 0; k < 4; k++) sd_q4_k_scales(wp[k] + 4, sm[k]);
-        const __m128i R0 = _mm_loadu_si128((const __m128i *)sm[0]), R1 = _mm_loadu_si128((const __m128i *)sm[1]),
-                      R2 = _mm_loadu_si128((const __m128i *)sm[2]), R3 = _mm_loadu_si128((const __m128i *)sm[3]);
+        const __m128i R0 = q4k_scales_v(wp[0]), R1 = q4k_scales_v(wp[1]), R2 = q4k_scales_v(wp[2]),
+                      R3 = q4k_scales_v(wp[3]);
         const __m128i t01 = _mm_unpacklo_epi8(R0, R1), t23 = _mm_unpacklo_epi8(R2, R3);
         const __m128i u01 = _mm_unpackhi_epi8(R0, R1), u23 = _mm_unpackhi_epi8(R2, R3);
         const __m128i SC[2] = {_mm_unpacklo_epi16(t01, t23), _mm_unpackhi_epi16(t01, t23)};
@@ -613,23 +626,13 @@ AI void tile_q4k512(const int A, const uint8_t *const *w, const qx *x, float (*r
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i iL[2] = {lane_idx(0, 2), lane_idx(4, 6)}, iH[2] = {lane_idx(1, 3), lane_idx(5, 7)};
     const __m512i gL = sel_idx(0, 2), gH = sel_idx(1, 3), sxi[2] = {rep4_idx(0), rep4_idx(4)};
-    const __m128i sh = _mm_setr_epi32(0, 0, 0, 4);
-    const __m128i mlo = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
-    const __m128i mhi = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
     __m512 acc[SD_QA];
 #pragma GCC unroll 8
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
     for (int64_t sb = 0; sb < nsb; sb++) {
-        __m128i sm[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m128i U = _mm_loadu_si128((const __m128i *)(wp[k] + 4));
-            const __m128i P = _mm_shuffle_epi32(U, _MM_SHUFFLE(2, 1, 2, 0));
-            const __m128i Q = _mm_shuffle_epi32(U, _MM_SHUFFLE(1, 1, 0, 0));
-            sm[k] = _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(P, sh), mlo),
-                                 _mm_and_si128(_mm_srli_epi32(Q, 2), mhi));
-        }
+        const __m128i sm[4] = {q4k_scales_v(wp[0]), q4k_scales_v(wp[1]), q4k_scales_v(wp[2]),
+                               q4k_scales_v(wp[3])};
         /* bytes (s, r) at 4s + r: sc of s < 4 | s >= 4, mn likewise */
         const __m128i t01 = _mm_unpacklo_epi8(sm[0], sm[1]), t23 = _mm_unpacklo_epi8(sm[2], sm[3]);
         const __m128i u01 = _mm_unpackhi_epi8(sm[0], sm[1]), u23 = _mm_unpackhi_epi8(sm[2], sm[3]);
