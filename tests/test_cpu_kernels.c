@@ -391,6 +391,20 @@ static void matmul_qwen_type(uint32_t t) {
     else matmul_grid(t, rows_l, 4, cols_k, 3, ns, 4);
 }
 
+/* Every activation row count 1..10 (the AVX-512 K-quant tiles take up to
+ * 8 rows a pass and balance the passes: 9 = 5 + 4, 10 = 5 + 5) with a
+ * row count that leaves a tail of 1 after whole groups of 4 (13) and one
+ * of 3 (7), for the types with 512-bit tiles and the Q8_0 head. */
+static void matmul_rows_1_to_10(uint32_t t) {
+    static const int64_t rows_l[] = {7, 13};
+    static const int64_t cols_l[] = {512};
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    matmul_grid(t, rows_l, 2, cols_l, 1, ns, 10);
+}
+Test(matmul, q4_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q4_K); }
+Test(matmul, q6_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q6_K); }
+Test(matmul, q8_0_rows_1_to_10) { matmul_rows_1_to_10(SD_Q8_0); }
+
 Test(matmul, f32) { matmul_type(SD_F32); }
 Test(matmul, f16) { matmul_type(SD_F16); }
 Test(matmul, bf16) { matmul_type(SD_BF16); }

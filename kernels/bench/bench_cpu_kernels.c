@@ -9,8 +9,14 @@
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
  *        weight to fill 256 MiB. Reported as GB/s of weight bytes.
- *  n=5   (verifying 4 drafts): cold like n=1, one pass over the weights.
- *  n=128 (prefill): weights warm, reported as GFLOP/s (2*rows*cols*n).
+ *  n=5, n=9 (verifying 4 or 8 drafts): cold like n=1, one pass over the
+ *        weights; "(x1.76)" after a row is its time over the n=1 time.
+ *  n=128 (prefill): weights warm, reported as GFLOP/s (2*rows*cols*n);
+ *        for the quantized types also as a share of the int8 peak.
+ * int8_peak: the machine's integer multiply-add peak, one independent
+ *        vpdpbusd (AVX-512 VNNI) or vpmaddubsw (AVX2) stream per register
+ *        in a loop, per thread count (ops = 2 per byte product), best of
+ *        short windows so a busy neighbour costs little.
  * Times are medians of repeated calls (best_us: the fastest call, a guide
  * when other processes share the cores). The last rows estimate SmolLM2
  * decode tok/s = 1 / (sum of the per-layer matvec times x 30 + head), and
@@ -21,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
+#include <immintrin.h>
 
 #include "kernels/common/wtype.h"
 #include "kernels/cpu/cpu.h"
@@ -76,6 +84,67 @@ static const shape shapes[] = {
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 
 
+/* ---- int8 peak --------------------------------------------------------------
+ * 12 independent accumulators (more than the multiply latency x the ports),
+ * 20000 iterations a window (~0.3 ms, under a scheduler slice), best of 60
+ * windows. Returns int8 ops/s (2 per u8 x s8 product). */
+enum { PEAK_IT = 20000, PEAK_WIN = 60 };
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double peak_vnni(void) {
+    __m512i a[12];
+    for (int k = 0; k < 12; k++) a[k] = _mm512_set1_epi32(k);
+    __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
+    double best = 1e30;
+    for (int r = 0; r < PEAK_WIN; r++) {
+        double t0 = now();
+        for (int i = 0; i < PEAK_IT; i++) {
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
+            __asm__ volatile("" : "+v"(u)); /* keeps the loop a loop */
+        }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    int sink = 0;
+    for (int k = 0; k < 12; k++) sink += _mm512_reduce_add_epi32(a[k]);
+    __asm__ volatile("" ::"r"(sink));
+    return 12.0 * PEAK_IT * 64 * 2 / best;
+}
+__attribute__((target("avx2"))) static double peak_avx2(void) {
+    __m256i a[12];
+    for (int k = 0; k < 12; k++) a[k] = _mm256_set1_epi16((short)k);
+    __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
+    double best = 1e30;
+    for (int r = 0; r < PEAK_WIN; r++) {
+        double t0 = now();
+        for (int i = 0; i < PEAK_IT; i++) {
+#pragma GCC unroll 12
+            for (int k = 0; k < 12; k++) a[k] = _mm256_add_epi16(a[k], _mm256_maddubs_epi16(u, v));
+            __asm__ volatile("" : "+v"(u));
+        }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    int sink = 0;
+    for (int k = 0; k < 12; k++) sink += _mm256_extract_epi16(a[k], 0);
+    __asm__ volatile("" ::"r"(sink));
+    return 12.0 * PEAK_IT * 32 * 2 / best;
+}
+static void *peak_thread(void *arg) {
+    *(double *)arg = sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? peak_vnni()
+                     : sd_cpu_isa_detect() >= SD_ISA_AVX2      ? peak_avx2()
+                                                               : 0;
+    return NULL;
+}
+/* peak of th threads running at once: the sum of their rates */
+static double int8_peak(int th) {
+    pthread_t tid[2];
+    double r[2] = {0, 0};
+    for (int t = 1; t < th; t++) pthread_create(&tid[t], NULL, peak_thread, &r[t]);
+    peak_thread(&r[0]);
+    for (int t = 1; t < th; t++) pthread_join(tid[t], NULL);
+    return r[0] + r[1];
+}
+
 int main(void) {
     sd_err e = {{0}};
     double t_dec[NSHAPES][2], t_pre[NSHAPES][2];
@@ -105,6 +174,13 @@ int main(void) {
     sd_cpu *ctx[2] = {sd_cpu_create(1, &e), sd_cpu_create(2, &e)};
     if (!ctx[0] || !ctx[1]) return fprintf(stderr, "%s\n", e.msg), 1;
     printf("# isa %s\n", sd_isa_name(sd_cpu_isa(ctx[0])));
+    double peak[2];
+    for (int th = 0; th < 2; th++) {
+        peak[th] = int8_peak(th + 1);
+        printf("%-12s %-5s %6s %6s %4s %3d %10s %9s %9.2f   (GOP/s, %s)\n", "int8_peak", "-", "-", "-", "-",
+               th + 1, "-", "-", peak[th] / 1e9,
+               sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? "vpdpbusd zmm" : "vpmaddubsw ymm");
+    }
 
     for (int s = 0; s < NSHAPES; s++) {
         const shape *sh = &shapes[s];
@@ -126,7 +202,8 @@ int main(void) {
             /* n = 1 and 5, cold: cycle through the copies */
             enum { REP = 400 };
             static double tt[REP];
-            for (int n = 1; n <= 5; n += 4) {
+            double t_one = 0;
+            for (int n = 1; n <= 9; n += 4) {
                 int reps = 0, k = 0;
                 double tend = now() + 0.25;
                 sd_cpu_matmul(c, out, &w, x, n, 0, &e);
@@ -138,10 +215,12 @@ int main(void) {
                     tt[reps++] = now() - t0;
                 }
                 double t1 = median(tt, reps);
-                if (n == 1) t_dec[s][th] = t1;
-                printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name,
+                if (n == 1) t_dec[s][th] = t_one = t1;
+                printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f", sh->name,
                        sd_wtype_name(sh->type), (long long)sh->rows, (long long)sh->cols, n, th + 1,
                        t1 * 1e6, wbytes / t1 / 1e9, 2.0 * sh->rows * sh->cols * n / t1 / 1e9, tt[0] * 1e6);
+                if (n > 1) printf("   (x%.2f)", t1 / t_one);
+                printf("\n");
             }
             /* n = 128, warm */
             w.data = a;
@@ -155,9 +234,13 @@ int main(void) {
             }
             double t2 = median(tt, reps);
             t_pre[s][th] = t2;
-            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f\n", sh->name, sd_wtype_name(sh->type),
+            const double gops = 2.0 * sh->rows * sh->cols * 128 / t2;
+            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f", sh->name, sd_wtype_name(sh->type),
                    (long long)sh->rows, (long long)sh->cols, 128, th + 1, t2 * 1e6, wbytes / t2 / 1e9,
-                   2.0 * sh->rows * sh->cols * 128 / t2 / 1e9, tt[0] * 1e6);
+                   gops / 1e9, tt[0] * 1e6);
+            if (sd_wtype_block(sh->type) > 1 && peak[th] > 0)
+                printf("   (%.0f%% of int8 peak)", 100.0 * gops / peak[th]);
+            printf("\n");
         }
     }
 

@@ -260,6 +260,21 @@ AI void tile_q4p(const int A, const int kind, const uint8_t *const *w, const qx 
     }
 }
 
+/* sd_q4_k_scales of one super-block in a register (bytes sc0..7 mn0..7),
+ * its masks on 32-bit lanes: [u0 u2 u1 u2] >> (0 0 0 4) and [u0 u0 u1 u1]
+ * >> 2 of the 12 bytes u0..u2 (the 16-byte load reads 4 bytes of the
+ * nibbles after them). Through memory instead (4 word stores, one 16-byte
+ * load) every super-block paid a store-forwarding stall. */
+AI __m128i q4k_scales_v(const uint8_t *blk) {
+    const __m128i U = _mm_loadu_si128((const __m128i *)(blk + 4));
+    const __m128i P = _mm_shuffle_epi32(U, _MM_SHUFFLE(2, 1, 2, 0));
+    const __m128i Q = _mm_shuffle_epi32(U, _MM_SHUFFLE(1, 1, 0, 0));
+    return _mm_or_si128(
+        _mm_and_si128(_mm_srlv_epi32(P, _mm_setr_epi32(0, 0, 0, 4)),
+                      _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+        _mm_and_si128(_mm_srli_epi32(Q, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+
 /* Q4_K over super-blocks: per chunk c, D = d*sc and M = -dmin*mn of
  * sub-blocks (2c, 2c+1) in the fold's lane order [r0..r3 | r0..r3]. */
 AI void tile_q4k(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
@@ -277,10 +292,8 @@ AI void tile_q4k(const int A, const uint8_t *const *w, const qx *x, const int8_t
         const __m256 dd = _mm256_set_m128(d4, d4), mm = _mm256_set_m128(m4, m4);
         /* rows' [sc0..7 mn0..7] -> SC[0] = bytes (s, r) at 4s+r for s < 4,
          * SC[1] for s >= 4, MN likewise */
-        uint8_t sm[4][16];
-        for (int k = 0; k < 4; k++) sd_q4_k_scales(wp[k] + 4, sm[k]);
-        const __m128i R0 = _mm_loadu_si128((const __m128i *)sm[0]), R1 = _mm_loadu_si128((const __m128i *)sm[1]),
-                      R2 = _mm_loadu_si128((const __m128i *)sm[2]), R3 = _mm_loadu_si128((const __m128i *)sm[3]);
+        const __m128i R0 = q4k_scales_v(wp[0]), R1 = q4k_scales_v(wp[1]), R2 = q4k_scales_v(wp[2]),
+                      R3 = q4k_scales_v(wp[3]);
         const __m128i t01 = _mm_unpacklo_epi8(R0, R1), t23 = _mm_unpacklo_epi8(R2, R3);
         const __m128i u01 = _mm_unpackhi_epi8(R0, R1), u23 = _mm_unpackhi_epi8(R2, R3);
         const __m128i SC[2] = {_mm_unpacklo_epi16(t01, t23), _mm_unpackhi_epi16(t01, t23)};
@@ -394,6 +407,7 @@ AI void tile_q8(const int A, const uint8_t *const *w, const qx *x, float (*res)[
     }
     for (int a = 0; a < A; a++) _mm_storeu_ps(res[a], sum_halves(acc[a]));
 }
+
 
 /* ---- float tiles ------------------------------------------------------------- */
 AI __m256 ldw8(const int type, const uint8_t *row, int64_t c) {
@@ -513,6 +527,320 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
 #undef C
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+/* ---- 512-bit K-quant tiles (the AVX-512 builds only) -------------------------
+ * The 256-bit tiles above fold 4 weight rows with vphaddd and gather their
+ * scales through scalar loads and a store/reload of the unpacked Q4_K
+ * scales (a store-forwarding stall a super-block); at n = 1 that kept Q4_K
+ * near 8 GB/s and Q6_K near 13 GB/s even with the weights in cache.
+ *
+ * Step: 64 elements = two activation blocks. For each of the 4 weight
+ * rows k, one integer dot product gives 16 int32 lanes, 4 per 16 elements
+ * (lanes 0..7 the first block, 8..15 the second). fold4_512 transposes
+ * and adds the 4 rows' vectors so that 128-bit lane q holds
+ * [r0 r1 r2 r3], each row's sum of its lanes 4q..4q+3: two 128-bit lanes
+ * per block, every lane one row, so one cvt + one FMA (factor: the rows'
+ * weight scales in lanes (q, r) times the activation block's d in lanes
+ * (q, .), one vpermps + one mul) serve 4 rows x 64 elements. The float
+ * accumulator of activation row a collects all 4 rows; the 4 results are
+ * its lanes r summed over q at the end (store_fold). Measured against one
+ * 16-lane float accumulator per (row, activation row) with a cvt, mul and
+ * fma each (the multiply pipes were the limit): 20-30% faster at every n.
+ * A tile is 4 weight rows x A <= SD_QA (8) activation rows, A registers
+ * of accumulators; the driver balances the passes over n rows.
+ *
+ * Q4_K: one 64-byte load is chunks (2z, 2z+1) of a super-block: its low
+ * nibbles are sub-blocks (4z, 4z+2), its high nibbles (4z+1, 4z+3), 32
+ * bytes each, element order, so the activations for them are blocks
+ * [4z | 4z+2] and [4z+1 | 4z+3] of the natural layout (two 32-byte loads
+ * each). Sums of 4 products of codes <= 15 fit int16, so the fold packs
+ * (vpackssdw) and adds pairs with vpmaddwd(ones) (fold4_512s). The 12
+ * scale bytes unpack in registers (the masks of sd_q4_k_scales on 32-bit
+ * lanes: vpshufd, vpsrlvd, and, or) and are interleaved by row with
+ * vpunpck, so sc and mn arrive as float lanes (s, r). The min term
+ * -dmin*mn[s]*s_x[b] is two FMAs an activation row a super-block (lanes
+ * (s, r) against s_x of block s, for all 4 rows at once).
+ *
+ * Q6_K: 64 bytes of ql are the low nibbles of elements 0..63 of a half
+ * (128 elements) and the high nibbles of 64..127; the 32 qh bytes,
+ * broadcast to both halves of a register and shifted per 256-bit half by
+ * vpsllvw/vpsrlvw (4|2 and 0|2 bits), give the two top bits in place
+ * (one vpternlogd merges them). The codes are 0..63 and the offset -32
+ * is maddubs(32, x), shared by the 4 rows; vpmaddwd applies the
+ * 16-element int8 scales (int16 lanes, one vpermw a step) while widening,
+ * as in the 256-bit tile, so each 128-bit lane of a row's vector is one
+ * sub-block of 16; d of the 4 rows is one factor vector a super-block.
+ * VNNI does not change this path (the scales must multiply int16 lanes). */
+
+AI __m512i ld2x256(const void *p0, const void *p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+/* lanes 0..7 = v[i0], 8..15 = v[i1] */
+AI __m512i lane_idx(int i0, int i1) {
+    return _mm512_inserti64x4(_mm512_set1_epi32(i0), _mm256_set1_epi32(i1), 1);
+}
+/* int32 lanes of sums of 4 products u8 * s8 */
+AI __m512i mdot512(__m512i u, __m512i s) {
+#ifdef SD_VNNI
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s);
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1));
+#endif
+}
+
+/* [r0 r1 r2 r3] of each 128-bit lane q: row r's int32 lanes 4q..4q+3 summed */
+AI __m512i fold4_512(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+/* fold4_512 for sums that fit int16 (|p| < 8192: two rounds of pairwise
+ * adds stay below 32768): vpackssdw + vpmaddwd(ones) instead of two
+ * unpacks + an add a round */
+AI __m512i fold4_512s(__m512i p0, __m512i p1, __m512i p2, __m512i p3) {
+    const __m512i one = _mm512_set1_epi16(1);
+    const __m512i a = _mm512_madd_epi16(_mm512_packs_epi32(p0, p1), one);
+    const __m512i b = _mm512_madd_epi16(_mm512_packs_epi32(p2, p3), one);
+    return _mm512_madd_epi16(_mm512_packs_epi32(a, b), one);
+}
+/* lanes (q, r) summed over q -> res[r] */
+AI void store_fold(__m512 acc, float *res) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    _mm_storeu_ps(res, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
+/* 4 lanes of v, each repeated 4 times: lanes (s, r) -> v[s0 + s] */
+AI __m512i rep4_idx(int s0) {
+    return _mm512_setr_epi32(s0, s0, s0, s0, s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
+                             s0 + 3, s0 + 3, s0 + 3, s0 + 3);
+}
+/* lanes (q, r) -> v[4*sq + r]: 128-bit lanes (s0, s0, s1, s1) of v */
+AI __m512i sel_idx(int s0, int s1) {
+    return _mm512_setr_epi32(4 * s0, 4 * s0 + 1, 4 * s0 + 2, 4 * s0 + 3, 4 * s0, 4 * s0 + 1, 4 * s0 + 2, 4 * s0 + 3,
+                             4 * s1, 4 * s1 + 1, 4 * s1 + 2, 4 * s1 + 3, 4 * s1, 4 * s1 + 1, 4 * s1 + 2, 4 * s1 + 3);
+}
+
+AI void tile_q4k512(const int A, const uint8_t *const *w, const qx *x, float (*res)[4],
+                     const int pf) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i iL[2] = {lane_idx(0, 2), lane_idx(4, 6)}, iH[2] = {lane_idx(1, 3), lane_idx(5, 7)};
+    const __m512i gL = sel_idx(0, 2), gH = sel_idx(1, 3), sxi[2] = {rep4_idx(0), rep4_idx(4)};
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m128i sm[4] = {q4k_scales_v(wp[0]), q4k_scales_v(wp[1]), q4k_scales_v(wp[2]),
+                               q4k_scales_v(wp[3])};
+        /* bytes (s, r) at 4s + r: sc of s < 4 | s >= 4, mn likewise */
+        const __m128i t01 = _mm_unpacklo_epi8(sm[0], sm[1]), t23 = _mm_unpacklo_epi8(sm[2], sm[3]);
+        const __m128i u01 = _mm_unpackhi_epi8(sm[0], sm[1]), u23 = _mm_unpackhi_epi8(sm[2], sm[3]);
+        const __m256 dm = _mm256_cvtph_ps(_mm_setr_epi32((int)ld32(wp[0]), (int)ld32(wp[1]), (int)ld32(wp[2]),
+                                                         (int)ld32(wp[3]))); /* d0 m0 d1 m1 .. */
+        const __m128 lo4 = _mm256_castps256_ps128(dm), hi4 = _mm256_extractf128_ps(dm, 1);
+        const __m512 dd = _mm512_broadcast_f32x4(_mm_shuffle_ps(lo4, hi4, _MM_SHUFFLE(2, 0, 2, 0)));
+        const __m512 mm = _mm512_broadcast_f32x4(
+            _mm_sub_ps(_mm_setzero_ps(), _mm_shuffle_ps(lo4, hi4, _MM_SHUFFLE(3, 1, 3, 1))));
+        const __m512 D[2] = {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi16(t01, t23))), dd),
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi16(t01, t23))), dd)};
+        const __m512 M[2] = {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi16(u01, u23))), mm),
+                             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi16(u01, u23))), mm)};
+        if (pf) {
+            prefetch4(wp, SD_PF);
+            prefetch4(wp, SD_PF + 64);
+            prefetch4(wp, SD_PF + 128);
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) { /* min terms: lanes (s, r) against s_x of block s */
+            const __m512 sx = _mm512_castps256_ps512(_mm256_loadu_ps(x->s + a * nb + 8 * sb));
+            acc[a] = _mm512_fmadd_ps(M[0], _mm512_permutexvar_ps(sxi[0], sx), acc[a]);
+            acc[a] = _mm512_fmadd_ps(M[1], _mm512_permutexvar_ps(sxi[1], sx), acc[a]);
+        }
+#pragma GCC unroll 2
+        for (int z = 0; z < 2; z++) {
+            __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(wp[k] + 16 + 64 * z));
+                lo[k] = _mm512_and_si512(v, m4);
+                hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            const __m512 GL = _mm512_permutexvar_ps(gL, D[z]), GH = _mm512_permutexvar_ps(gH, D[z]);
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const int8_t *xp = x->q + a * cols + 256 * sb + 128 * z;
+                const __m512i xl = ld2x256(xp, xp + 64), xh = ld2x256(xp + 32, xp + 96);
+                const __m512 dv = _mm512_castps256_ps512(_mm256_loadu_ps(x->d + a * nb + 8 * sb));
+                const __m512 dl = _mm512_permutexvar_ps(iL[z], dv), dh = _mm512_permutexvar_ps(iH[z], dv);
+                const __m512i fl = fold4_512s(mdot512(lo[0], xl), mdot512(lo[1], xl), mdot512(lo[2], xl), mdot512(lo[3], xl));
+                const __m512i fh = fold4_512s(mdot512(hi[0], xh), mdot512(hi[1], xh), mdot512(hi[2], xh), mdot512(hi[3], xh));
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fl), _mm512_mul_ps(GL, dl), acc[a]);
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fh), _mm512_mul_ps(GH, dh), acc[a]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) wp[k] += 144;
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) store_fold(acc[a], res[a]);
+}
+
+AI void tile_q6k512(const int A, const uint8_t *const *w, const qx *x, float (*res)[4],
+                     const int pf) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    __m512i isc[4]; /* int16 lane L of step z: scale 4z + L/8 */
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) {
+        const __m256i q01 = _mm256_inserti128_si256(_mm256_set1_epi16((short)(4 * z)), _mm_set1_epi16((short)(4 * z + 1)), 1);
+        const __m256i q23 = _mm256_inserti128_si256(_mm256_set1_epi16((short)(4 * z + 2)), _mm_set1_epi16((short)(4 * z + 3)), 1);
+        isc[z] = _mm512_inserti64x4(_mm512_castsi256_si512(q01), q23, 1);
+    }
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512i S[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            S[k] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wp[k] + 192))));
+        const __m512 dw = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_setr_epi16(
+            ld16s(wp[0] + 208), ld16s(wp[1] + 208), ld16s(wp[2] + 208), ld16s(wp[3] + 208), 0, 0, 0, 0)));
+        if (pf) {
+            prefetch4(wp, SD_PF);
+            prefetch4(wp, SD_PF + 64);
+            prefetch4(wp, SD_PF + 128);
+            prefetch4(wp, SD_PF + 192);
+        }
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++) {
+            const int hf = z >> 1;
+            const __m512i ix = lane_idx(2 * z, 2 * z + 1);
+            __m512i q[4], sc[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i ql = _mm512_loadu_si512((const void *)(wp[k] + 64 * hf));
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp[k] + 128 + 32 * hf)));
+                const __m512i lo = (z & 1) ? _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4) : _mm512_and_si512(ql, m4);
+                const __m512i top = (z & 1) ? _mm512_srlv_epi16(qh, shr) : _mm512_sllv_epi16(qh, shl);
+                q[k] = _mm512_ternarylogic_epi32(lo, top, m30, 0xf8); /* lo | (top & m30) */
+                sc[k] = _mm512_permutexvar_epi16(isc[z], S[k]);
+            }
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const __m512i xv = _mm512_loadu_si512((const void *)(x->q + a * cols + 256 * sb + 64 * z));
+                const __m512i m32 = _mm512_maddubs_epi16(c32, xv);
+                const __m512 dx = _mm512_permutexvar_ps(ix, _mm512_castps256_ps512(_mm256_loadu_ps(x->d + a * nb + 8 * sb)));
+#define P6(k) _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(q[k], xv), m32), sc[k])
+                const __m512i f = fold4_512(P6(0), P6(1), P6(2), P6(3));
+#undef P6
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(f), _mm512_mul_ps(dw, dx), acc[a]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) wp[k] += 210;
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) store_fold(acc[a], res[a]);
+}
+static void run_q4k512(int A, const uint8_t *const *w, const qx *x, float (*res)[4], int pf) {
+#define C(k) tile_q4k512(k, w, x, res, pf)
+    QCASES(C)
+#undef C
+}
+static void run_q6k512(int A, const uint8_t *const *w, const qx *x, float (*res)[4], int pf) {
+#define C(k) tile_q6k512(k, w, x, res, pf)
+    QCASES(C)
+#undef C
+}
+/* Q8_0 (the LM head of SmolLM2): blocks (2z, 2z+1) of a row are one
+ * register (two 32-byte loads, their d two f16 of the 8 converted a step
+ * for the 4 rows). With VNNI, vpdpbusd takes the activations as
+ * x ^ 0x80 = x + 128 (unsigned) against the signed weights, and the
+ * 128 * sum(w) this adds is one more vpdpbusd a row and step, folded
+ * once and subtracted once per activation row; without VNNI, the sign
+ * trick of the 256-bit tile (|w| against x negated where w < 0, a masked
+ * subtract). An odd last block is a half step with the upper 256 bits
+ * zero (weights, activations and their scales). Used for A >= 2 only: at
+ * n = 1 the folds and the correction cost more than the 256-bit tile
+ * (1024 x 576 in cache, one thread: 21.4 us here against 17.7 us), while
+ * at n = 9 and 128 this tile is 13-17% faster. */
+AI __m512i q8_dots(const __m512i *wv, const __m512i *wa, const __mmask64 *neg, __m512i xv,
+                   const __m512i csum) {
+#ifdef SD_VNNI
+    (void)wa, (void)neg;
+    const __m512i xu = _mm512_xor_si512(xv, _mm512_set1_epi8((char)0x80));
+    const __m512i z = _mm512_setzero_si512();
+    return _mm512_sub_epi32(fold4_512(_mm512_dpbusd_epi32(z, xu, wv[0]), _mm512_dpbusd_epi32(z, xu, wv[1]),
+                                      _mm512_dpbusd_epi32(z, xu, wv[2]), _mm512_dpbusd_epi32(z, xu, wv[3])),
+                            csum);
+#else
+    (void)wv, (void)csum;
+    const __m512i z = _mm512_setzero_si512();
+#define S8(k) mdot512(wa[k], _mm512_mask_sub_epi8(xv, neg[k], z, xv))
+    return fold4_512(S8(0), S8(1), S8(2), S8(3));
+#undef S8
+#endif
+}
+AI void tile_q8_512(const int A, const uint8_t *const *w, const qx *x, float (*res)[4], const int pf) {
+    const int64_t nb = x->nb, cols = x->cols;
+    const __m512i sel = sel_idx(0, 1);
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        __m512i wv[4], wa[4], csum = _mm512_setzero_si512();
+        __mmask64 neg[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *p = w[k] + 34 * b + 2;
+            const __m256i lo = _mm256_loadu_si256((const __m256i *)p);
+            wv[k] = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)(p + 34)), 1)
+                        : _mm512_inserti64x4(_mm512_setzero_si512(), lo, 0);
+            wa[k] = _mm512_abs_epi8(wv[k]);
+            neg[k] = _mm512_movepi8_mask(wv[k]);
+        }
+        if (pf) prefetch4(w, 34 * b + SD_PF);
+#ifdef SD_VNNI
+        {
+            const __m512i c80 = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
+            csum = fold4_512(_mm512_dpbusd_epi32(z, c80, wv[0]), _mm512_dpbusd_epi32(z, c80, wv[1]),
+                             _mm512_dpbusd_epi32(z, c80, wv[2]), _mm512_dpbusd_epi32(z, c80, wv[3]));
+        }
+#endif
+        /* d of the 4 rows: lanes (q, r) = d_r of block b (q < 2) or b+1 */
+        const uint8_t *w0 = w[0] + 34 * b, *w1 = w[1] + 34 * b, *w2 = w[2] + 34 * b, *w3 = w[3] + 34 * b;
+        const __m128i h = two ? _mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), ld16s(w0 + 34),
+                                               ld16s(w1 + 34), ld16s(w2 + 34), ld16s(w3 + 34))
+                              : _mm_setr_epi16(ld16s(w0), ld16s(w1), ld16s(w2), ld16s(w3), 0, 0, 0, 0);
+        const __m512 dw = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const int8_t *xp = x->q + a * cols + 32 * b;
+            const float *xd = x->d + a * nb + b;
+            const __m256i xlo = _mm256_load_si256((const __m256i *)xp);
+            const __m512i xv = two ? _mm512_inserti64x4(_mm512_castsi256_si512(xlo), _mm256_load_si256((const __m256i *)(xp + 32)), 1)
+                                   : _mm512_inserti64x4(_mm512_setzero_si512(), xlo, 0);
+            const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(xd[0]), _mm256_set1_ps(two ? xd[1] : 0.0f), 1);
+            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q8_dots(wv, wa, neg, xv, csum)), _mm512_mul_ps(dw, dx), acc[a]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) store_fold(acc[a], res[a]);
+}
+static void run_q80_512(int A, const uint8_t *const *w, const qx *x, float (*res)[4], int pf) {
+#define C(k) tile_q8_512(k, w, x, res, pf)
+    QCASES(C)
+#undef C
+}
+#define SD_HAVE512 1
+#endif
+
 #if SD_FA == 2
 #define FCASES(CALL) if (A == 1) CALL(1); else CALL(2);
 #else
@@ -571,13 +899,25 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
         const uint8_t *wp[4];
         for (int k = 0; k < 4; k++) wp[k] = base + (size_t)(r + (k < nr ? k : nr - 1)) * rb;
         for (int i = 0; i < j->n;) {
-            const int A = j->n - i < amax ? j->n - i : amax;
+            int A = j->n - i < amax ? j->n - i : amax;
+#ifdef SD_HAVE512
+            if (type == SD_Q4_K || type == SD_Q6_K || type == SD_Q8_0) { /* passes of balanced width */
+                const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA;
+                A = (left + passes - 1) / passes;
+            }
+#endif
             const int pf = SD_PF && i == 0; /* later groups find the rows in L1 */
             if (quant) {
                 const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb,
                                j->xs + (size_t)i * nb, cols, nb};
                 const int8_t *qp = paired ? j->xqp + (size_t)i * cols : NULL;
                 const float *ds8 = paired ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
+#ifdef SD_HAVE512
+                if (type == SD_Q4_K) run_q4k512(A, wp, &xq, res, pf);
+                else if (type == SD_Q6_K) run_q6k512(A, wp, &xq, res, pf);
+                else if (type == SD_Q8_0 && A > 1) run_q80_512(A, wp, &xq, res, pf); /* n = 1: the 256-bit tile is cheaper */
+                else
+#endif
                 if (paired) run_pairs(A, kind, wp, &xq, qp, ds8, res, pf);
                 else if (type == SD_Q6_K) run_q6k(A, wp, &xq, res, pf);
                 else run_q80(A, wp, &xq, res, pf);
