@@ -563,7 +563,16 @@ Test(loader, listing) {
     char *buf = sd_samplers_list(s, &e);
     cr_assert(buf, "%s", e.msg);
     cr_assert(strstr(buf, "top_k_nucleus  (plugins/top_k_nucleus.so)"), "%s", buf);
-    cr_assert(strstr(buf, "min_p  (plugins/example/min_p.so)"), "%s", buf);
+    /* the built-in min_p stage comes first; the example's is named as shadowed */
+    cr_assert(strstr(buf, "min_p  (plugins/min_p.so)\n    ABI v2, logits stage\n"), "%s", buf);
+    cr_assert(strstr(buf, "penalty  (plugins/penalty.so)\n    ABI v2, logits stage, keeps "
+                          "history\n"), "%s", buf);
+    int shadowed = 0;
+    for (int i = 0; i < sd_samplers_n_warnings(s); i++)
+        shadowed |= !strcmp(sd_samplers_warning(s, i),
+                            "plugins/example/min_p.so: sampler 'min_p' is already provided by "
+                            "plugins/min_p.so; ignored");
+    cr_assert(shadowed);
     cr_assert(strstr(buf, "top_p"), "%s", buf);
     cr_assert(strstr(buf, "(0, 1]"), "%s", buf);
     cr_assert(strstr(buf, "[1, 2147483647]"), "%s", buf);

@@ -89,9 +89,12 @@ void sd_args_usage(FILE *out) {
         "      --min-length L        length-penalty constant (default 5)\n"
         "      --alpha A             length-penalty exponent (default 1.2)\n"
         "sampling\n"
-        "      --sampler NAME        sampler plugin (default greedy; topk and topknucleus\n"
-        "                            are accepted for top_k and top_k_nucleus)\n"
-        "      --sampler-arg K=V     sampler parameter, repeatable\n"
+        "      --sampler CHAIN       sampler plugin, or a chain of stages such as\n"
+        "                            penalty,top_k,nucleus: logits stages, then one sampling\n"
+        "                            stage (default greedy; topk and topknucleus are accepted\n"
+        "                            for top_k and top_k_nucleus)\n"
+        "      --sampler-arg K=V     parameter, repeatable; STAGE.K=V for one stage of a chain\n"
+        "                            (K=V: the last stage with K, or the one stage with K)\n"
         "      --list-samplers       list the sampler plugins found and exit\n"
         "      --plugin-dir DIR      search DIR for sampler plugins first, repeatable\n"
         "      --seed S              seed for sampling (default: random, printed)\n"
@@ -107,12 +110,6 @@ void sd_args_usage(FILE *out) {
         "Plugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
         "then plugins/ beside the binary.\n",
         out);
-}
-
-const char *sd_sampler_alias(const char *name) {
-    if (name && !strcmp(name, "topk")) return "top_k";
-    if (name && !strcmp(name, "topknucleus")) return "top_k_nucleus";
-    return name;
 }
 
 int sd_threads_max(void) {
@@ -256,7 +253,6 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         if (r) return -1;
         if (f->off == OFF(c.threads) && sd_check_threads(arg, a->c.threads, e)) return -1;
     }
-    a->c.sampler = sd_sampler_alias(a->c.sampler);
     if (a->help || a->list_samplers) return 0;
     if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
     if (a->perplexity) return check_perplexity(a, e);

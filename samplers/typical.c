@@ -1,0 +1,95 @@
+/* typical: locally typical sampling's filter (Meister et al. 2022) as a
+ * logits stage (ABI v2, no history). With p = softmax(logits) and H its
+ * entropy, tokens are ranked by |-ln p_i - H| (ties: lower id first) and the
+ * smallest prefix of that ranking whose mass reaches p is kept; the others
+ * get -inf. p = 1 keeps every token. */
+#include "samplers/sampler.h"
+#include "samplers/sampler_util.h"
+
+typedef struct typ_cand {
+    float dev;
+    int32_t id;
+} typ_cand;
+
+typedef struct typical {
+    double p;
+    float *probs;    /* [n_vocab] */
+    typ_cand *cand;  /* [n_vocab] */
+} typical;
+
+static const sd_sampler_param params[] = {
+    {"p", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 0.95, 0.0, 1.0,
+     "mass of the most typical tokens kept"},
+};
+
+static void typical_destroy(void *h) {
+    typical *t = h;
+    free(t->probs);
+    free(t->cand);
+    free(t);
+}
+
+static void *typical_create(const sd_engine_info *info, const sd_sampler_value *v, char *err,
+                            size_t errlen) {
+    typical *t = calloc(1, sizeof *t);
+    if (t) {
+        t->p = v[0].f;
+        t->probs = malloc((size_t)info->n_vocab * sizeof *t->probs);
+        t->cand = malloc((size_t)info->n_vocab * sizeof *t->cand);
+    }
+    if (!t || !t->probs || !t->cand) {
+        if (t)
+            typical_destroy(t);
+        sd_su_set_error(err, errlen, "out of memory");
+        return NULL;
+    }
+    return t;
+}
+
+static int by_dev(const void *a, const void *b) {
+    const typ_cand *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int typical_process(void *h, const float *logits, float *out, int n_vocab) {
+    typical *t = h;
+    if (sd_su_softmax(logits, t->probs, n_vocab, 1.0))
+        return -1;
+    double ent = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (t->probs[i] > 0)
+            ent -= t->probs[i] * log(t->probs[i]);
+    int n = 0;
+    for (int i = 0; i < n_vocab; i++)
+        if (t->probs[i] > 0)
+            t->cand[n++] = (typ_cand){(float)fabs(-log(t->probs[i]) - ent), i};
+    qsort(t->cand, (size_t)n, sizeof *t->cand, by_dev);
+    for (int i = 0; i < n_vocab; i++)
+        out[i] = -INFINITY;
+    double mass = 0;
+    for (int k = 0; k < n && (k == 0 || mass < t->p); k++) {
+        int32_t id = t->cand[k].id;
+        out[id] = logits[id];
+        mass += t->probs[id];
+    }
+    return 0;
+}
+
+static const sd_stage_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION_2,
+    .struct_size = sizeof(sd_stage_desc),
+    .name = "typical",
+    .description = "logits stage: locally typical filter (keeps mass p of the most typical tokens)",
+    .kind = SD_STAGE_LOGITS,
+    .n_params = 1,
+    .params = params,
+    .create = typical_create,
+    .destroy = typical_destroy,
+    .process = typical_process,
+};
+
+const sd_stage_desc *sd_sampler_v2(void) {
+    return &descriptor;
+}
