@@ -569,6 +569,17 @@ static int check_stage_output(const stage_def *d, const float *out, int n, char 
 
 #define PROBE_HISTORY 16
 
+/* The self-test's vocabulary: token i is the piece "<i>" for i < 10, "<?>"
+ * above, enough for a stage that insists on pieces to start. */
+static const char *probe_piece(const void *ctx, int32_t id, size_t *len) {
+    static const char pieces[] = "<0><1><2><3><4><5><6><7><8><9><?>";
+    (void)ctx;
+    if (id < 0 || id >= PROBE_VOCAB)
+        return NULL;
+    *len = 3;
+    return pieces + 3 * (id < 10 ? id : 10);
+}
+
 /* The version-2 self-test: create on PROBE_VOCAB tokens, reset to a
  * three-token prompt, process the three probe rows in order with the
  * chosen token accepted after each of the first two (a sampling stage's
@@ -579,7 +590,7 @@ static int self_test_v2(const stage_def *def, char *why, size_t len) {
     const sd_stage_desc *d = def->v2;
     static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
     sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, PROBE_VOCAB, PROBE_HISTORY,
-                           SD_ROLE_OTHER, 1, eos, NULL, NULL};
+                           SD_ROLE_OTHER, 1, eos, probe_piece, NULL};
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     default_values(def, v);
     char err[256] = "";
