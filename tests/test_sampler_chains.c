@@ -256,3 +256,27 @@ Test(chains, version_1_plugins_are_stages) {
     sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
+
+/* The walkthrough's stateful example (plugins/example/no_repeat_ngram.c):
+ * after 1 2 3 1, token 2 would repeat the bigram (1, 2); after a rollback
+ * with 3 in place of the last 1 (a rollback), token 3 would repeat (3, 3). */
+Test(chains, no_repeat_ngram_example) {
+    sd_sampler_set *s = open_dirs("plugins/example", "plugins");
+    sd_sampler *p = make(s, "no_repeat_ngram,multinomial", (const char *[]){"n=2"}, 1);
+    float rows[2 * V] = {0}, probs[V];
+    int32_t seq[] = {1, 2, 3, 1};
+    sd_err e;
+    cr_assert_eq(sd_sampler_reset(p, seq, 3, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 3, rows, 3, probs, V, &e), 0, "%s", e.msg);
+    for (int t = 0; t < V; t++)
+        cr_assert_gt(probs[t], 0, "token %d banned after 1 2 3", t);
+    cr_assert_eq(sd_sampler_dist(p, seq, 4, rows, 3, probs, V, &e), 0, "%s", e.msg);
+    for (int t = 0; t < V; t++)
+        cr_assert(t == 2 ? probs[t] == 0 : probs[t] > 0, "token %d: %g", t, (double)probs[t]);
+    seq[3] = 3;
+    cr_assert_eq(sd_sampler_dist(p, seq, 4, rows, 3, probs, V, &e), 0, "%s", e.msg);
+    for (int t = 0; t < V; t++)
+        cr_assert(t == 3 ? probs[t] == 0 : probs[t] > 0, "token %d: %g", t, (double)probs[t]);
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}

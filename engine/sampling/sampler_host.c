@@ -546,15 +546,24 @@ done:
     return rc;
 }
 
-/* A logits row: finite or -inf everywhere, at least one finite value. */
+/* A logits row: finite or -inf everywhere, at least one finite value.
+ * Checked after every logits stage, so written to vectorize: as bit
+ * patterns, NaN and +inf are the magnitudes >= that of +inf except -inf
+ * itself; the scalar search for the culprit runs only on failure. */
 static int check_logits(const float *x, int n, char *why, size_t len) {
-    int finite = 0;
+    uint32_t bad = 0, finite = 0;
     for (int i = 0; i < n; i++) {
-        if (isnan(x[i]) || x[i] == INFINITY) {
-            snprintf(why, len, "logits[%d] = %g", i, (double)x[i]);
-            return -1;
-        }
-        finite |= x[i] != -INFINITY;
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        bad |= (uint32_t)((b & 0x7fffffffu) >= 0x7f800000u && b != 0xff800000u);
+        finite |= (uint32_t)((b & 0x7fffffffu) < 0x7f800000u);
+    }
+    if (bad) {
+        int i = 0;
+        while (!isnan(x[i]) && x[i] != INFINITY)
+            i++;
+        snprintf(why, len, "logits[%d] = %g", i, (double)x[i]);
+        return -1;
     }
     if (!finite)
         snprintf(why, len, "every logit is -inf");
