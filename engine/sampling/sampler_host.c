@@ -897,7 +897,8 @@ static void probe_child(const char *path, int fd) {
 static const char *phase_text(int c) {
     switch (c) {
     case PHASE_LOAD: return "while loading (dlopen, its constructors)";
-    case PHASE_DESC: return "in " SD_SAMPLER_ENTRY_SYMBOL "()";
+    case PHASE_DESC: return "in its entry point (" SD_SAMPLER_V2_ENTRY_SYMBOL " or "
+                            SD_SAMPLER_ENTRY_SYMBOL ")";
     case PHASE_TEST: return "during the self-test";
     default: return "before loading";
     }
