@@ -265,5 +265,9 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
     if ((a->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !a->c.draft && !a->c.draft_layers)
         return sd_fail(e, "--strategy spec/draft needs a drafter (-d DRAFT or --draft-layers K)");
     if (a->c.n_sampler_args && !a->c.sampler) return sd_fail(e, "--sampler-arg needs --sampler NAME");
+    if ((a->c.strategies & SD_STRAT_BEAM) && a->c.sampler && strcmp(a->c.sampler, "greedy"))
+        return sd_fail(e, "--strategy beam applies no sampler (it ranks beams by the model's "
+                          "log-probabilities): drop --sampler %s or run beam separately",
+                       a->c.sampler);
     return 0;
 }
