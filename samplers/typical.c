@@ -2,7 +2,10 @@
  * logits stage (ABI v2, no history). With p = softmax(logits) and H its
  * entropy, tokens are ranked by |-ln p_i - H| (ties: lower id first) and the
  * smallest prefix of that ranking whose mass reaches p is kept; the others
- * get -inf. p = 1 keeps every token. */
+ * get -inf. p = 1 keeps every token. No full sort: the deviations are
+ * bucketed (bucket order agrees with deviation order), the bucket where
+ * the mass reaches p is found from the buckets' masses, and only that
+ * bucket's tokens are sorted. */
 #include "samplers/sampler.h"
 #include "samplers/sampler_util.h"
 
@@ -11,10 +14,14 @@ typedef struct typ_cand {
     int32_t id;
 } typ_cand;
 
+#define N_BUCKETS 4096
+
 typedef struct typical {
     double p;
     float *probs;    /* [n_vocab] */
+    float *dev;      /* [n_vocab]: |-ln p - H|, or -1 for p = 0 */
     typ_cand *cand;  /* [n_vocab] */
+    double mass[N_BUCKETS];
 } typical;
 
 static const sd_sampler_param params[] = {
@@ -25,6 +32,7 @@ static const sd_sampler_param params[] = {
 static void typical_destroy(void *h) {
     typical *t = h;
     free(t->probs);
+    free(t->dev);
     free(t->cand);
     free(t);
 }
@@ -35,9 +43,10 @@ static void *typical_create(const sd_engine_info *info, const sd_sampler_value *
     if (t) {
         t->p = v[0].f;
         t->probs = malloc((size_t)info->n_vocab * sizeof *t->probs);
+        t->dev = malloc((size_t)info->n_vocab * sizeof *t->dev);
         t->cand = malloc((size_t)info->n_vocab * sizeof *t->cand);
     }
-    if (!t || !t->probs || !t->cand) {
+    if (!t || !t->probs || !t->dev || !t->cand) {
         if (t)
             typical_destroy(t);
         sd_su_set_error(err, errlen, "out of memory");
@@ -60,19 +69,34 @@ static int typical_process(void *h, const float *logits, float *out, int n_vocab
     double ent = 0;
     for (int i = 0; i < n_vocab; i++)
         if (t->probs[i] > 0)
-            ent -= t->probs[i] * log(t->probs[i]);
+            ent -= t->probs[i] * logf(t->probs[i]);
+    float dmax = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        t->dev[i] = t->probs[i] > 0 ? fabsf(-logf(t->probs[i]) - (float)ent) : -1.0f;
+        dmax = t->dev[i] > dmax ? t->dev[i] : dmax;
+    }
+    float scale = dmax > 0 ? (N_BUCKETS - 1) / dmax : 0;
+    memset(t->mass, 0, sizeof t->mass);
+    for (int i = 0; i < n_vocab; i++)
+        if (t->dev[i] >= 0)
+            t->mass[(int)(t->dev[i] * scale)] += t->probs[i];
+    /* b: the bucket where the mass reaches p; every token before it is kept */
+    double before = 0;
+    int b = 0;
+    while (b < N_BUCKETS - 1 && before + t->mass[b] < t->p)
+        before += t->mass[b++];
     int n = 0;
-    for (int i = 0; i < n_vocab; i++)
-        if (t->probs[i] > 0)
-            t->cand[n++] = (typ_cand){(float)fabs(-log(t->probs[i]) - ent), i};
+    for (int i = 0; i < n_vocab; i++) {
+        int k = t->dev[i] < 0 ? N_BUCKETS : (int)(t->dev[i] * scale);
+        out[i] = k < b ? logits[i] : -INFINITY;
+        if (k == b)
+            t->cand[n++] = (typ_cand){t->dev[i], i};
+    }
     qsort(t->cand, (size_t)n, sizeof *t->cand, by_dev);
-    for (int i = 0; i < n_vocab; i++)
-        out[i] = -INFINITY;
-    double mass = 0;
-    for (int k = 0; k < n && (k == 0 || mass < t->p); k++) {
+    for (int k = 0; k < n && (before == 0 || before < t->p); k++) {
         int32_t id = t->cand[k].id;
         out[id] = logits[id];
-        mass += t->probs[id];
+        before += t->probs[id];
     }
     return 0;
 }

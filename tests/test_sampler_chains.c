@@ -280,3 +280,60 @@ Test(chains, no_repeat_ngram_example) {
     sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
+
+/* typical against a full sort in double: the kept set is the smallest
+ * prefix of the tokens ranked by |-ln p - H| whose mass reaches p. */
+typedef struct ref_dev {
+    double dev;
+    int id;
+} ref_dev;
+
+static int by_ref_dev(const void *a, const void *b) {
+    const ref_dev *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->id - y->id;
+}
+
+Test(chains, typical_matches_a_full_sort) {
+    enum { N = 3000 };
+    sd_sampler_set *s = open_dirs("plugins", NULL);
+    static float x[N], got[N];
+    static double p[N];
+    static ref_dev r[N];
+    const double ps[] = {0.2, 0.5, 0.9, 0.95};
+    for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "p=%g", ps[c]);
+        sd_err e;
+        sd_sampler *t = sd_sampler_create(s, "typical,multinomial", (const char *[]){arg}, 1, N, &e);
+        cr_assert(t, "%s", e.msg);
+        sd_rng g;
+        sd_rng_seed(&g, 40 + c);
+        for (int i = 0; i < N; i++)
+            x[i] = (float)(6.0 * sd_rng_uniform(&g));
+        cr_assert_eq(sd_sampler_probs(t, x, got, 1, N, &e), 0, "%s", e.msg);
+        double z = 0, h = 0;
+        for (int i = 0; i < N; i++)
+            z += exp(x[i]);
+        for (int i = 0; i < N; i++) {
+            p[i] = exp(x[i]) / z;
+            h -= p[i] * log(p[i]);
+        }
+        for (int i = 0; i < N; i++)
+            r[i] = (ref_dev){fabs(-log(p[i]) - h), i};
+        qsort(r, N, sizeof *r, by_ref_dev);
+        int want = 0;
+        for (double mass = 0; want < N && (want == 0 || mass < ps[c]); want++)
+            mass += p[r[want].id];
+        int kept = 0;
+        for (int i = 0; i < N; i++)
+            kept += got[i] > 0;
+        /* float logs against double: a token or two at the boundary */
+        cr_assert(abs(kept - want) <= 2, "p %g: kept %d, reference %d", ps[c], kept, want);
+        for (int k = 0; k < want - 2; k++)
+            cr_assert_gt(got[r[k].id], 0, "p %g: rank %d (token %d) dropped", ps[c], k, r[k].id);
+        sd_sampler_destroy(t);
+    }
+    sd_samplers_close(s);
+}
