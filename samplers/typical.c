@@ -64,15 +64,22 @@ static int by_dev(const void *a, const void *b) {
 
 static int typical_process(void *h, const float *logits, float *out, int n_vocab) {
     typical *t = h;
-    if (sd_su_softmax(logits, t->probs, n_vocab, 1.0))
+    float max;
+    if (sd_su_row_max(logits, n_vocab, &max))
         return -1;
+    /* p_i = exp(x_i - lse), so -ln p_i = lse - x_i: no logarithm per token */
+    sd_su_exp(logits, t->probs, n_vocab, max, 1.0f);
+    double z = sd_su_sum(t->probs, n_vocab);
+    float inv = (float)(1.0 / z), lse = (float)(max + log(z));
     double ent = 0;
-    for (int i = 0; i < n_vocab; i++)
+    for (int i = 0; i < n_vocab; i++) {
+        t->probs[i] *= inv;
         if (t->probs[i] > 0)
-            ent -= t->probs[i] * logf(t->probs[i]);
+            ent += t->probs[i] * (lse - logits[i]);
+    }
     float dmax = 0;
     for (int i = 0; i < n_vocab; i++) {
-        t->dev[i] = t->probs[i] > 0 ? fabsf(-logf(t->probs[i]) - (float)ent) : -1.0f;
+        t->dev[i] = t->probs[i] > 0 ? fabsf(lse - logits[i] - (float)ent) : -1.0f;
         dmax = t->dev[i] > dmax ? t->dev[i] : dmax;
     }
     float scale = dmax > 0 ? (N_BUCKETS - 1) / dmax : 0;
