@@ -63,7 +63,7 @@ TUTIL_OBJ  := $(TUTIL_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC  := $(wildcard kernels/bench/*.c engine/bench/*.c)
 BENCH_BIN  := $(patsubst %.c,$(BUILD)/bench/%,$(notdir $(BENCH_SRC)))
 
-.PHONY: all deps deps-dev model model-pair run test bench bench-strategies memcheck clean
+.PHONY: all deps deps-dev model model-pair run test bench bench-samplers bench-strategies memcheck clean
 all: $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
@@ -258,6 +258,11 @@ bench: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(BENCH_BIN)
 	$(BUILD)/bench/bench_model
 	$(BUILD)/bench/bench_cpu_kernels
 	$(BUILD)/bench/bench_samplers
+
+# `make bench-samplers ARGS="penalty,top_k,nucleus --vocab 151936"`: any
+# plugin or chain by name (see engine/bench/bench_samplers.c).
+bench-samplers: $(PLUGINS) $(BUILD)/bench/bench_samplers
+	$(BUILD)/bench/bench_samplers $(ARGS)
 
 bench-strategies: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(BUILD)/bench/bench_strategies
 	$(BUILD)/bench/bench_strategies

@@ -1,4 +1,4 @@
-/* specdec sampler ABI, version 1.
+/* specdec sampler ABI, versions 1 and 2 (version 2 at the end).
  *
  * A sampler decides how the next token is picked from the model's logits.
  * Every sampler, the built-in ones included, is one C file built into a
@@ -216,9 +216,162 @@ typedef struct sd_sampler_desc {
 #define SD_SAMPLER_EXPORT
 #endif
 
-/* The entry point every plugin defines (see SD_SAMPLER_ENTRY_SYMBOL for its
- * name). */
+/* The entry point of a version-1 plugin (see SD_SAMPLER_ENTRY_SYMBOL for
+ * its name). */
 SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
+
+/* ===========================================================================
+ * ABI version 2: stages with token history, per-model instances, chains
+ * ===========================================================================
+ * A version-2 plugin exports
+ *
+ *     const sd_stage_desc *sd_sampler_v2(void);
+ *
+ * (and not sd_logits_processor_v1; a file exporting both is loaded as v2).
+ * It provides one *stage*. `--sampler a,b,c` runs a chain of stages on each
+ * row of logits: every stage but the last is a logits stage, the last is a
+ * sampling stage. Version-1 samplers are sampling stages.
+ *
+ *   SD_STAGE_LOGITS  process(logits) -> logits (same row, changed: a
+ *                    penalty lowers logits, a filter sets them to
+ *                    -INFINITY). Its output feeds the next stage.
+ *   SD_STAGE_SAMPLE  process(logits) -> the distribution sample() draws
+ *                    from, with the semantics of version 1 (see above),
+ *                    including SD_SAMPLER_FLAG_ARGMAX.
+ * A sampling stage placed before the last one acts as a filter: the engine
+ * keeps the logits of the tokens its distribution gives a non-zero
+ * probability and sets the others to -INFINITY (so "top_k,nucleus" is
+ * top-k, then nucleus on the survivors).
+ *
+ * Lifecycle (per handle)
+ *   create(info, values)  once per model role: a speculative run creates
+ *                         one handle for the target and one for the drafter
+ *                         (info->role says which), so state never leaks
+ *                         from one model to the other.
+ *   reset(prompt)         at the start of every generation (every strategy
+ *                         run, every interactive prompt): the history
+ *                         becomes the prompt's ids.
+ *   process / sample / accept / rollback   during the generation.
+ *   destroy               once.
+ *
+ * History
+ *   The handle's history is the token sequence of the row it processes
+ *   next: after reset it is the prompt; accept(t) appends t; rollback(n)
+ *   removes the last n accepted tokens (never more than were accepted
+ *   since reset). The engine guarantees:
+ *     - process() is always called for the row that follows exactly the
+ *       current history (prompt + generated tokens in order), as an
+ *       autoregressive run would, under speculative decoding and NASD
+ *       too: verification row i is processed after the drafts before it
+ *       were accepted, and a rejected draft is rolled back before anything
+ *       else is processed.
+ *     - accept(t) follows a process() call made at the current history with
+ *       no reset or rollback in between: t is the token chosen at the row
+ *       last processed, so a stage may remember what it needs about that row
+ *       (mirostat: the probability of t). t may have probability 0 in the
+ *       stage's own output: a drafter's handle is told the target's
+ *       correction.
+ *     - the history never exceeds info->max_history tokens.
+ *   rollback must restore exactly the state before the accepts it undoes:
+ *   process() after rollback(1) must give what it gave before that accept
+ *   (the self-test checks it bit for bit). Keep per-position state (an
+ *   array of max_history entries allocated in create) or recompute it.
+ *   Stages that keep no history set reset, accept and rollback to NULL
+ *   (all three or none); the engine then skips the history bookkeeping.
+ *
+ * Threading: as version 1. A handle is used by one thread at a time;
+ * handles of one plugin may run concurrently (no global mutable state).
+ *
+ * Memory: create() allocates everything (for info->n_vocab tokens and
+ * info->max_history positions); process/sample/accept/rollback must not.
+ *
+ * Validation done by the engine: the descriptor as in version 1 (name,
+ * table, functions), kind, then a self-test in a child process (see
+ * plugins/README.md for its exact shape): create on a 64-token vocabulary,
+ * reset, three rows processed with accepts between them, rollback and
+ * reset reproducing the outputs bit for bit; logits stages must return
+ * finite or -INFINITY values with at least one finite per row, sampling
+ * stages distributions from which sample() picks tokens of non-zero
+ * probability. At run time every output is checked in the same way and a
+ * failing call is reported naming the stage and its plugin file. */
+
+#define SD_SAMPLER_ABI_VERSION_2 2u
+#define SD_SAMPLER_V2_ENTRY_SYMBOL "sd_sampler_v2"
+
+/* Stage kinds. */
+#define SD_STAGE_LOGITS 1u
+#define SD_STAGE_SAMPLE 2u
+
+/* Which model a handle serves. */
+enum {
+    SD_ROLE_TARGET = 0,  /* the model whose distribution is the output's */
+    SD_ROLE_DRAFTER = 1, /* a speculative drafter (draft model or first layers) */
+    SD_ROLE_OTHER = 2    /* self-test, benchmarks, direct library users */
+};
+
+/* What the engine tells create(). Owned by the engine, valid during
+ * create() only: copy what you need.
+ *   n_vocab      the longest row process() will get (the vocabulary);
+ *                process() receives each row's length, <= n_vocab
+ *   max_history  the most tokens a history holds (prompt included)
+ *   role         SD_ROLE_*
+ *   eos_ids      the ids that end generation (may be empty)
+ *   piece(ctx, id, &len)  the bytes of token id (not NUL-terminated), or
+ *                NULL when the engine has no vocabulary (benchmarks,
+ *                self-test): a stage that needs pieces should refuse then. */
+typedef struct sd_engine_info {
+    uint32_t abi_version; /* SD_SAMPLER_ABI_VERSION_2 */
+    uint32_t struct_size; /* sizeof(sd_engine_info) as the engine saw it */
+    int32_t n_vocab;
+    int32_t max_history;
+    int32_t role;
+    int32_t n_eos;
+    const int32_t *eos_ids;
+    const char *(*piece)(const void *ctx, int32_t id, size_t *len);
+    const void *piece_ctx;
+} sd_engine_info;
+
+/* The version-2 descriptor. Fields up to and including rollback exist in
+ * every version-2 plugin; later versions only append.
+ *   abi_version  SD_SAMPLER_ABI_VERSION_2
+ *   struct_size  sizeof(sd_stage_desc) as the plugin saw it
+ *   name, description, n_params, params: as in version 1
+ *   kind         SD_STAGE_LOGITS or SD_STAGE_SAMPLE
+ *   flags        SD_SAMPLER_FLAG_ARGMAX (sampling stages without history
+ *                only: the engine then computes the argmax itself and
+ *                never calls process or sample during generation)
+ *   create(info, values, err, errlen)  a handle, or NULL with a reason in err
+ *   destroy(handle)
+ *   reset(handle, prompt, n_prompt)    0, or -1 (n_prompt >= 0)
+ *   process(handle, logits, out, n_vocab)  one row at the current history;
+ *                logits and out do not overlap; 0 or -1
+ *   sample(handle, probs, n_vocab, rng)    sampling stages: as version 1;
+ *                logits stages: NULL
+ *   accept(handle, token)              0 or -1
+ *   rollback(handle, n)                0 or -1 (1 <= n <= accepted) */
+typedef struct sd_stage_desc {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    const char *name;
+    const char *description;
+    uint32_t kind;
+    uint32_t flags;
+    int32_t n_params;
+    const sd_sampler_param *params;
+    void *(*create)(const sd_engine_info *info, const sd_sampler_value *values, char *err,
+                    size_t errlen);
+    void (*destroy)(void *handle);
+    int (*reset)(void *handle, const int32_t *prompt, int n_prompt);
+    int (*process)(void *handle, const float *logits, float *out, int n_vocab);
+    int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
+    int (*accept)(void *handle, int32_t token);
+    int (*rollback)(void *handle, int n);
+} sd_stage_desc;
+
+#define SD_STAGE_V2_SIZE (offsetof(sd_stage_desc, rollback) + sizeof(void (*)(void)))
+
+/* The entry point of a version-2 plugin. */
+SD_SAMPLER_EXPORT const sd_stage_desc *sd_sampler_v2(void);
 
 #ifdef __cplusplus
 }

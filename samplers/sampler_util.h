@@ -426,10 +426,18 @@ static inline int sd_su_top_k(sd_su_work *w, const float *logits, int n, int64_t
     int kk = (int)k, first = 0, len = w->n_cand;
     if (w->all) {
         /* Count per bucket, find the bucket holding the k-th token, and
-         * select only inside it. */
+         * select only inside it. With at most k finite logits every finite
+         * token is kept and the masked (-inf) ones have weight 0 whether
+         * kept or not: nothing to filter (a masked row would otherwise put
+         * the k-th token in a last bucket of mostly -inf entries). */
         memset(w->count, 0, sizeof w->count);
-        for (int i = 0; i < n; i++)
+        int n_masked = 0;
+        for (int i = 0; i < n; i++) {
             w->count[sd_su__bucket(w->max, logits[i])]++;
+            n_masked += logits[i] == -INFINITY;
+        }
+        if (n - n_masked <= kk)
+            return 0;
         int b = 0, before = 0;
         while (before + w->count[b] < kk)
             before += w->count[b++];

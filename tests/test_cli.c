@@ -77,6 +77,25 @@ Test(cli, bad_flags_and_values) {
          "--sampler-arg temperature=0.5: greedy: unknown parameter 'temperature'", 2},
         {"-m tests/data/none.gguf -p hi --sampler top_k --sampler-arg top_k=3",
          "tests/data/none.gguf: cannot open", 1},
+        /* chains: checked before the model is opened */
+        {"-m tests/data/none.gguf -p hi --sampler penalty",
+         "specdec: --sampler penalty: sampler chain 'penalty': its last stage 'penalty' is a "
+         "logits stage", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,,top_k", "stage 2 is empty", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,bogus,top_k",
+         "--sampler penalty,bogus,top_k: unknown sampler 'bogus' (available: ", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,top_k,nucleus --sampler-arg top_k.k=40",
+         "specdec: --sampler-arg top_k.k=40: top_k: unknown parameter 'k' (accepted: "
+         "temperature, top_k)", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,top_k --sampler-arg penalty.repeat=-1",
+         "--sampler-arg penalty.repeat=-1: penalty: repeat = -1 is out of range (0, inf)", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,top_k --sampler-arg nucleus.top_p=0.5",
+         "no stage 'nucleus' in the chain (stages: penalty, top_k)", 2},
+        {"-m tests/data/none.gguf -p hi --sampler penalty,top_k,nucleus --sampler-arg top_k.top_k=40",
+         "tests/data/none.gguf: cannot open", 1},
+        {"-m tests/data/none.gguf -p hi --strategy ar,beam --sampler penalty,greedy",
+         "specdec: --strategy beam applies no sampler (it ranks beams by the model's "
+         "log-probabilities): drop --sampler penalty,greedy or run beam separately", 2},
         {"-m " M "stories260K.gguf -f tests", "tests: is a directory", 1},
         {"-m tests -p hi", "tests: is a directory", 1},
         {"-m /dev/null -p hi", "/dev/null: not a regular file (a character device)", 1},
@@ -298,6 +317,7 @@ Test(cli, json_output_has_the_contract_fields) {
         cr_assert(json_get(j, fields[i]), "missing %s", fields[i]);
     cr_assert_str_eq(json_str(json_get(j, "strategy"), NULL), "ar");
     cr_assert_eq(json_num(json_get(j, "new_tokens")), 16);
+    cr_assert_str_eq(json_str(json_get(j, "sampler"), NULL), "greedy");
     /* greedy AR copies one id a step */
     cr_assert_eq(json_num(json_get(j, "host_bytes")), 4 * json_num(json_get(j, "target_calls")));
     cr_assert(strstr(r.out, golden_ids), "ids differ from the golden greedy ids: %s", r.out);
@@ -386,6 +406,54 @@ Test(cli, interactive_mode_through_a_pipe) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
     cr_assert_null(strstr(r.out, "not reached"));
+    done(&r);
+}
+
+/* Chains through the CLI: per-stage arguments, the greedy fast path left
+ * for a penalty, and the same ids from ar, spec (the target as its own
+ * drafter, every draft accepted) and nasd; beam reports no sampler. */
+Test(cli, sampler_chains_run_and_report) {
+    run_out r = run("-m " M "stories260K.gguf --draft-layers 5 -p 'Once upon a time' -n 40 "
+                    "--ignore-eos --strategy ar,spec,nasd --sampler penalty,greedy "
+                    "--sampler-arg penalty.repeat=1.5 --sampler-arg window=32 --json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char ids[3][1024];
+    const char *line = r.out;
+    for (int k = 0; k < 3; k++) {
+        json *j = json_parse(line, strcspn(line, "\n"));
+        cr_assert(j, "not JSON: %s", line);
+        cr_assert_str_eq(json_str(json_get(j, "sampler"), NULL),
+                         "penalty(repeat=1.5, frequency=0, presence=0, window=32),greedy()");
+        if (k == 1)
+            cr_assert_eq(json_num(json_get(j, "accepted")), json_num(json_get(j, "drafted")));
+        /* rows cross to the host: the penalty needs them */
+        cr_assert_gt(json_num(json_get(j, "host_bytes")), 4 * json_num(json_get(j, "target_calls")));
+        const char *a = strstr(line, "\"ids\":");
+        snprintf(ids[k], sizeof ids[k], "%.*s", (int)strcspn(a, "]"), a);
+        json_free(j);
+        line += strcspn(line, "\n") + 1;
+    }
+    cr_assert_str_eq(ids[0], ids[1]);
+    cr_assert_str_eq(ids[0], ids[2]);
+    cr_assert(!strstr(r.out, golden_ids), "the penalty changed nothing");
+    done(&r);
+    r = run("-m " M "stories260K.gguf -p 'Once upon a time' -n 8 --strategy beam --sampler greedy "
+            "--json", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"sampler\":\"none (beam search)\""), "%s", r.out);
+    done(&r);
+    const char *script = "/sampler penalty,top_k,nucleus top_k.top_k=5 repeat=1.2 top_p=0.8\n"
+                         "/processor penalty,mirostat tau=3\n/sampler penalty\n/quit\n";
+    r = run("-m " M "stories260K.gguf -i", script);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *want[] = {"sampler: penalty(repeat=1.2, frequency=0, presence=0, window=64),"
+                          "top_k(temperature=1, top_k=5),nucleus(temperature=1, top_p=0.8)",
+                          "sampler: penalty(repeat=1.1, frequency=0, presence=0, window=64),"
+                          "mirostat(tau=3, eta=0.1, temperature=1)",
+                          "error: sampler chain 'penalty': its last stage 'penalty' is a logits "
+                          "stage"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
     done(&r);
 }
 

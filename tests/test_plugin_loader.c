@@ -192,11 +192,13 @@ static sd_sampler_set *open_dirs(const char *a, const char *b) {
     return s;
 }
 
-/* Builds one broken plugin alone in its directory and checks that loading
- * it gives exactly one warning "<file>: <reason...>" and no sampler. */
-static void expect_rejected(const char *dir, const char *defs, const char *reason) {
+/* Builds one broken plugin from text alone in its directory and checks
+ * that loading it gives exactly one warning "<file>: <reason...>" and no
+ * sampler. */
+static void expect_rejected_src(const char *dir, const char *text, const char *defs,
+                                const char *reason) {
     fresh_dir(dir);
-    build(dir, "bad.so", defs);
+    build_source(dir, "bad.so", text, defs);
     char d[256], want[512];
     snprintf(d, sizeof d, ROOT "/%s", dir);
     snprintf(want, sizeof want, ROOT "/%s/bad.so: %s", dir, reason);
@@ -206,6 +208,11 @@ static void expect_rejected(const char *dir, const char *defs, const char *reaso
     const char *w = sd_samplers_warning(s, 0);
     cr_assert(!strncmp(w, want, strlen(want)), "%s: warning '%s', expected '%s...'", dir, w, want);
     sd_samplers_close(s);
+}
+
+/* The same with the version-1 template. */
+static void expect_rejected(const char *dir, const char *defs, const char *reason) {
+    expect_rejected_src(dir, template_src, defs, reason);
 }
 
 /* Builds one plugin alone as ROOT/<dir>/<dir>.so and checks that it loads
@@ -563,7 +570,16 @@ Test(loader, listing) {
     char *buf = sd_samplers_list(s, &e);
     cr_assert(buf, "%s", e.msg);
     cr_assert(strstr(buf, "top_k_nucleus  (plugins/top_k_nucleus.so)"), "%s", buf);
-    cr_assert(strstr(buf, "min_p  (plugins/example/min_p.so)"), "%s", buf);
+    /* the built-in min_p stage comes first; the example's is named as shadowed */
+    cr_assert(strstr(buf, "min_p  (plugins/min_p.so)\n    ABI v2, logits stage\n"), "%s", buf);
+    cr_assert(strstr(buf, "penalty  (plugins/penalty.so)\n    ABI v2, logits stage, keeps "
+                          "history\n"), "%s", buf);
+    int shadowed = 0;
+    for (int i = 0; i < sd_samplers_n_warnings(s); i++)
+        shadowed |= !strcmp(sd_samplers_warning(s, i),
+                            "plugins/example/min_p.so: sampler 'min_p' is already provided by "
+                            "plugins/min_p.so; ignored");
+    cr_assert(shadowed);
     cr_assert(strstr(buf, "top_p"), "%s", buf);
     cr_assert(strstr(buf, "(0, 1]"), "%s", buf);
     cr_assert(strstr(buf, "[1, 2147483647]"), "%s", buf);
@@ -702,5 +718,131 @@ Test(loader, wrong_architecture) {
     const char *p1 = ROOT "/arch/machine.so: built for another architecture (ELF 64-bit, ";
     cr_assert(!strncmp(w0, p0, strlen(p0)), "%s", w0);
     cr_assert(!strncmp(w1, p1, strlen(p1)) && strstr(w1, want), "%s", w1);
+    sd_samplers_close(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Version 2
+ * ------------------------------------------------------------------------ */
+
+/* A logits stage keeping history: it lowers token 2 by 0.25 per accepted
+ * token since reset. It refuses an engine without token pieces, and with
+ * REFUSE_DRAFTER the drafter's role; a switch for each defect. */
+static const char v2_src[] =
+    "#include \"samplers/sampler.h\"\n"
+    "#include \"samplers/sampler_util.h\"\n"
+    "#ifndef ABI2\n"
+    "#define ABI2 SD_SAMPLER_ABI_VERSION_2\n"
+    "#endif\n"
+    "#ifndef KIND\n"
+    "#define KIND SD_STAGE_LOGITS\n"
+    "#endif\n"
+    "typedef struct st { int n, cap; } st;\n"
+    "static void *create(const sd_engine_info *info, const sd_sampler_value *v, char *err,\n"
+    "                    size_t errlen) {\n"
+    "    (void)v;\n"
+    "    size_t len;\n"
+    "    if (!info->piece || !info->piece(info->piece_ctx, 0, &len)) {\n"
+    "        sd_su_set_error(err, errlen, \"needs the vocabulary's pieces\");\n"
+    "        return NULL;\n"
+    "    }\n"
+    "#ifdef REFUSE_DRAFTER\n"
+    "    if (info->role == SD_ROLE_DRAFTER) {\n"
+    "        sd_su_set_error(err, errlen, \"will not serve a drafter\");\n"
+    "        return NULL;\n"
+    "    }\n"
+    "#endif\n"
+    "    st *s = calloc(1, sizeof *s);\n"
+    "    if (s) s->cap = info->max_history;\n"
+    "    return s;\n"
+    "}\n"
+    "static void destroy(void *h) { free(h); }\n"
+    "static int reset(void *h, const int32_t *p, int n) { (void)p; ((st *)h)->n = n; return 0; }\n"
+    "static int accept(void *h, int32_t t) { (void)t; ((st *)h)->n++; return 0; }\n"
+    "static int rollback(void *h, int n) {\n"
+    "#ifndef BAD_ROLLBACK\n"
+    "    ((st *)h)->n -= n;\n"
+    "#endif\n"
+    "    (void)h; (void)n; return 0;\n"
+    "}\n"
+    "static int process(void *h, const float *x, float *out, int n) {\n"
+    "    for (int i = 0; i < n; i++) out[i] = x[i];\n"
+    "    out[2] -= 0.25f * (float)((st *)h)->n;\n"
+    "#ifdef PLUS_INF\n"
+    "    out[1] = INFINITY;\n"
+    "#endif\n"
+    "    return 0;\n"
+    "}\n"
+    "static int32_t sample(void *h, const float *p, int n, sd_sampler_rng *r) {\n"
+    "    (void)h; return sd_su_sample_cdf(p, n, r);\n"
+    "}\n"
+    "static const sd_stage_desc d = {\n"
+    "    .abi_version = ABI2, .struct_size = sizeof(sd_stage_desc), .name = \"v2\",\n"
+    "    .kind = KIND, .create = create, .destroy = destroy, .reset = reset,\n"
+    "    .process = process,\n"
+    "#ifdef WITH_SAMPLE\n"
+    "    .sample = sample,\n"
+    "#endif\n"
+    "#ifndef NO_ACCEPT\n"
+    "    .accept = accept,\n"
+    "#endif\n"
+    "    .rollback = rollback,\n"
+    "};\n"
+    "const sd_stage_desc *sd_sampler_v2(void) { (void)sample; return &d; }\n";
+
+Test(loader_v2, rejections_name_the_rule) {
+    expect_rejected_src("v2_abi", v2_src, "-DABI2=3",
+                        "ABI version 3 from sd_sampler_v2(), which is version 2");
+    expect_rejected_src("v2_kind", v2_src, "-DKIND=7",
+                        "unknown stage kind 7 (SD_STAGE_LOGITS or SD_STAGE_SAMPLE)");
+    expect_rejected_src("v2_sample", v2_src, "-DWITH_SAMPLE",
+                        "a logits stage has no sample function");
+    expect_rejected_src("v2_nosample", v2_src, "-DKIND=SD_STAGE_SAMPLE", "missing sample function");
+    expect_rejected_src("v2_accept", v2_src, "-DNO_ACCEPT",
+                        "reset, accept and rollback must be given together");
+    expect_rejected_src("v2_rollback", v2_src, "-DBAD_ROLLBACK",
+                        "process after rollback(1) differs from the first pass over row 1 "
+                        "(history not restored)");
+    expect_rejected_src("v2_inf", v2_src, "-DPLUS_INF",
+                        "process returned an invalid logits row on row 0: logits[1] = inf");
+}
+
+static const char *piece(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    (void)id;
+    *len = 1;
+    return "x";
+}
+
+/* What create() is told: pieces (refused without), the role (a drafter
+ * refused by name), and the stage runs in a chain with its history. */
+Test(loader_v2, engine_info_reaches_create) {
+    fresh_dir("v2_info");
+    build_source("v2_info", "v2.so", v2_src, "-DREFUSE_DRAFTER");
+    sd_sampler_set *s = open_dirs(ROOT "/v2_info", "plugins");
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    sd_err e = {""};
+    cr_assert_null(sd_sampler_create(s, "v2,multinomial", NULL, 0, 8, &e));
+    cr_assert_str_eq(e.msg, "v2: needs the vocabulary's pieces (plugin " ROOT "/v2_info/v2.so)");
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, 8, 32, SD_ROLE_DRAFTER, 0, NULL,
+                           piece, NULL};
+    cr_assert_null(sd_sampler_create_for(s, "v2,multinomial", NULL, 0, &info, &e));
+    cr_assert(strstr(e.msg, "v2: will not serve a drafter"), "%s", e.msg);
+    info.role = SD_ROLE_TARGET;
+    sd_sampler *p = sd_sampler_create_for(s, "v2,multinomial", NULL, 0, &info, &e);
+    cr_assert(p, "%s", e.msg);
+    float x[3 * 8] = {0}, a[8], b[8]; /* rows of positions 2, 3, 4 */
+    int32_t seq[] = {1, 2, 3, 4};
+    cr_assert_eq(sd_sampler_reset(p, seq, 2, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 2, x, 2, a, 8, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 4, x, 2, b, 8, &e), 0, "%s", e.msg);
+    /* two more tokens accepted: token 2 lowered by 0.5 more */
+    cr_assert_float_eq(logf(a[2] / a[1]) - logf(b[2] / b[1]), 0.5f, 1e-4, "%g",
+                       (double)(logf(a[2] / a[1]) - logf(b[2] / b[1])));
+    sd_sampler_destroy(p);
+    char *list = sd_samplers_list(s, &e);
+    cr_assert(strstr(list, "v2  (" ROOT "/v2_info/v2.so)\n    ABI v2, logits stage, keeps history\n"),
+              "%s", list);
+    free(list);
     sd_samplers_close(s);
 }

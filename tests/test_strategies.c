@@ -279,6 +279,58 @@ static double chi2_limit(int dof) {
 
 enum { SAME_SHAPE, OTHER_SHAPE, NGRAM };
 
+/* Chi-square of runs draws (count) against the law (law[i] * runs expected
+ * of token i), cells under 5 pooled; asserts it is below the 0.999
+ * quantile and returns it, the number of cells in *cells. */
+static double chi_square(const char *what, const long *count, const float *law, int V, int runs,
+                         int *cells) {
+    double chi = 0, pooled_o = 0, pooled_e = 0;
+    int n = 0;
+    for (int i = 0; i < V; i++) {
+        double ex = law[i] * runs;
+        if (ex < 5) {
+            pooled_o += count[i];
+            pooled_e += ex;
+            continue;
+        }
+        chi += (count[i] - ex) * (count[i] - ex) / ex;
+        n++;
+    }
+    if (pooled_e >= 5) {
+        chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
+        n++;
+    } else {
+        cr_assert(pooled_o <= pooled_e + 10, "mass on near-zero tokens: %g", pooled_o);
+    }
+    cr_assert(n >= 5, "too few cells (%d)", n);
+    cr_assert(chi < chi2_limit(n - 1), "%s: chi2 %g over %d cells (limit %g)", what, chi, n,
+              chi2_limit(n - 1));
+    *cells = n;
+    return chi;
+}
+
+/* One run of n tokens, first_target off: gamma-3 speculative decoding with
+ * dl, or NASD whose store holds best as the prompt's continuation (so the
+ * store's first draft is the target's most likely token and both branches,
+ * accept and reject, decide the first token). */
+static void run_drafted(int drafter, sd_ngram *store, int32_t best, const int32_t *pr, int n_pr,
+                        sd_lm *dl, sd_lm *tl, const sd_gen_cfg *cfg, int n, int32_t *out,
+                        sd_gen_stats *st) {
+    sd_err e;
+    if (drafter == NGRAM) {
+        sd_nasd_opts o = {3, 0, 0, 0, 0};
+        sd_ngram_reset(store);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(sd_ngram_observe(store, pr, n_pr, best, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, tl, &o, n, cfg, out, st, &e), n,
+                     "%s", e.msg);
+    } else {
+        sd_spec_opts o = {3, 0, 0};
+        cr_assert_eq(sd_speculative_generate(pr, n_pr, dl, tl, &o, n, cfg, out, st, &e), n, "%s",
+                     e.msg);
+    }
+}
+
 static void check_distribution(const char *sampler, const char *const *kv, int n_kv, int drafter) {
     synth_cfg c = synth_default();
     c.seed = 11;
@@ -323,46 +375,13 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
         sd_gen_cfg cfg = {.sampler = p, .rng = &rng, .pad_id = -1, .use_cache = 1};
         sd_gen_stats st;
         int32_t out[4];
-        if (drafter == NGRAM) {
-            /* the store's first draft is the target's most likely token, so
-             * both branches (accept, reject) decide the first token */
-            sd_nasd_opts o = {3, 0, 0, 0, 0};
-            sd_ngram_reset(store);
-            for (int k = 0; k < 3; k++)
-                cr_assert_eq(sd_ngram_observe(store, pr, n_pr, best, &e), 0, "%s", e.msg);
-            cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, &tl, &o, 4, &cfg, out, &st, &e),
-                         4, "%s", e.msg);
-        } else {
-            sd_spec_opts o = {3, 0, 0};
-            cr_assert_eq(sd_speculative_generate(synth_prompt, 3, &dl, &tl, &o, 4, &cfg, out, &st,
-                                                 &e),
-                         4, "%s", e.msg);
-        }
+        run_drafted(drafter, store, best, pr, n_pr, &dl, &tl, &cfg, 4, out, &st);
         count[out[0]]++;
         drafted += st.drafted;
         accepted += st.accepted;
     }
-    double chi = 0, pooled_o = 0, pooled_e = 0;
-    int cells = 0;
-    for (int i = 0; i < V; i++) {
-        double ex = probs[i] * runs;
-        if (ex < 5) {
-            pooled_o += count[i];
-            pooled_e += ex;
-            continue;
-        }
-        chi += (count[i] - ex) * (count[i] - ex) / ex;
-        cells++;
-    }
-    if (pooled_e >= 5) {
-        chi += (pooled_o - pooled_e) * (pooled_o - pooled_e) / pooled_e;
-        cells++;
-    } else {
-        cr_assert(pooled_o <= pooled_e + 10, "mass on near-zero tokens: %g", pooled_o);
-    }
-    cr_assert(cells >= 5, "too few cells (%d)", cells);
-    cr_assert(chi < chi2_limit(cells - 1), "%s: chi2 %g over %d cells (limit %g)", sampler, chi,
-              cells, chi2_limit(cells - 1));
+    int cells;
+    double chi = chi_square(sampler, count, probs, V, runs, &cells);
     cr_assert(accepted < drafted, "the test needs rejections");
     cr_log_info("%s: chi2 %.1f, %d cells, acceptance %.2f", sampler, chi, cells,
                 (double)accepted / drafted);
@@ -449,6 +468,271 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     cr_assert(strstr(e.msg, "element type BF16"), "%s", e.msg);
     sd_model_free(m);
     sd_model_free(m32);
+}
+
+/* ---- samplers that keep token history ---------------------------------------------
+ * A penalty or mirostat chain depends on the tokens before each row. The
+ * strategies reset each instance to the prompt, verify row i after the
+ * drafts before it, and give the drafter an instance of its own, so with
+ * the target as its own drafter every draft is accepted (p = q bit for
+ * bit), and sampled runs keep the autoregressive law. */
+
+static sd_sampler *chain(sd_sampler_set *set, const char *spec, const char *const *kv, int n_kv,
+                         int vocab, int role) {
+    sd_err e;
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, vocab, 512, role, 0, NULL,
+                           NULL, NULL};
+    sd_sampler *p = sd_sampler_create_for(set, spec, kv, n_kv, &info, &e);
+    cr_assert(p, "%s: %s", spec, e.msg);
+    return p;
+}
+
+static sd_sampler_set *builtin_plugins(void) {
+    const char *dirs[] = {"plugins"};
+    sd_err e;
+    sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
+    cr_assert(set, "%s", e.msg);
+    return set;
+}
+
+typedef struct chain_case {
+    const char *spec;
+    const char *kv[3];
+    int n_kv;
+} chain_case;
+
+/* Sampled: the target drafting for itself through its own instance. */
+Test(speculative, stateful_chains_accept_every_self_draft) {
+    static const chain_case cases[] = {
+        {"penalty,multinomial", {"penalty.repeat=1.5"}, 1},
+        {"penalty,top_k,nucleus", {"repeat=1.3", "top_k.top_k=20", "top_p=0.95"}, 3},
+        {"mirostat", {"tau=3"}, 1},
+        {"penalty,mirostat", {"repeat=1.5", "tau=4", "eta=0.3"}, 3},
+    };
+    sd_model *m = load("stories260K.gguf");
+    sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
+    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_sampler_set *set = builtin_plugins();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const chain_case *k = &cases[c];
+        sd_sampler *tp = chain(set, k->spec, k->kv, k->n_kv, m->hp.vocab, SD_ROLE_TARGET);
+        sd_sampler *dp = chain(set, k->spec, k->kv, k->n_kv, m->hp.vocab, SD_ROLE_DRAFTER);
+        for (int first = 0; first < 2; first++) {
+            sd_rng rng;
+            sd_rng_seed(&rng, 5);
+            sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
+                              .use_cache = 1};
+            sd_spec_opts o = {4, 0, first};
+            int32_t out[96];
+            sd_gen_stats st;
+            sd_err e;
+            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 96, &cfg, out, &st, &e),
+                         96, "%s: %s", k->spec, e.msg);
+            cr_assert(st.drafted > 60 && st.accepted == st.drafted, "%s: accepted %ld of %ld",
+                      k->spec, st.accepted, st.drafted);
+            cr_log_info("%s, first_target %d: accepted %ld of %ld drafts", k->spec, first,
+                        st.accepted, st.drafted);
+        }
+        /* one instance for both models is refused: its history would mix them */
+        sd_rng rng;
+        sd_rng_seed(&rng, 5);
+        sd_gen_cfg shared = {.sampler = tp, .rng = &rng, .pad_id = -1, .use_cache = 1};
+        sd_spec_opts o = {4, 0, 1};
+        int32_t out[8];
+        sd_gen_stats st;
+        sd_err e;
+        cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 8, &shared, out, &st, &e), -1);
+        cr_assert(strstr(e.msg, "keeps token history: the drafter needs its own instance"), "%s",
+                  e.msg);
+        sd_sampler_destroy(tp);
+        sd_sampler_destroy(dp);
+    }
+    sd_samplers_close(set);
+    sd_kv_free(kv);
+    sd_model_free(m);
+}
+
+/* Greedy-equivalent chains (penalty then greedy; mirostat with a
+ * temperature that leaves one token): speculative decoding with the target
+ * as drafter and NASD give the autoregressive output token for token, with
+ * the cache on and off. */
+Test(speculative, stateful_greedy_chains_equal_autoregressive) {
+    static const chain_case cases[] = {
+        {"penalty,greedy", {"repeat=1.5"}, 1},
+        {"penalty,greedy", {"repeat=1.2", "frequency=0.5", "window=16"}, 3},
+        {"mirostat", {"temperature=0.001"}, 1},
+        {"penalty,mirostat", {"repeat=1.5", "temperature=0.001"}, 2},
+    };
+    sd_model *m = load("stories260K.gguf");
+    sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
+    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_sampler_set *set = builtin_plugins();
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, m->n_ctx, NULL);
+    int32_t plain[GEN];
+    greedy_ar(m, 1, plain);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const chain_case *k = &cases[c];
+        sd_sampler *tp = chain(set, k->spec, k->kv, k->n_kv, m->hp.vocab, SD_ROLE_TARGET);
+        sd_sampler *dp = chain(set, k->spec, k->kv, k->n_kv, m->hp.vocab, SD_ROLE_DRAFTER);
+        for (int cache = 0; cache < 2; cache++) {
+            sd_rng rng;
+            sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
+                              .use_cache = cache};
+            int32_t want[GEN], got[GEN];
+            sd_gen_stats st;
+            sd_err e;
+            sd_rng_seed(&rng, 9);
+            cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, want, &st, &e), GEN,
+                         "%s", e.msg);
+            sd_spec_opts so = {3, 0, 1};
+            sd_rng_seed(&rng, 9);
+            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e),
+                         GEN, "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "%s: spec differs from ar", k->spec);
+            cr_assert_eq(st.accepted, st.drafted, "%s", k->spec);
+            sd_nasd_opts no = {4, 3, 0, 0, 1};
+            sd_ngram_reset(store);
+            sd_rng_seed(&rng, 9);
+            cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, got, &st,
+                                                    &e),
+                         GEN, "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "%s: nasd differs from ar", k->spec);
+            cr_log_info("%s (cache %d): nasd accepted %ld of %ld", k->spec, cache, st.accepted,
+                        st.drafted);
+            if (!strcmp(k->spec, "penalty,greedy") && k->n_kv == 1)
+                cr_assert(memcmp(want, plain, sizeof want), "the penalty changed nothing");
+        }
+        sd_sampler_destroy(tp);
+        sd_sampler_destroy(dp);
+    }
+    sd_ngram_free(store);
+    sd_samplers_close(set);
+    sd_kv_free(kv);
+    sd_model_free(m);
+}
+
+/* Each generation starts from a reset: prompt A, then B, then A again with
+ * the same instances gives A's first output (a history left over from B
+ * would be refused: B's tokens are not A's prompt). */
+Test(speculative, stateful_chain_resets_between_generations) {
+    sd_model *m = load("stories260K.gguf");
+    sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
+    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, 2};
+    sd_sampler_set *set = builtin_plugins();
+    const char *args[] = {"repeat=1.4", "tau=4"};
+    sd_sampler *tp = chain(set, "penalty,mirostat", args, 2, m->hp.vocab, SD_ROLE_TARGET);
+    sd_sampler *dp = chain(set, "penalty,mirostat", args, 2, m->hp.vocab, SD_ROLE_DRAFTER);
+    static const int32_t other[] = {1, 365, 301};
+    int32_t first[GEN], mid[GEN], again[GEN];
+    int32_t *outs[3] = {first, mid, again};
+    for (int strat = 0; strat < 2; strat++)
+        for (int k = 0; k < 3; k++) {
+            sd_rng rng;
+            sd_rng_seed(&rng, 21);
+            sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
+                              .use_cache = 1};
+            const int32_t *pr = k == 1 ? other : prompt;
+            int np = k == 1 ? 3 : NP;
+            sd_spec_opts o = {4, 0, 1};
+            sd_gen_stats st;
+            sd_err e;
+            int n = strat ? sd_speculative_generate(pr, np, &dl, &tl, &o, GEN, &cfg, outs[k], &st, &e)
+                          : sd_autoregressive_generate(pr, np, m, GEN, &cfg, outs[k], &st, &e);
+            cr_assert_eq(n, GEN, "%s", e.msg);
+        }
+    cr_assert_arr_eq(first, again, sizeof first);
+    cr_assert(memcmp(first, mid, sizeof first));
+    sd_sampler_destroy(tp);
+    sd_sampler_destroy(dp);
+    sd_samplers_close(set);
+    sd_kv_free(kv);
+    sd_model_free(m);
+}
+
+/* The law of the second generated token under a stateful chain: exact,
+ * sum over t1 of P(t1) P(t2 | t1) with a fresh history for each t1; then
+ * 4000 speculative runs (a drafter with other weights, so drafts are
+ * often rejected and rolled back) or NASD runs, first_target off. */
+static void check_stateful_distribution(const char *spec, const char *const *kv, int n_kv,
+                                        int drafter) {
+    synth_cfg c = synth_default();
+    c.seed = 11;
+    synth_model t = make_synth(c);
+    synth_cfg dc = c;
+    dc.seed = 12;
+    synth_model d = make_synth(dc);
+    sd_sampler_set *set = builtin_plugins();
+    int V = c.vocab;
+    sd_sampler *tp = chain(set, spec, kv, n_kv, V, SD_ROLE_TARGET);
+    sd_sampler *dp = chain(set, spec, kv, n_kv, V, SD_ROLE_DRAFTER);
+    static const int32_t twice[] = {1, 300, 301, 300, 301};
+    const int32_t *pr = drafter == NGRAM ? twice : synth_prompt;
+    const int n_pr = drafter == NGRAM ? 5 : 3;
+    float *rows = malloc(2 * (size_t)V * sizeof *rows), *p1 = malloc((size_t)V * sizeof *p1),
+          *p2 = malloc((size_t)V * sizeof *p2), *law = calloc((size_t)V, sizeof *law);
+    int32_t seq[8];
+    memcpy(seq, pr, (size_t)n_pr * sizeof *seq);
+    sd_err e;
+    cr_assert_eq(sd_forward_ex(t.m, t.m->kv, pr, n_pr, 0, 0, rows, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_reset(tp, pr, n_pr, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(tp, seq, n_pr, rows, n_pr, p1, V, &e), 0, "%s", e.msg);
+    int32_t best = 0;
+    for (int t1 = 0; t1 < V; t1++) {
+        best = p1[t1] > p1[best] ? t1 : best;
+        if (!(p1[t1] > 0)) continue;
+        seq[n_pr] = t1;
+        cr_assert_eq(sd_forward_ex(t.m, t.m->kv, seq, n_pr + 1, 0, 0, rows + V, 1, &e), 0);
+        cr_assert_eq(sd_sampler_dist(tp, seq, n_pr + 1, rows, n_pr, p2, V, &e), 0, "%s", e.msg);
+        for (int t2 = 0; t2 < V; t2++) law[t2] += p1[t1] * p2[t2];
+    }
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, NULL);
+    const int runs = 4000;
+    long *count = calloc((size_t)V, sizeof *count), drafted = 0, accepted = 0;
+    sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
+    for (int r = 0; r < runs; r++) {
+        sd_rng rng;
+        sd_rng_seed(&rng, 5000 + (uint64_t)r);
+        sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
+                          .use_cache = 1};
+        sd_gen_stats st;
+        int32_t out[3];
+        run_drafted(drafter, store, best, pr, n_pr, &dl, &tl, &cfg, 3, out, &st);
+        count[out[1]]++;
+        drafted += st.drafted;
+        accepted += st.accepted;
+    }
+    int cells;
+    double chi = chi_square(spec, count, law, V, runs, &cells);
+    cr_assert(accepted < drafted, "the test needs rejections");
+    cr_log_info("%s (%s): second token chi2 %.1f over %d cells (limit %.1f), acceptance %.3f",
+                spec, drafter == NGRAM ? "nasd" : "spec", chi, cells, chi2_limit(cells - 1),
+                (double)accepted / drafted);
+    free(count);
+    free(rows);
+    free(p1);
+    free(p2);
+    free(law);
+    sd_ngram_free(store);
+    sd_sampler_destroy(tp);
+    sd_sampler_destroy(dp);
+    sd_samplers_close(set);
+    synth_model_free(&t);
+    synth_model_free(&d);
+}
+
+Test(speculative, preserves_distribution_penalty_chain) {
+    const char *kv[] = {"penalty.repeat=3", "penalty.presence=1", "temperature=1.0"};
+    check_stateful_distribution("penalty,multinomial", kv, 3, SAME_SHAPE);
+}
+
+Test(speculative, preserves_distribution_mirostat) {
+    const char *kv[] = {"tau=4.5", "eta=0.5"}; /* mu moves the cut through the law */
+    check_stateful_distribution("mirostat", kv, 2, SAME_SHAPE);
+}
+
+Test(nasd, preserves_distribution_penalty_chain) {
+    const char *kv[] = {"penalty.repeat=3", "temperature=0.25"};
+    check_stateful_distribution("penalty,multinomial", kv, 2, NGRAM);
 }
 
 /* ---- beam search ---------------------------------------------------------------- */

@@ -91,9 +91,12 @@ void sd_args_usage(FILE *out) {
         "      --min-length L        length-penalty constant (default 5)\n"
         "      --alpha A             length-penalty exponent (default 1.2)\n"
         "sampling\n"
-        "      --sampler NAME        sampler plugin (default greedy; topk and topknucleus\n"
-        "                            are accepted for top_k and top_k_nucleus)\n"
-        "      --sampler-arg K=V     sampler parameter, repeatable\n"
+        "      --sampler CHAIN       sampler plugin, or a chain of stages such as\n"
+        "                            penalty,top_k,nucleus: logits stages, then one sampling\n"
+        "                            stage (default greedy; topk and topknucleus are accepted\n"
+        "                            for top_k and top_k_nucleus)\n"
+        "      --sampler-arg K=V     parameter, repeatable; STAGE.K=V for one stage of a chain\n"
+        "                            (K=V: the last stage with K, or the one stage with K)\n"
         "      --list-samplers       list the sampler plugins found and exit\n"
         "      --plugin-dir DIR      search DIR for sampler plugins first, repeatable\n"
         "      --seed S              seed for sampling (default: random, printed)\n"
@@ -109,12 +112,6 @@ void sd_args_usage(FILE *out) {
         "Plugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
         "then plugins/ beside the binary.\n",
         out);
-}
-
-const char *sd_sampler_alias(const char *name) {
-    if (name && !strcmp(name, "topk")) return "top_k";
-    if (name && !strcmp(name, "topknucleus")) return "top_k_nucleus";
-    return name;
 }
 
 int sd_threads_max(void) {
@@ -276,7 +273,6 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         if (r) return -1;
         if (f->off == OFF(c.threads) && sd_check_threads(arg, a->c.threads, e)) return -1;
     }
-    a->c.sampler = sd_sampler_alias(a->c.sampler);
     if (a->help || a->list_samplers) return 0;
     if (!a->c.model) return sd_fail(e, "no model given (-m MODEL; see --help)");
     if (a->perplexity) return check_perplexity(a, e);
@@ -289,5 +285,9 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
     if ((a->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !a->c.draft && !a->c.draft_layers)
         return sd_fail(e, "--strategy spec/draft needs a drafter (-d DRAFT or --draft-layers K)");
     if (a->c.n_sampler_args && !a->c.sampler) return sd_fail(e, "--sampler-arg needs --sampler NAME");
+    if ((a->c.strategies & SD_STRAT_BEAM) && a->c.sampler && strcmp(a->c.sampler, "greedy"))
+        return sd_fail(e, "--strategy beam applies no sampler (it ranks beams by the model's "
+                          "log-probabilities): drop --sampler %s or run beam separately",
+                       a->c.sampler);
     return 0;
 }

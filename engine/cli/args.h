@@ -28,9 +28,6 @@ typedef struct sd_args {
  * naming the flag and the bad value. */
 int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e);
 void sd_args_usage(FILE *out);
-/* The engine's name of a sampler given by the reference tool's name (topk,
- * topknucleus); any other name as it is. */
-const char *sd_sampler_alias(const char *name);
 /* The largest -t/--threads accepted: 4x the online cores. */
 int sd_threads_max(void);
 

@@ -67,14 +67,14 @@ static int list_samplers(const sd_args *a, sd_err *e) {
     return rc;
 }
 
-/* --sampler and --sampler-arg against the plugin found for the name, before
- * any model is loaded, so that a bad name or value is a usage error and
- * costs no model load. The set, holding that one plugin, goes on to the
- * session. Returns the exit status: 0, 2 for a bad name or value (the
+/* --sampler and --sampler-arg against the plugins found for the chain's
+ * stages, before any model is loaded, so that a bad name or value is a
+ * usage error and costs no model load. The set, holding those plugins,
+ * goes on to the session. Returns the exit status: 0, 2 for a bad name or value (the
  * message names the flag and the value), 1 when the search itself failed
  * (out of memory, no fork). */
 static int check_sampler(const sd_args *a, sd_sampler_set *s, sd_err *e) {
-    int bad = -1, found = sd_samplers_load(s, a->c.sampler, e);
+    int bad = -1, found = sd_samplers_load_chain(s, a->c.sampler, e);
     if (found == -2) return 1;
     if (found >= 0 &&
         !sd_sampler_check(s, a->c.sampler, a->c.sampler_args, a->c.n_sampler_args, &bad, e))

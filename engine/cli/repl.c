@@ -25,7 +25,8 @@ static const char usage[] =
     "  /parse_special                 toggle control tokens in prompts (not in chat messages)\n"
     "  /length N                      tokens to generate\n"
     "  /gamma N                       drafts per verification\n"
-    "  /sampler NAME [key=value ...]  sampler plugin and its parameters (alias /processor;\n"
+    "  /sampler CHAIN [key=value ...] sampler plugin or chain (a,b,c) and its parameters,\n"
+    "                                 stage.key=value for one stage (alias /processor;\n"
     "                                 topk = top_k, topknucleus = top_k_nucleus)\n"
     "  /top_k_filler N                target top-k added to the n-gram store\n"
     "  /set_ngramstorage multi|one N  n-gram store kind and order (rebuilds the store;\n"
@@ -145,9 +146,9 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
         else fprintf(out, "draft layers: %d\n", v);
     } else if (!strcmp(c, "/sampler") || !strcmp(c, "/processor")) {
         if (n < 2) {
-            bad(out, "/sampler NAME [key=value ...]");
+            bad(out, "/sampler CHAIN [key=value ...]");
             sd_cli_list_samplers(s->samplers, out, &e);
-        } else if (sd_session_set_sampler(s, sd_sampler_alias(w[1]), (const char *const *)w + 2,
+        } else if (sd_session_set_sampler(s, w[1], (const char *const *)w + 2,
                                           n - 2, &e)) {
             fprintf(out, "error: %s\n", e.msg);
             sd_cli_list_samplers(s->samplers, out, &e);

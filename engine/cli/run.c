@@ -71,7 +71,9 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
                        const result *r, const char *text, const result *ar) {
     const sd_gen_stats *st = &r->st;
     char desc[256];
-    if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
+    /* beam search applies no sampler (a chain it cannot apply is refused) */
+    if (strat == SD_STRAT_BEAM) snprintf(desc, sizeof desc, "none (beam search)");
+    else if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
     else snprintf(desc, sizeof desc, "greedy");
     sd_json_obj j;
     sd_json_begin(&j, out);

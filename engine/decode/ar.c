@@ -2,9 +2,11 @@
  * against. With the cache, the prompt is one forward call and each later
  * token one call of n=1; without it, each step re-runs the whole prefix from
  * position 0 (the PyTorch original's use_cache=False, kept as an oracle).
- * Greedy steps take the argmax where the logits are (on the device for
- * CUDA, the backend's top_k_rows with k = 1), so only the chosen id is
- * copied. */
+ * Greedy steps with nothing before the argmax take it where the logits
+ * are (on the device for CUDA, the backend's top_k_rows with k = 1), so
+ * only the chosen id is copied; any other chain gets the row on the host,
+ * at the history the sampler was told (reset to the prompt, then each
+ * token). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,7 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         goto done;
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     lm->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     double t0 = sd_now();
     while (count < max_gen_len) {
@@ -39,10 +42,11 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
             break;
         }
         int32_t id;
-        if (sd_is_greedy(cfg)) {
+        if (sd_fast_greedy(cfg)) {
             if (sd_lm_extend_top_k(lm, seq, len, cfg->use_cache, 1, 1, &id, st, e)) goto done;
         } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, st, e) ||
-                   sd_pick_token(cfg, logits, probs, vocab, &id, e)) {
+                   sd_token_dist(cfg->sampler, seq, len, logits, len, probs, vocab, e) ||
+                   sd_dist_sample(cfg, cfg->sampler, probs, vocab, &id, e)) {
             goto done;
         }
         st->target_calls++;

@@ -65,11 +65,21 @@ static double log_sum_exp(const float *x, int n) {
     return mx + log(sum);
 }
 
+int sd_beam_check_sampler(const sd_sampler *smp, sd_err *e) {
+    if (!smp || (sd_sampler_is_greedy(smp) && sd_sampler_n_stages(smp) == 1)) return 0;
+    char desc[256];
+    sd_sampler_describe(smp, desc, sizeof desc);
+    return sd_fail(e, "beam search ranks beams by the model's log-probabilities and applies no "
+                      "sampler; it cannot honour --sampler %s (run beam without --sampler, or "
+                      "run the other strategies separately)", desc);
+}
+
 int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                             const sd_beam_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
                             int32_t *out, sd_gen_stats *st, sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
+    if (sd_beam_check_sampler(cfg->sampler, e)) return -1;
     int V = m->hp.vocab;
     if (o->num_beams < 1) return sd_fail(e, "beam: num_beams %d must be at least 1", o->num_beams);
     if (o->top_k < 1) return sd_fail(e, "beam: top_k %d must be at least 1", o->top_k);

@@ -20,6 +20,25 @@ int sd_is_greedy(const sd_gen_cfg *cfg) {
     return !cfg->sampler || sd_sampler_is_greedy(cfg->sampler);
 }
 
+int sd_fast_greedy(const sd_gen_cfg *cfg) {
+    return !cfg->sampler ||
+           (sd_sampler_is_greedy(cfg->sampler) && sd_sampler_n_stages(cfg->sampler) == 1);
+}
+
+int sd_drafter_sampler(const sd_gen_cfg *cfg, sd_sampler **out, sd_err *e) {
+    *out = cfg->draft_sampler ? cfg->draft_sampler : cfg->sampler;
+    if (!cfg->draft_sampler && cfg->sampler && sd_sampler_keeps_history(cfg->sampler))
+        return sd_fail(e, "sampler '%s' keeps token history: the drafter needs its own instance "
+                          "(draft_sampler)", sd_sampler_name(cfg->sampler));
+    return 0;
+}
+
+int sd_reset_samplers(const sd_gen_cfg *cfg, const int32_t *prompt, int n, sd_err *e) {
+    if (cfg->sampler && sd_sampler_reset(cfg->sampler, prompt, n, e)) return -1;
+    if (cfg->draft_sampler && sd_sampler_reset(cfg->draft_sampler, prompt, n, e)) return -1;
+    return 0;
+}
+
 static int32_t argmax(const float *x, int n) {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
@@ -27,33 +46,25 @@ static int32_t argmax(const float *x, int n) {
     return best;
 }
 
-int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
-                  sd_err *e) {
-    if (!sd_is_greedy(cfg)) return sd_sampler_probs(cfg->sampler, logits, probs, n_rows, vocab, e);
-    for (int r = 0; r < n_rows; r++) {
-        float *row = probs + (size_t)r * vocab;
-        memset(row, 0, (size_t)vocab * sizeof *row);
-        row[argmax(logits + (size_t)r * vocab, vocab)] = 1.0f;
-    }
+int sd_token_need(sd_sampler *smp, const int32_t *seq, int pos, sd_err *e) {
+    return smp ? sd_sampler_need(smp, seq, pos, e) : pos;
+}
+
+int sd_token_dist(sd_sampler *smp, const int32_t *seq, int pos, const float *rows, int first,
+                  float *probs, int vocab, sd_err *e) {
+    if (smp) return sd_sampler_dist(smp, seq, pos, rows, first, probs, vocab, e);
+    memset(probs, 0, (size_t)vocab * sizeof *probs);
+    probs[argmax(rows + (size_t)(pos - first) * vocab, vocab)] = 1.0f;
     return 0;
 }
 
-int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e) {
-    if (sd_is_greedy(cfg)) {
+int sd_dist_sample(const sd_gen_cfg *cfg, sd_sampler *smp, const float *probs, int vocab,
+                   int32_t *id, sd_err *e) {
+    if (!smp) {
         *id = argmax(probs, vocab);
         return 0;
     }
-    return sd_sampler_sample(cfg->sampler, probs, vocab, cfg->rng, id, e);
-}
-
-int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
-                  int32_t *id, sd_err *e) {
-    if (!cfg->sampler) {
-        *id = argmax(logits, vocab);
-        return 0;
-    }
-    if (sd_sampler_probs(cfg->sampler, logits, probs, 1, vocab, e)) return -1;
-    return sd_sampler_sample(cfg->sampler, probs, vocab, cfg->rng, id, e);
+    return sd_sampler_sample(smp, probs, vocab, cfg->rng, id, e);
 }
 
 int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *logits,

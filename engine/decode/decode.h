@@ -41,6 +41,10 @@ typedef void (*sd_step_cb)(void *ud, const sd_step *step);
 
 typedef struct sd_gen_cfg {
     sd_sampler *sampler; /* NULL: greedy argmax (lowest id on ties) */
+    /* The drafter's instance of the same chain (speculative decoding): its
+     * own history and state. NULL: the drafter uses sampler, which is
+     * refused when the chain keeps token history. */
+    sd_sampler *draft_sampler;
     sd_rng *rng;
     const int32_t *eos_ids; /* generation stops after emitting one of these */
     int n_eos;
@@ -73,18 +77,29 @@ int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *l
 int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
                        int32_t *ids, sd_gen_stats *st, sd_err *e);
 
-/* Picks the next token from one row of logits with the configured
- * sampler; probs is [vocab] scratch. */
-int sd_pick_token(const sd_gen_cfg *cfg, const float *logits, float *probs, int vocab,
-                  int32_t *id, sd_err *e);
-/* The distribution the configured sampler draws from: one-hot at the
- * argmax for greedy decoding (so verification is exact), else the
- * sampler's probabilities. n_rows rows of vocab. */
-int sd_token_dist(const sd_gen_cfg *cfg, const float *logits, float *probs, int n_rows, int vocab,
-                  sd_err *e);
-/* Draws from one distribution row with the configured rng (argmax when greedy). */
-int sd_dist_sample(const sd_gen_cfg *cfg, const float *probs, int vocab, int32_t *id, sd_err *e);
+/* The distribution smp draws from for the token at seq[pos], given the
+ * logits rows of positions first..pos (rows): smp's history is brought to
+ * seq[0..pos) first (sd_sampler_dist). smp NULL: one-hot at the argmax of
+ * row pos. */
+int sd_token_dist(sd_sampler *smp, const int32_t *seq, int pos, const float *rows, int first,
+                  float *probs, int vocab, sd_err *e);
+/* The first position whose logits row sd_token_dist needs for pos (pos
+ * unless smp keeps history and is behind); -1 on error. */
+int sd_token_need(sd_sampler *smp, const int32_t *seq, int pos, sd_err *e);
+/* Draws from one distribution row with smp's final stage and the
+ * configured rng (argmax when smp is NULL). */
+int sd_dist_sample(const sd_gen_cfg *cfg, sd_sampler *smp, const float *probs, int vocab,
+                   int32_t *id, sd_err *e);
+/* The final stage is the argmax (or no sampler): distributions are one-hot. */
 int sd_is_greedy(const sd_gen_cfg *cfg);
+/* Greedy with nothing before the argmax: the logits can stay in backend
+ * memory and only ids cross (the top_k_rows op). */
+int sd_fast_greedy(const sd_gen_cfg *cfg);
+/* The instance that serves the drafter (draft_sampler, else sampler); -1
+ * with a message when sampler keeps history and has no drafter instance. */
+int sd_drafter_sampler(const sd_gen_cfg *cfg, sd_sampler **out, sd_err *e);
+/* Starts the histories of cfg's sampler instances at the prompt. */
+int sd_reset_samplers(const sd_gen_cfg *cfg, const int32_t *prompt, int n, sd_err *e);
 /* Hands one verification round to cfg->on_step (when set). */
 void sd_report_step(const sd_gen_cfg *cfg, const int32_t *accepted, int n_accepted,
                     int32_t rejected, int32_t next);
@@ -197,6 +212,9 @@ typedef struct sd_beam_opts {
     double alpha;
 } sd_beam_opts;
 
+/* Beam search applies no sampler: 0 when smp is NULL or plain greedy,
+ * else -1 with a message naming the chain. */
+int sd_beam_check_sampler(const sd_sampler *smp, sd_err *e);
 int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
                             const sd_beam_opts *o, int max_gen_len, const sd_gen_cfg *cfg,
                             int32_t *out, sd_gen_stats *st, sd_err *e);

@@ -65,7 +65,9 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
         goto done;
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
-    if (sd_ngram_observe_seq(store, seq, 0, n_inputs, e)) goto done;
+    if (sd_ngram_observe_seq(store, seq, 0, n_inputs, e) ||
+        sd_reset_samplers(cfg, inputs, n_inputs, e))
+        goto done;
     target->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
     for (int first = o->first_target; r == 0 && cur < total; first = 0) {

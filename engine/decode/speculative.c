@@ -6,28 +6,44 @@
  * the target holds at most cur-1 positions (seq[cur-1] is fed with the
  * drafts) and the drafter at most cur; a rejection truncates both back to
  * the last accepted position. This file supplies the drafter: greedy drafts
- * take the drafter's argmax on its backend (one id copied per draft),
- * sampled drafts copy the row and draw from the sampler's distribution q. */
+ * (nothing before the argmax) take the drafter's argmax on its backend (one
+ * id copied per draft); otherwise the drafter's own sampler instance draws
+ * from its distribution q. Its history catches up with the round's outcome
+ * on the next draft: a token it has not seen (the target's correction or
+ * bonus) needs the drafter's row of that position, so that draft asks the
+ * drafter for two rows instead of one. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/decode/decode.h"
 
+/* Rows of drafter logits one draft may need (see above). */
+#define DRAFT_ROWS 2
+
 typedef struct spec_ctx {
     sd_lm *drafter;
     const sd_gen_cfg *cfg;
-    float *dlog; /* [vocab], sampled drafts */
+    sd_sampler *smp; /* the drafter's instance */
+    float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts */
 } spec_ctx;
 
 static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
     spec_ctx *s = ud;
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
-    if (q ? sd_lm_extend(s->drafter, seq, at, cfg->use_cache, s->dlog, 1, st, e) ||
-                sd_token_dist(cfg, s->dlog, q, 1, vocab, e) ||
-                sd_dist_sample(cfg, q, vocab, &seq[at], e)
-          : sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], st, e))
-        return -1;
+    if (!q) {
+        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], st, e))
+            return -1;
+    } else {
+        int first = sd_token_need(s->smp, seq, at, e);
+        if (first < 0) return -1;
+        if (at - first + 1 > DRAFT_ROWS)
+            return sd_fail(e, "speculative: the drafter's sampler is %d tokens behind", at - first);
+        if (sd_lm_extend(s->drafter, seq, at, cfg->use_cache, s->dlog, at - first + 1, st, e) ||
+            sd_token_dist(s->smp, seq, at, s->dlog, first, q, vocab, e) ||
+            sd_dist_sample(cfg, s->smp, q, vocab, &seq[at], e))
+            return -1;
+    }
     st->draft_calls++;
     return 1;
 }
@@ -47,19 +63,21 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
     int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
     if (total < 0) return -1;
-    spec_ctx sc = {drafter, cfg, NULL};
+    spec_ctx sc = {drafter, cfg, NULL, NULL};
+    if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     sd_verify v = {.target = target, .drafter = drafter, .gamma = gamma,
                    .skip_sample_adjustment = o->skip_sample_adjustment, .top_k = 1,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
-    if (!sd_is_greedy(cfg)) sc.dlog = malloc((size_t)vocab * sizeof *sc.dlog);
+    if (!sd_fast_greedy(cfg)) sc.dlog = malloc(DRAFT_ROWS * (size_t)vocab * sizeof *sc.dlog);
     if (sd_verify_init(&v, cfg, e)) goto done;
-    if (!seq || (!sd_is_greedy(cfg) && !sc.dlog)) {
+    if (!seq || (!sd_fast_greedy(cfg) && !sc.dlog)) {
         sd_fail(e, "out of memory");
         goto done;
     }
     memcpy(seq, inputs, (size_t)n_inputs * sizeof *seq);
+    if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
     if (o->first_target && cur < total)

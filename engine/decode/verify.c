@@ -19,12 +19,18 @@
  * when the difference is empty); when every draft passes, the bonus token
  * comes from row g.
  *
- * Two paths. Greedy (the configured sampler is the argmax): p is one-hot
- * at the target's argmax, so r < p/q holds exactly when the draft equals
- * the argmax, and the residual is that same one-hot row; the g+1 rows stay
- * in backend memory and only their top_k ids cross to the host (k = 1 for
- * speculative decoding, NASD's filler count for its store). Sampled: the
- * rows come to the host, p and q are full distributions. */
+ * Two paths. Greedy with nothing before the argmax: p is one-hot at the
+ * target's argmax, so r < p/q holds exactly when the draft equals the
+ * argmax, and the residual is that same one-hot row; the g+1 rows stay in
+ * backend memory and only their top_k ids cross to the host (k = 1 for
+ * speculative decoding, NASD's filler count for its store). Any other
+ * chain: the rows come to the host, p and q are full distributions.
+ *
+ * Sampler history: row i is the distribution after the drafts before it,
+ * so the rows are judged one at a time and row i+1 is computed only once
+ * draft i is accepted; the sampler's history then never holds a rejected
+ * draft, and the round's last token was drawn from the row last computed
+ * (sd_sampler_dist then accepts it without recomputing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +40,7 @@ int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e) {
     size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->gamma;
     v->vocab = (int)V;
     v->ids = malloc((G + 1) * (size_t)v->top_k * sizeof *v->ids);
-    if (!sd_is_greedy(cfg)) {
+    if (!sd_fast_greedy(cfg)) {
         v->q = v->one_hot ? NULL : malloc(G * V * sizeof *v->q);
         v->p = malloc((G + 1) * V * sizeof *v->p);
         v->tlog = malloc((G + 1) * V * sizeof *v->tlog);
@@ -69,11 +75,11 @@ static const float *residual(const float *p, const float *q, int32_t x, float *o
 }
 
 /* Drafts up to max_drafts tokens at seq[cur..); returns how many, or -1. */
-static int draft_tokens(sd_verify *v, int greedy, int32_t *seq, int cur, int max_drafts,
+static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_drafts,
                         sd_gen_stats *st, sd_err *e) {
     int g = 0;
     while (g < max_drafts) {
-        float *q = greedy || v->one_hot ? NULL : v->q + (size_t)g * v->vocab;
+        float *q = fast || v->one_hot ? NULL : v->q + (size_t)g * v->vocab;
         int r = v->draft(v->ud, seq, cur + g, q, st, e);
         if (r < 0) return -1;
         if (r == 0) break;
@@ -83,11 +89,12 @@ static int draft_tokens(sd_verify *v, int greedy, int32_t *seq, int cur, int max
     return g;
 }
 
-/* Scores the g drafts: the number accepted and the token the round ends
- * with (replacement or bonus). */
-static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *drafts, int g, int *n,
+/* Scores the g drafts at seq[c..c+g): the number accepted and the token
+ * the round ends with (replacement or bonus). */
+static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *seq, int c, int g, int *n,
                  int32_t *next, sd_err *e) {
     size_t V = (size_t)v->vocab;
+    const int32_t *drafts = seq + c;
     if (!v->p) { /* greedy: row i's argmax is ids[i * top_k] */
         int k = v->top_k, i = 0;
         while (i < g && drafts[i] == v->ids[(size_t)i * k]) i++;
@@ -96,7 +103,10 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *drafts, int
         return 0;
     }
     int i = 0;
-    for (; i < g; i++) {
+    for (;; i++) {
+        if (sd_token_dist(cfg->sampler, seq, c + i, v->tlog, c, v->p + (size_t)i * V, v->vocab, e))
+            return -1;
+        if (i == g) break;
         int32_t x = drafts[i];
         float px = v->p[(size_t)i * V + x], qx = v->q ? v->q[(size_t)i * V + x] : 1.0f;
         double r = sd_rng_uniform(cfg->rng);
@@ -106,7 +116,7 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *drafts, int
     const float *dist = v->p + (size_t)i * V;
     if (i < g && !v->skip_sample_adjustment)
         dist = residual(dist, v->q ? v->q + (size_t)i * V : NULL, drafts[i], v->resid, v->vocab);
-    return sd_dist_sample(cfg, dist, v->vocab, next, e);
+    return sd_dist_sample(cfg, cfg->sampler, dist, v->vocab, next, e);
 }
 
 /* The target's top_k ids at verified row i into buf (sampled path: from
@@ -119,20 +129,19 @@ static const int32_t *row_ids(const sd_verify *v, int i, int32_t *buf) {
 
 int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
                     int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e) {
-    const int c = *cur, greedy = !v->p;
-    int g = draft_tokens(v, greedy, seq, c, max_drafts, st, e);
+    const int c = *cur, fast = !v->p;
+    int g = draft_tokens(v, fast, seq, c, max_drafts, st, e);
     if (g < 0) return -1;
-    if (greedy ? sd_lm_extend_top_k(v->target, seq, c + g, cfg->use_cache, g + 1, v->top_k, v->ids,
-                                    st, e)
-               : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e) ||
-                     sd_token_dist(cfg, v->tlog, v->p, g + 1, v->vocab, e))
+    if (fast ? sd_lm_extend_top_k(v->target, seq, c + g, cfg->use_cache, g + 1, v->top_k, v->ids,
+                                  st, e)
+             : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
     st->target_calls++;
     if (*count == 0 && st->prefill_s == 0) st->prefill_s = sd_now() - v->t0;
 
     int n;
     int32_t x, buf[SD_TOP_K_MAX];
-    if (judge(v, cfg, seq + c, g, &n, &x, e)) return -1;
+    if (judge(v, cfg, seq, c, g, &n, &x, e)) return -1;
     st->accepted += n;
     int32_t rejected = n < g ? seq[c + n] : -1;
     if (v->verified)

@@ -29,10 +29,28 @@
 #define PROBE_ROWS 3
 #define PROBE_DRAWS 8
 
+/* Longest chain --sampler takes. */
+#define MAX_STAGES 8
+/* History a handle made by sd_sampler_create may hold. */
+#define DEFAULT_HISTORY 4096
+
+/* One stage as the engine sees it, whatever the ABI version of its
+ * plugin: the fields both versions share, and the version's descriptor. */
+typedef struct stage_def {
+    int abi; /* 1 or 2 */
+    const sd_sampler_desc *v1;
+    const sd_stage_desc *v2;
+    const char *name, *description;
+    uint32_t kind, flags;
+    int32_t n_params;
+    const sd_sampler_param *params;
+    int history; /* v2 with reset/accept/rollback */
+} stage_def;
+
 typedef struct sd_plugin {
     char *file;
     void *dl;
-    const sd_sampler_desc *d;
+    stage_def d;
 } sd_plugin;
 
 typedef struct probed probed;
@@ -48,12 +66,25 @@ struct sd_sampler_set {
     int n_probed, cap_probed;
 };
 
-struct sd_sampler {
-    const sd_sampler_desc *d;
+typedef struct stage {
+    const stage_def *d;
     const char *file; /* the plugin's, owned by the set */
     void *handle;
-    int max_vocab;
     sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
+} stage;
+
+/* A chain: logits stages, then one sampling stage. The history is the
+ * engine's copy of what the stages were told, so that it can find the
+ * common prefix with a new sequence and roll back only what differs. */
+struct sd_sampler {
+    stage st[MAX_STAGES];
+    int n;
+    int max_vocab;
+    int history;        /* some stage keeps history */
+    int32_t *hist;      /* [max_history] */
+    int n_hist, n_prompt, max_history;
+    int last;           /* position of the row last processed at this history, or -1 */
+    float *buf[3];      /* [max_vocab] each: stage outputs, catch-up output */
 };
 
 /* ---------------------------------------------------------------------------
@@ -258,19 +289,8 @@ static int check_param(const sd_sampler_param *t, int i, char *why, size_t len) 
     return 0;
 }
 
-/* Everything the engine reads from a descriptor, checked before any of its
- * functions is called. */
-static int check_descriptor(const sd_sampler_desc *d, char *why, size_t len) {
-    if (d->abi_version != SD_SAMPLER_ABI_VERSION) {
-        snprintf(why, len, "ABI version %" PRIu32 ", this engine supports %u", d->abi_version,
-                 SD_SAMPLER_ABI_VERSION);
-        return -1;
-    }
-    if (d->struct_size < SD_SAMPLER_V1_SIZE) {
-        snprintf(why, len, "descriptor struct_size %" PRIu32 " is smaller than %zu (ABI v1)",
-                 d->struct_size, (size_t)SD_SAMPLER_V1_SIZE);
-        return -1;
-    }
+/* The name and parameter table, the same in both versions. */
+static int check_common(const stage_def *d, char *why, size_t len) {
     if (!d->name || !d->name[0]) {
         snprintf(why, len, "missing name");
         return -1;
@@ -278,15 +298,6 @@ static int check_descriptor(const sd_sampler_desc *d, char *why, size_t len) {
     if (!valid_name(d->name, 0)) {
         snprintf(why, len, "invalid name '%.40s' (letters, digits, '_', '-'; at most %d)",
                  d->name, SD_SAMPLER_MAX_NAME);
-        return -1;
-    }
-    const char *missing = !d->create    ? "create"
-                          : !d->destroy ? "destroy"
-                          : !d->process ? "process"
-                          : !d->sample  ? "sample"
-                                        : NULL;
-    if (missing) {
-        snprintf(why, len, "missing %s function", missing);
         return -1;
     }
     if (d->n_params < 0 || d->n_params > SD_SAMPLER_MAX_PARAMS || (d->n_params > 0 && !d->params)) {
@@ -297,6 +308,84 @@ static int check_descriptor(const sd_sampler_desc *d, char *why, size_t len) {
     for (int i = 0; i < d->n_params; i++)
         if (check_param(d->params, i, why, len))
             return -1;
+    return 0;
+}
+
+static int missing_function(const char *missing, char *why, size_t len) {
+    if (!missing)
+        return 0;
+    snprintf(why, len, "missing %s function", missing);
+    return -1;
+}
+
+/* Everything the engine reads from a version-1 descriptor, checked before
+ * any of its functions is called; fills def. */
+static int check_descriptor(const sd_sampler_desc *d, stage_def *def, char *why, size_t len) {
+    if (d->abi_version != SD_SAMPLER_ABI_VERSION) {
+        snprintf(why, len,
+                 "ABI version %" PRIu32 ", this engine supports 1 through %s() and 2 through %s()",
+                 d->abi_version, SD_SAMPLER_ENTRY_SYMBOL, SD_SAMPLER_V2_ENTRY_SYMBOL);
+        return -1;
+    }
+    if (d->struct_size < SD_SAMPLER_V1_SIZE) {
+        snprintf(why, len, "descriptor struct_size %" PRIu32 " is smaller than %zu (ABI v1)",
+                 d->struct_size, (size_t)SD_SAMPLER_V1_SIZE);
+        return -1;
+    }
+    *def = (stage_def){1, d, NULL, d->name, d->description, SD_STAGE_SAMPLE, d->flags,
+                       d->n_params, d->params, 0};
+    if (check_common(def, why, len))
+        return -1;
+    return missing_function(!d->create    ? "create"
+                            : !d->destroy ? "destroy"
+                            : !d->process ? "process"
+                            : !d->sample  ? "sample"
+                                          : NULL,
+                            why, len);
+}
+
+/* The same for a version-2 descriptor. */
+static int check_stage_desc(const sd_stage_desc *d, stage_def *def, char *why, size_t len) {
+    if (d->abi_version != SD_SAMPLER_ABI_VERSION_2) {
+        snprintf(why, len,
+                 "ABI version %" PRIu32 " from %s(), which is version 2 (version 1 is %s())",
+                 d->abi_version, SD_SAMPLER_V2_ENTRY_SYMBOL, SD_SAMPLER_ENTRY_SYMBOL);
+        return -1;
+    }
+    if (d->struct_size < SD_STAGE_V2_SIZE) {
+        snprintf(why, len, "descriptor struct_size %" PRIu32 " is smaller than %zu (ABI v2)",
+                 d->struct_size, (size_t)SD_STAGE_V2_SIZE);
+        return -1;
+    }
+    int n_hist = !!d->reset + !!d->accept + !!d->rollback;
+    *def = (stage_def){2, NULL, d, d->name, d->description, d->kind, d->flags,
+                       d->n_params, d->params, n_hist == 3};
+    if (check_common(def, why, len))
+        return -1;
+    if (d->kind != SD_STAGE_LOGITS && d->kind != SD_STAGE_SAMPLE) {
+        snprintf(why, len, "unknown stage kind %" PRIu32 " (SD_STAGE_LOGITS or SD_STAGE_SAMPLE)",
+                 d->kind);
+        return -1;
+    }
+    if (missing_function(!d->create    ? "create"
+                         : !d->destroy ? "destroy"
+                         : !d->process ? "process"
+                         : (d->kind == SD_STAGE_SAMPLE && !d->sample) ? "sample"
+                                                                       : NULL,
+                         why, len))
+        return -1;
+    if (d->kind == SD_STAGE_LOGITS && d->sample) {
+        snprintf(why, len, "a logits stage has no sample function (set it to NULL)");
+        return -1;
+    }
+    if (n_hist != 0 && n_hist != 3) {
+        snprintf(why, len, "reset, accept and rollback must be given together (all or none)");
+        return -1;
+    }
+    if ((d->flags & SD_SAMPLER_FLAG_ARGMAX) && (d->kind != SD_STAGE_SAMPLE || n_hist)) {
+        snprintf(why, len, "SD_SAMPLER_FLAG_ARGMAX is for sampling stages without history");
+        return -1;
+    }
     return 0;
 }
 
@@ -363,7 +452,7 @@ static double rng_uniform(void *state) {
     return sd_rng_uniform(state);
 }
 
-static void default_values(const sd_sampler_desc *d, sd_sampler_value *v) {
+static void default_values(const stage_def *d, sd_sampler_value *v) {
     for (int i = 0; i < d->n_params; i++) {
         if (d->params[i].type == SD_SAMPLER_INT)
             v[i].i = (int64_t)d->params[i].def;
@@ -382,6 +471,17 @@ static int32_t first_max(const float *x, int n) {
     return best;
 }
 
+/* The probe rows: Gaussian logits, a row with ties and masked (-inf)
+ * tokens, and a flat row. */
+static void probe_rows(float *logits, sd_rng *rng) {
+    for (int i = 0; i < PROBE_VOCAB; i++) {
+        double u1 = 1.0 - sd_rng_uniform(rng), u2 = sd_rng_uniform(rng);
+        logits[i] = (float)(3.0 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+        logits[PROBE_VOCAB + i] = (i % 5 == 0) ? -INFINITY : (float)(i % 3);
+        logits[2 * PROBE_VOCAB + i] = 0.5f;
+    }
+}
+
 /* Creates the sampler with its defaults and runs it on rows a decoder can
  * produce: Gaussian logits, a row with ties and masked (-inf) tokens, and a
  * flat row. A plugin that mishandles them would corrupt a run later, so it
@@ -389,9 +489,10 @@ static int32_t first_max(const float *x, int n) {
  * must pick the argmax of each row's logits, ties to the lowest id: the
  * engine takes that token itself without calling the plugin, so a sampler
  * that picks another would mean one thing here and another in a run. */
-static int self_test(const sd_sampler_desc *d, char *why, size_t len) {
+static int self_test(const stage_def *def, char *why, size_t len) {
+    const sd_sampler_desc *d = def->v1;
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
-    default_values(d, v);
+    default_values(def, v);
     char err[256] = "";
     void *h = d->create(v, PROBE_VOCAB, err, sizeof err);
     if (!h) {
@@ -403,12 +504,7 @@ static int self_test(const sd_sampler_desc *d, char *why, size_t len) {
     float logits[PROBE_ROWS * PROBE_VOCAB], probs[PROBE_ROWS * PROBE_VOCAB];
     sd_rng rng;
     sd_rng_seed(&rng, 0x5eed);
-    for (int i = 0; i < PROBE_VOCAB; i++) {
-        double u1 = 1.0 - sd_rng_uniform(&rng), u2 = sd_rng_uniform(&rng);
-        logits[i] = (float)(3.0 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-        logits[PROBE_VOCAB + i] = (i % 5 == 0) ? -INFINITY : (float)(i % 3);
-        logits[2 * PROBE_VOCAB + i] = 0.5f;
-    }
+    probe_rows(logits, &rng);
     int rc = -1;
     if (d->process(h, logits, probs, PROBE_ROWS, PROBE_VOCAB)) {
         snprintf(why, len, "process failed on the self-test rows");
@@ -440,6 +536,142 @@ static int self_test(const sd_sampler_desc *d, char *why, size_t len) {
                          "declares SD_SAMPLER_FLAG_ARGMAX but sample returned %" PRId32
                          " on probe row %d, not the argmax of its logits %" PRId32,
                          id, r, best);
+                goto done;
+            }
+        }
+    }
+    rc = 0;
+done:
+    d->destroy(h);
+    return rc;
+}
+
+/* A logits row: finite or -inf everywhere, at least one finite value.
+ * Checked after every logits stage, so written to vectorize: as bit
+ * patterns, NaN and +inf are the magnitudes >= that of +inf except -inf
+ * itself; the scalar search for the culprit runs only on failure. */
+static int check_logits(const float *x, int n, char *why, size_t len) {
+    uint32_t bad = 0, finite = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        bad |= (uint32_t)((b & 0x7fffffffu) >= 0x7f800000u && b != 0xff800000u);
+        finite |= (uint32_t)((b & 0x7fffffffu) < 0x7f800000u);
+    }
+    if (bad) {
+        int i = 0;
+        while (!isnan(x[i]) && x[i] != INFINITY)
+            i++;
+        snprintf(why, len, "logits[%d] = %g", i, (double)x[i]);
+        return -1;
+    }
+    if (!finite)
+        snprintf(why, len, "every logit is -inf");
+    return finite ? 0 : -1;
+}
+
+/* The output of one process() call of a version-2 stage, checked by kind. */
+static int check_stage_output(const stage_def *d, const float *out, int n, char *why, size_t len) {
+    return d->kind == SD_STAGE_LOGITS ? check_logits(out, n, why, len)
+                                      : check_distribution(out, 1, n, why, len);
+}
+
+#define PROBE_HISTORY 16
+
+/* The self-test's vocabulary: token i is the piece "<i>" for i < 10, "<?>"
+ * above, enough for a stage that insists on pieces to start. */
+static const char *probe_piece(const void *ctx, int32_t id, size_t *len) {
+    static const char pieces[] = "<0><1><2><3><4><5><6><7><8><9><?>";
+    (void)ctx;
+    if (id < 0 || id >= PROBE_VOCAB)
+        return NULL;
+    *len = 3;
+    return pieces + 3 * (id < 10 ? id : 10);
+}
+
+/* The version-2 self-test: create on PROBE_VOCAB tokens, reset to a
+ * three-token prompt, process the three probe rows in order with the
+ * chosen token accepted after each of the first two (a sampling stage's
+ * own draw, a logits stage's largest output), checking every output; then,
+ * for a stage with history, rollback(1) and reset must reproduce the
+ * outputs bit for bit. */
+static int self_test_v2(const stage_def *def, char *why, size_t len) {
+    const sd_stage_desc *d = def->v2;
+    static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, PROBE_VOCAB, PROBE_HISTORY,
+                           SD_ROLE_OTHER, 1, eos, probe_piece, NULL};
+    sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
+    default_values(def, v);
+    char err[256] = "";
+    void *h = d->create(&info, v, err, sizeof err);
+    if (!h) {
+        err[sizeof err - 1] = '\0';
+        snprintf(why, len, "create with the default parameters failed: %s",
+                 err[0] ? err : "no reason given");
+        return -1;
+    }
+    float logits[PROBE_ROWS * PROBE_VOCAB], out[PROBE_ROWS][PROBE_VOCAB], again[PROBE_VOCAB];
+    sd_rng rng;
+    sd_rng_seed(&rng, 0x5eed);
+    probe_rows(logits, &rng);
+    sd_sampler_rng lr = {rng_uniform, &rng};
+    int32_t tok[PROBE_ROWS];
+    char detail[160];
+    int rc = -1;
+    if (def->history && d->reset(h, prompt, 3)) {
+        snprintf(why, len, "reset failed on a 3-token prompt");
+        goto done;
+    }
+    for (int r = 0; r < PROBE_ROWS; r++) {
+        const float *row = logits + r * PROBE_VOCAB;
+        if (d->process(h, row, out[r], PROBE_VOCAB)) {
+            snprintf(why, len, "process failed on self-test row %d", r);
+            goto done;
+        }
+        if (check_stage_output(def, out[r], PROBE_VOCAB, detail, sizeof detail)) {
+            snprintf(why, len, "process returned an invalid %s on row %d: %s",
+                     def->kind == SD_STAGE_LOGITS ? "logits row" : "distribution", r, detail);
+            goto done;
+        }
+        tok[r] = first_max(out[r], PROBE_VOCAB);
+        if (def->kind == SD_STAGE_SAMPLE) {
+            tok[r] = d->sample(h, out[r], PROBE_VOCAB, &lr);
+            if (tok[r] < 0 || tok[r] >= PROBE_VOCAB || !(out[r][tok[r]] > 0)) {
+                snprintf(why, len, "sample returned %" PRId32 " on row %d, not a token of "
+                         "non-zero probability", tok[r], r);
+                goto done;
+            }
+            if ((def->flags & SD_SAMPLER_FLAG_ARGMAX) && tok[r] != first_max(row, PROBE_VOCAB)) {
+                snprintf(why, len, "declares SD_SAMPLER_FLAG_ARGMAX but sample returned %" PRId32
+                         " on probe row %d, not the argmax of its logits", tok[r], r);
+                goto done;
+            }
+        }
+        if (def->history && r + 1 < PROBE_ROWS && d->accept(h, tok[r])) {
+            snprintf(why, len, "accept failed after row %d", r);
+            goto done;
+        }
+    }
+    if (def->history) {
+        /* rollback(1) undoes tok[1]: rows 1 and 2 must come out the same */
+        static const char *const step[] = {"after rollback(1)", "after accept", "after reset"};
+        const int rows[] = {1, 2, 0};
+        for (int k = 0; k < 3; k++) {
+            int fail = k == 0 ? d->rollback(h, 1)
+                       : k == 1 ? d->accept(h, tok[1])
+                                : d->reset(h, prompt, 3);
+            if (fail) {
+                snprintf(why, len, "%s failed in the history test",
+                         k == 0 ? "rollback(1)" : k == 1 ? "accept" : "reset");
+                goto done;
+            }
+            if (d->process(h, logits + rows[k] * PROBE_VOCAB, again, PROBE_VOCAB)) {
+                snprintf(why, len, "process failed %s", step[k]);
+                goto done;
+            }
+            if (memcmp(again, out[rows[k]], sizeof again)) {
+                snprintf(why, len, "process %s differs from the first pass over row %d "
+                         "(history not restored)", step[k], rows[k]);
                 goto done;
             }
         }
@@ -486,8 +718,9 @@ struct probed {
     char *text; /* ok: the listing entry; otherwise the reason */
 };
 
-static void format_entry(FILE *out, const sd_sampler_desc *d, const char *file) {
-    fprintf(out, "%s  (%s)\n", d->name, file);
+static void format_entry(FILE *out, const stage_def *d, const char *file) {
+    fprintf(out, "%s  (%s)\n    ABI v%d, %s stage%s\n", d->name, file, d->abi,
+            d->kind == SD_STAGE_LOGITS ? "logits" : "sampling", d->history ? ", keeps history" : "");
     if (d->description && d->description[0])
         fprintf(out, "    %s\n", d->description);
     for (int j = 0; j < d->n_params; j++) {
@@ -567,10 +800,11 @@ static void dlopen_reason(const char *path, char *why, size_t len) {
         snprintf(why, len, "dlopen failed: %s", msg);
 }
 
-/* Opens path and returns its checked descriptor (NULL with why). phase,
- * when given, is told each step before plugin code runs. */
-static const sd_sampler_desc *open_plugin(const char *path, void **dl, void (*phase)(int c),
-                                          char *why, size_t len) {
+/* Opens path and fills def with its checked descriptor (-1 with why).
+ * phase, when given, is told each step before plugin code runs. The
+ * version-2 entry point wins when a file has both. */
+static int open_plugin(const char *path, void **dl, stage_def *def, void (*phase)(int c),
+                       char *why, size_t len) {
     dlerror();
     if (phase)
         phase(PHASE_LOAD);
@@ -578,23 +812,35 @@ static const sd_sampler_desc *open_plugin(const char *path, void **dl, void (*ph
     *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!*dl) {
         dlopen_reason(path, why, len);
-        return NULL;
+        return -1;
     }
-    void *sym = dlsym(*dl, SD_SAMPLER_ENTRY_SYMBOL);
+    void *sym2 = dlsym(*dl, SD_SAMPLER_V2_ENTRY_SYMBOL);
+    void *sym = sym2 ? sym2 : dlsym(*dl, SD_SAMPLER_ENTRY_SYMBOL);
     if (!sym) {
-        snprintf(why, len, "missing symbol %s", SD_SAMPLER_ENTRY_SYMBOL);
-        return NULL;
+        snprintf(why, len, "missing symbol %s (ABI v1) or %s (ABI v2)", SD_SAMPLER_ENTRY_SYMBOL,
+                 SD_SAMPLER_V2_ENTRY_SYMBOL);
+        return -1;
+    }
+    if (phase)
+        phase(PHASE_DESC);
+    if (sym2) {
+        const sd_stage_desc *(*entry)(void);
+        memcpy(&entry, &sym, sizeof entry);
+        const sd_stage_desc *d = entry();
+        if (!d) {
+            snprintf(why, len, "%s() returned NULL", SD_SAMPLER_V2_ENTRY_SYMBOL);
+            return -1;
+        }
+        return check_stage_desc(d, def, why, len);
     }
     const sd_sampler_desc *(*entry)(void);
     memcpy(&entry, &sym, sizeof entry);
-    if (phase)
-        phase(PHASE_DESC);
     const sd_sampler_desc *d = entry();
     if (!d) {
         snprintf(why, len, "%s() returned NULL", SD_SAMPLER_ENTRY_SYMBOL);
-        return NULL;
+        return -1;
     }
-    return check_descriptor(d, why, len) ? NULL : d;
+    return check_descriptor(d, def, why, len);
 }
 
 static int child_fd = -1;
@@ -628,15 +874,16 @@ static void probe_child(const char *path, int fd) {
         signal(sigs[i], SIG_DFL);
     child_fd = fd;
     void *dl;
-    const sd_sampler_desc *d = open_plugin(path, &dl, child_phase, r.why, sizeof r.why);
-    if (d) {
+    stage_def d;
+    if (!open_plugin(path, &dl, &d, child_phase, r.why, sizeof r.why)) {
         child_phase(PHASE_TEST);
-        if (!self_test(d, r.why, sizeof r.why)) {
+        if (!(d.abi == 1 ? self_test(&d, r.why, sizeof r.why)
+                         : self_test_v2(&d, r.why, sizeof r.why))) {
             r.ok = 1;
-            snprintf(r.name, sizeof r.name, "%s", d->name);
+            snprintf(r.name, sizeof r.name, "%s", d.name);
             FILE *out = fmemopen(r.entry, sizeof r.entry, "w");
             if (out) {
-                format_entry(out, d, path);
+                format_entry(out, &d, path);
                 fclose(out);
             }
             r.entry[sizeof r.entry - 1] = '\0';
@@ -650,7 +897,8 @@ static void probe_child(const char *path, int fd) {
 static const char *phase_text(int c) {
     switch (c) {
     case PHASE_LOAD: return "while loading (dlopen, its constructors)";
-    case PHASE_DESC: return "in " SD_SAMPLER_ENTRY_SYMBOL "()";
+    case PHASE_DESC: return "in its entry point (" SD_SAMPLER_V2_ENTRY_SYMBOL " or "
+                            SD_SAMPLER_ENTRY_SYMBOL ")";
     case PHASE_TEST: return "during the self-test";
     default: return "before loading";
     }
@@ -767,7 +1015,7 @@ static int probe_file(const char *path, probe_report *r, char *err, size_t errle
 
 int sd_samplers_find(const sd_sampler_set *s, const char *name) {
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->plugins[i].d->name, name))
+        if (!strcmp(s->plugins[i].d.name, name))
             return i;
     return -1;
 }
@@ -779,10 +1027,11 @@ int sd_samplers_find(const sd_sampler_set *s, const char *name) {
 static int load_probed(sd_sampler_set *s, const probed *f) {
     char why[SD_ERRLEN];
     void *dl = NULL;
-    const sd_sampler_desc *d = open_plugin(f->path, &dl, NULL, why, sizeof why);
-    if (d && strcmp(d->name, f->name))
-        snprintf(why, sizeof why, "names sampler '%s' now, '%s' when probed", d->name, f->name);
-    else if (d) {
+    stage_def d;
+    int bad = open_plugin(f->path, &dl, &d, NULL, why, sizeof why);
+    if (!bad && strcmp(d.name, f->name))
+        snprintf(why, sizeof why, "names sampler '%s' now, '%s' when probed", d.name, f->name);
+    else if (!bad) {
         char *file = format("%s", f->path);
         if (!file || grow((void **)&s->plugins, &s->cap, s->n + 1, sizeof *s->plugins)) {
             free(file);
@@ -846,7 +1095,7 @@ static probed *record(sd_sampler_set *s, const char *path, int *fresh, int *oom,
     return &s->probed[s->n_probed++];
 }
 
-static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *name, sd_err *e);
+static const sd_plugin *find_desc(const sd_sampler_set *s, const char *name, sd_err *e);
 
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1050,7 +1299,7 @@ int sd_samplers_count(const sd_sampler_set *s) {
 }
 
 const char *sd_samplers_name(const sd_sampler_set *s, int i) {
-    return (i >= 0 && i < s->n) ? s->plugins[i].d->name : NULL;
+    return (i >= 0 && i < s->n) ? s->plugins[i].d.name : NULL;
 }
 
 const char *sd_samplers_file(const sd_sampler_set *s, int i) {
@@ -1110,8 +1359,9 @@ static void appendf(char *buf, size_t cap, size_t *used, const char *fmt, ...) {
         *used = (size_t)w < cap - *used ? *used + (size_t)w : cap - 1;
 }
 
+
 /* "temperature, top_k" into buf, or "none". */
-static void param_names(const sd_sampler_desc *d, char *buf, size_t cap) {
+static void param_names(const stage_def *d, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = '\0';
     if (d->n_params == 0)
@@ -1152,12 +1402,12 @@ static int parse_value(const char *sampler, const sd_sampler_param *p, const cha
     return 0;
 }
 
-/* The descriptor of the sampler called name (loaded), or NULL with the
- * names of the good plugins probed so far. */
-static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *name, sd_err *e) {
+/* The plugin of the stage called name (loaded), or NULL with the names of
+ * the good plugins probed so far. */
+static const sd_plugin *find_desc(const sd_sampler_set *s, const char *name, sd_err *e) {
     int idx = sd_samplers_find(s, name);
     if (idx >= 0)
-        return s->plugins[idx].d;
+        return &s->plugins[idx];
     char avail[SD_ERRLEN / 2] = "";
     size_t used = 0;
     int shown = 0;
@@ -1169,48 +1419,195 @@ static const sd_sampler_desc *find_desc(const sd_sampler_set *s, const char *nam
     return NULL;
 }
 
-/* values = the defaults of d's table overridden by the n_kv "key=value"
- * strings. On failure *bad is the index of the string at fault. */
-static int parse_args(const sd_sampler_desc *d, const char *const *kv, int n_kv,
-                      sd_sampler_value *values, int *bad, sd_err *e) {
-    default_values(d, values);
+/* ---------------------------------------------------------------------------
+ * Chains: "penalty,top_k,nucleus"
+ * ------------------------------------------------------------------------ */
+
+typedef struct chain_spec {
+    int n;
+    char names[MAX_STAGES][SD_SAMPLER_MAX_NAME + 1];
+} chain_spec;
+
+/* The reference tool's names for two of the built-ins. */
+static const char *alias(const char *name) {
+    if (!strcmp(name, "topk"))
+        return "top_k";
+    if (!strcmp(name, "topknucleus"))
+        return "top_k_nucleus";
+    return name;
+}
+
+static int split_chain(const char *spec, chain_spec *c, sd_err *e) {
+    c->n = 0;
+    const char *p = spec;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0)
+            return sd_fail(e, "sampler chain '%s': stage %d is empty", spec, c->n + 1);
+        if (c->n == MAX_STAGES)
+            return sd_fail(e, "sampler chain '%s': more than %d stages", spec, MAX_STAGES);
+        if (len > SD_SAMPLER_MAX_NAME)
+            return sd_fail(e, "unknown sampler '%.*s' (names have at most %d characters)",
+                           (int)(len > 40 ? 40 : len), p, SD_SAMPLER_MAX_NAME);
+        char name[SD_SAMPLER_MAX_NAME + 1];
+        memcpy(name, p, len);
+        name[len] = '\0';
+        snprintf(c->names[c->n], sizeof c->names[0], "%s", alias(name));
+        for (int i = 0; i < c->n; i++)
+            if (!strcmp(c->names[i], c->names[c->n]))
+                return sd_fail(e, "sampler chain '%s': stage '%s' appears twice", spec,
+                               c->names[i]);
+        c->n++;
+        if (!p[len])
+            return 0;
+        p += len + 1;
+    }
+}
+
+int sd_samplers_load_chain(sd_sampler_set *s, const char *spec, sd_err *e) {
+    chain_spec c;
+    if (split_chain(spec, &c, e))
+        return -1;
+    for (int i = 0; i < c.n; i++) {
+        int r = sd_samplers_load(s, c.names[i], e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The plugins of the chain's stages, checked for its shape. */
+static int resolve_chain(const sd_sampler_set *s, const char *spec, const sd_plugin **pl,
+                         int *n, sd_err *e) {
+    chain_spec c;
+    if (split_chain(spec, &c, e))
+        return -1;
+    for (int i = 0; i < c.n; i++)
+        if (!(pl[i] = find_desc(s, c.names[i], e)))
+            return -1;
+    const stage_def *last = &pl[c.n - 1]->d;
+    if (last->kind != SD_STAGE_SAMPLE)
+        return sd_fail(e, "sampler chain '%s': its last stage '%s' is a logits stage; end the "
+                          "chain with a sampling stage (greedy, multinomial, top_k, nucleus, "
+                          "mirostat, ...)", spec, last->name);
+    *n = c.n;
+    return 0;
+}
+
+static int has_param(const stage_def *d, const char *key, size_t klen) {
+    for (int j = 0; j < d->n_params; j++)
+        if (strlen(d->params[j].name) == klen && !strncmp(d->params[j].name, key, klen))
+            return j;
+    return -1;
+}
+
+/* The stage a "key=value" or "stage.key=value" string is for: *stage, *param
+ * (index in the stage's table), *val (the text after '='). */
+static int route_arg(const sd_plugin *const *pl, int n, const char *arg, int *stage, int *param,
+                     const char **val, sd_err *e) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        return sd_fail(e, "%s: sampler argument '%s' is not key=value", pl[n - 1]->d.name, arg);
+    *val = eq + 1;
+    const char *key = arg;
+    size_t klen = (size_t)(eq - arg);
+    const char *dot = memchr(arg, '.', klen);
+    if (dot) {
+        size_t slen = (size_t)(dot - arg);
+        *stage = -1;
+        for (int i = 0; i < n; i++)
+            if (strlen(pl[i]->d.name) == slen && !strncmp(pl[i]->d.name, arg, slen))
+                *stage = i;
+        if (*stage < 0) {
+            char names[SD_ERRLEN / 2] = "";
+            size_t used = 0;
+            for (int i = 0; i < n; i++)
+                appendf(names, sizeof names, &used, "%s%s", i ? ", " : "", pl[i]->d.name);
+            return sd_fail(e, "sampler argument '%s': no stage '%.*s' in the chain (stages: %s)",
+                           arg, (int)slen, arg, names);
+        }
+        key = dot + 1;
+        klen = (size_t)(eq - key);
+    } else {
+        /* unqualified: the last stage when it has the key, else the one
+         * stage that has it */
+        *stage = has_param(&pl[n - 1]->d, key, klen) >= 0 ? n - 1 : -1;
+        for (int i = 0; i < n - 1 && *stage < 0; i++)
+            if (has_param(&pl[i]->d, key, klen) >= 0) {
+                for (int j = i + 1; j < n - 1; j++)
+                    if (has_param(&pl[j]->d, key, klen) >= 0)
+                        return sd_fail(e, "sampler argument '%s': stages %s and %s both have "
+                                          "'%.*s'; write %s.%.*s=... or %s.%.*s=...",
+                                       arg, pl[i]->d.name, pl[j]->d.name, (int)klen, key,
+                                       pl[i]->d.name, (int)klen, key, pl[j]->d.name, (int)klen,
+                                       key);
+                *stage = i;
+            }
+        if (*stage < 0)
+            *stage = n - 1; /* reported as unknown there */
+    }
+    const stage_def *d = &pl[*stage]->d;
+    if ((*param = has_param(d, key, klen)) < 0) {
+        char names[SD_ERRLEN / 2];
+        param_names(d, names, sizeof names);
+        return sd_fail(e, "%s: unknown parameter '%.*s' (accepted: %s)", d->name, (int)klen, key,
+                       names);
+    }
+    return 0;
+}
+
+/* values[i] = the defaults of stage i overridden by the n_kv strings. On
+ * failure *bad is the index of the string at fault. */
+static int parse_args(const sd_plugin *const *pl, int n, const char *const *kv, int n_kv,
+                      sd_sampler_value (*values)[SD_SAMPLER_MAX_PARAMS], int *bad, sd_err *e) {
+    for (int i = 0; i < n; i++)
+        default_values(&pl[i]->d, values[i]);
     for (int k = 0; k < n_kv; k++) {
         *bad = k;
-        const char *eq = strchr(kv[k], '=');
-        if (!eq || eq == kv[k])
-            return sd_fail(e, "%s: sampler argument '%s' is not key=value", d->name, kv[k]);
-        size_t klen = (size_t)(eq - kv[k]);
-        int j = 0;
-        while (j < d->n_params &&
-               (strlen(d->params[j].name) != klen || strncmp(d->params[j].name, kv[k], klen)))
-            j++;
-        if (j == d->n_params) {
-            char names[SD_ERRLEN / 2];
-            param_names(d, names, sizeof names);
-            return sd_fail(e, "%s: unknown parameter '%.*s' (accepted: %s)", d->name, (int)klen,
-                           kv[k], names);
-        }
-        if (parse_value(d->name, &d->params[j], eq + 1, &values[j], e))
+        int st, j;
+        const char *val;
+        if (route_arg(pl, n, kv[k], &st, &j, &val, e) ||
+            parse_value(pl[st]->d.name, &pl[st]->d.params[j], val, &values[st][j], e))
             return -1;
     }
     return 0;
 }
 
-int sd_sampler_check(const sd_sampler_set *s, const char *name, const char *const *kv, int n_kv,
+int sd_sampler_check(const sd_sampler_set *s, const char *spec, const char *const *kv, int n_kv,
                      int *bad_kv, sd_err *e) {
     *bad_kv = -1;
-    const sd_sampler_desc *d = find_desc(s, name, e);
-    sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
-    return d ? parse_args(d, kv, n_kv, values, bad_kv, e) : -1;
+    const sd_plugin *pl[MAX_STAGES];
+    int n;
+    sd_sampler_value values[MAX_STAGES][SD_SAMPLER_MAX_PARAMS];
+    if (resolve_chain(s, spec, pl, &n, e))
+        return -1;
+    return parse_args(pl, n, kv, n_kv, values, bad_kv, e);
 }
 
-sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
-                              const char *const *kv, int n_kv, int max_vocab, sd_err *e) {
-    const sd_sampler_desc *d = find_desc(s, name, e);
-    if (!d)
+/* ---------------------------------------------------------------------------
+ * Chain instances
+ * ------------------------------------------------------------------------ */
+
+sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *spec, const char *const *kv,
+                              int n_kv, int max_vocab, sd_err *e) {
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, max_vocab, DEFAULT_HISTORY,
+                           SD_ROLE_OTHER, 0, NULL, NULL, NULL};
+    return sd_sampler_create_for(s, spec, kv, n_kv, &info, e);
+}
+
+sd_sampler *sd_sampler_create_for(const sd_sampler_set *s, const char *spec,
+                                  const char *const *kv, int n_kv, const sd_engine_info *info,
+                                  sd_err *e) {
+    const sd_plugin *pl[MAX_STAGES];
+    int n, bad;
+    if (resolve_chain(s, spec, pl, &n, e))
         return NULL;
-    if (max_vocab < 1) {
-        sd_fail(e, "%s: max_vocab must be >= 1, got %d", d->name, max_vocab);
+    if (info->n_vocab < 1) {
+        sd_fail(e, "%s: max_vocab must be >= 1, got %d", spec, (int)info->n_vocab);
+        return NULL;
+    }
+    if (info->max_history < 1) {
+        sd_fail(e, "%s: max_history must be >= 1, got %d", spec, (int)info->max_history);
         return NULL;
     }
     sd_sampler *p = calloc(1, sizeof *p);
@@ -1218,87 +1615,243 @@ sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
         sd_fail(e, "out of memory");
         return NULL;
     }
-    p->d = d;
-    p->file = s->plugins[sd_samplers_find(s, name)].file;
-    p->max_vocab = max_vocab;
-    int bad;
-    if (parse_args(d, kv, n_kv, p->values, &bad, e))
+    p->max_vocab = info->n_vocab;
+    p->max_history = info->max_history;
+    p->last = -1;
+    sd_sampler_value values[MAX_STAGES][SD_SAMPLER_MAX_PARAMS];
+    if (parse_args(pl, n, kv, n_kv, values, &bad, e))
         goto fail;
-    char err[256] = "";
-    p->handle = d->create(p->values, max_vocab, err, sizeof err);
-    if (!p->handle) {
-        err[sizeof err - 1] = '\0';
-        sd_fail(e, "%s: %s", d->name, err[0] ? err : "create failed");
-        goto fail;
+    for (int b = 0; b < 3; b++)
+        if (!(p->buf[b] = malloc((size_t)info->n_vocab * sizeof *p->buf[b])))
+            goto oom;
+    for (int i = 0; i < n; i++) {
+        stage *st = &p->st[i];
+        st->d = &pl[i]->d;
+        st->file = pl[i]->file;
+        memcpy(st->values, values[i], sizeof st->values);
+        char err[256] = "";
+        st->handle = st->d->abi == 1
+                         ? st->d->v1->create(st->values, info->n_vocab, err, sizeof err)
+                         : st->d->v2->create(info, st->values, err, sizeof err);
+        if (!st->handle) {
+            err[sizeof err - 1] = '\0';
+            sd_fail(e, "%s: %s (plugin %s)", st->d->name, err[0] ? err : "create failed",
+                    st->file);
+            goto fail;
+        }
+        p->n++;
+        p->history |= st->d->history;
     }
+    if (p->history && !(p->hist = malloc((size_t)info->max_history * sizeof *p->hist)))
+        goto oom;
     return p;
+oom:
+    sd_fail(e, "out of memory");
 fail:
-    free(p);
+    sd_sampler_destroy(p);
     return NULL;
 }
 
 void sd_sampler_destroy(sd_sampler *p) {
     if (!p)
         return;
-    p->d->destroy(p->handle);
+    for (int i = 0; i < p->n; i++)
+        (p->st[i].d->abi == 1 ? p->st[i].d->v1->destroy : p->st[i].d->v2->destroy)(
+            p->st[i].handle);
+    for (int b = 0; b < 3; b++)
+        free(p->buf[b]);
+    free(p->hist);
     free(p);
 }
 
+static const stage *final_stage(const sd_sampler *p) {
+    return &p->st[p->n - 1];
+}
+
 const char *sd_sampler_name(const sd_sampler *p) {
-    return p->d->name;
+    return final_stage(p)->d->name;
 }
 
 int sd_sampler_is_greedy(const sd_sampler *p) {
-    return (p->d->flags & SD_SAMPLER_FLAG_ARGMAX) ? 1 : 0;
+    return (final_stage(p)->d->flags & SD_SAMPLER_FLAG_ARGMAX) ? 1 : 0;
+}
+
+int sd_sampler_n_stages(const sd_sampler *p) {
+    return p->n;
+}
+
+int sd_sampler_keeps_history(const sd_sampler *p) {
+    return p->history;
 }
 
 int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
     char tmp[SD_ERRLEN] = "";
     size_t used = 0;
-    appendf(tmp, sizeof tmp, &used, "%s(", p->d->name);
-    for (int i = 0; i < p->d->n_params; i++) {
-        const sd_sampler_param *q = &p->d->params[i];
-        if (q->type == SD_SAMPLER_INT)
-            appendf(tmp, sizeof tmp, &used, "%s%s=%" PRId64, i ? ", " : "", q->name,
-                    p->values[i].i);
-        else
-            appendf(tmp, sizeof tmp, &used, "%s%s=%.15g", i ? ", " : "", q->name,
-                    p->values[i].f);
+    for (int s = 0; s < p->n; s++) {
+        const stage_def *d = p->st[s].d;
+        appendf(tmp, sizeof tmp, &used, "%s%s(", s ? "," : "", d->name);
+        for (int i = 0; i < d->n_params; i++) {
+            const sd_sampler_param *q = &d->params[i];
+            if (q->type == SD_SAMPLER_INT)
+                appendf(tmp, sizeof tmp, &used, "%s%s=%" PRId64, i ? ", " : "", q->name,
+                        p->st[s].values[i].i);
+            else
+                appendf(tmp, sizeof tmp, &used, "%s%s=%.15g", i ? ", " : "", q->name,
+                        p->st[s].values[i].f);
+        }
+        appendf(tmp, sizeof tmp, &used, ")");
     }
-    appendf(tmp, sizeof tmp, &used, ")");
     return snprintf(buf, cap, "%s", tmp);
+}
+
+/* One row through the chain at the current history into out[n_vocab]:
+ * each stage's output feeds the next; a sampling stage before the last
+ * keeps the logits of its support; an argmax stage is computed here. */
+static int run_row(sd_sampler *p, const float *logits, float *out, int n_vocab, sd_err *e) {
+    const float *in = logits;
+    char why[160];
+    for (int i = 0; i < p->n; i++) {
+        const stage *st = &p->st[i];
+        const stage_def *d = st->d;
+        int final = i == p->n - 1;
+        float *dst = final ? out : p->buf[i & 1];
+        if (d->flags & SD_SAMPLER_FLAG_ARGMAX) {
+            memset(dst, 0, (size_t)n_vocab * sizeof *dst);
+            dst[first_max(in, n_vocab)] = 1.0f;
+        } else {
+            if (d->abi == 1 ? d->v1->process(st->handle, in, dst, 1, n_vocab)
+                            : d->v2->process(st->handle, in, dst, n_vocab))
+                return sd_fail(e, "%s: process failed: plugin %s returned an error on 1 row(s) "
+                                  "of %d", d->name, st->file, n_vocab);
+            if (check_stage_output(d, dst, n_vocab, why, sizeof why))
+                return sd_fail(e, "%s: process returned an invalid %s: %s (plugin %s)", d->name,
+                               d->kind == SD_STAGE_LOGITS ? "logits row" : "distribution", why,
+                               st->file);
+        }
+        if (!final && d->kind == SD_STAGE_SAMPLE)
+            for (int j = 0; j < n_vocab; j++)
+                dst[j] = dst[j] > 0 ? in[j] : -INFINITY;
+        in = dst;
+    }
+    return 0;
+}
+
+static int check_shape(const sd_sampler *p, int n_rows, int n_vocab, sd_err *e) {
+    if (n_rows < 1 || n_vocab < 1 || n_vocab > p->max_vocab)
+        return sd_fail(e, "%s: bad shape %d x %d (n_vocab must be in [1, %d])", sd_sampler_name(p),
+                       n_rows, n_vocab, p->max_vocab);
+    return 0;
 }
 
 int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_rows,
                      int n_vocab, sd_err *e) {
-    if (n_rows < 1 || n_vocab < 1 || n_vocab > p->max_vocab)
-        return sd_fail(e, "%s: bad shape %d x %d (n_vocab must be in [1, %d])", p->d->name,
-                       n_rows, n_vocab, p->max_vocab);
-    if (p->d->process(p->handle, logits, probs, n_rows, n_vocab))
-        return sd_fail(e, "%s: process failed: plugin %s returned an error on %d row(s) of %d",
-                       p->d->name, p->file, n_rows, n_vocab);
-    char why[160];
-    if (check_distribution(probs, n_rows, n_vocab, why, sizeof why))
-        return sd_fail(e, "%s: process returned an invalid distribution: %s (plugin %s)",
-                       p->d->name, why, p->file);
+    if (check_shape(p, n_rows, n_vocab, e))
+        return -1;
+    for (int r = 0; r < n_rows; r++)
+        if (run_row(p, logits + (size_t)r * n_vocab, probs + (size_t)r * n_vocab, n_vocab, e))
+            return -1;
+    p->last = p->n_hist;
     return 0;
 }
 
 int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
                       int32_t *id, sd_err *e) {
+    const stage *st = final_stage(p);
+    const stage_def *d = st->d;
     if (n_vocab < 1 || n_vocab > p->max_vocab)
-        return sd_fail(e, "%s: bad n_vocab %d (must be in [1, %d])", p->d->name, n_vocab,
+        return sd_fail(e, "%s: bad n_vocab %d (must be in [1, %d])", d->name, n_vocab,
                        p->max_vocab);
-    sd_sampler_rng lr = {rng_uniform, r};
-    int32_t t = p->d->sample(p->handle, probs, n_vocab, &lr);
+    int32_t t;
+    if (d->flags & SD_SAMPLER_FLAG_ARGMAX) {
+        t = first_max(probs, n_vocab);
+    } else {
+        sd_sampler_rng lr = {rng_uniform, r};
+        t = (d->abi == 1 ? d->v1->sample : d->v2->sample)(st->handle, probs, n_vocab, &lr);
+    }
     if (t < 0 || t >= n_vocab)
         return sd_fail(e, "%s: sample returned %" PRId32 ", outside [0, %d) (plugin %s)",
-                       p->d->name, t, n_vocab, p->file);
+                       d->name, t, n_vocab, st->file);
     /* A token the distribution excludes would be emitted silently, and in
      * speculative decoding break the rejection sampling's exactness. */
     if (!(probs[t] > 0))
         return sd_fail(e, "%s: sample returned token %" PRId32 ", which has probability 0 (plugin %s)",
-                       p->d->name, t, p->file);
+                       d->name, t, st->file);
     *id = t;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * History
+ * ------------------------------------------------------------------------ */
+
+int sd_sampler_reset(sd_sampler *p, const int32_t *prompt, int n, sd_err *e) {
+    p->last = -1;
+    if (!p->history)
+        return 0;
+    if (n < 0 || n > p->max_history)
+        return sd_fail(e, "%s: prompt of %d tokens is longer than the history (%d)",
+                       sd_sampler_name(p), n, p->max_history);
+    memcpy(p->hist, prompt, (size_t)n * sizeof *p->hist);
+    p->n_hist = p->n_prompt = n;
+    for (int i = 0; i < p->n; i++)
+        if (p->st[i].d->history && p->st[i].d->v2->reset(p->st[i].handle, prompt, n))
+            return sd_fail(e, "%s: reset failed (plugin %s)", p->st[i].d->name, p->st[i].file);
+    return 0;
+}
+
+int sd_sampler_need(sd_sampler *p, const int32_t *seq, int pos, sd_err *e) {
+    if (!p->history)
+        return pos;
+    int l = 0, lim = p->n_hist < pos ? p->n_hist : pos;
+    while (l < lim && p->hist[l] == seq[l])
+        l++;
+    if (l < p->n_prompt)
+        return sd_fail(e, "%s: the sequence differs from the prompt at position %d (reset the "
+                          "sampler for a new generation)", sd_sampler_name(p), l);
+    if (pos > p->max_history)
+        return sd_fail(e, "%s: position %d is past the sampler's history (%d tokens)",
+                       sd_sampler_name(p), pos, p->max_history);
+    if (l < p->n_hist) {
+        for (int i = 0; i < p->n; i++)
+            if (p->st[i].d->history &&
+                p->st[i].d->v2->rollback(p->st[i].handle, p->n_hist - l))
+                return sd_fail(e, "%s: rollback(%d) failed (plugin %s)", p->st[i].d->name,
+                               p->n_hist - l, p->st[i].file);
+        p->n_hist = l;
+        p->last = -1;
+    }
+    return p->last == l && l < pos ? l + 1 : l;
+}
+
+int sd_sampler_dist(sd_sampler *p, const int32_t *seq, int pos, const float *rows, int first,
+                    float *probs, int n_vocab, sd_err *e) {
+    if (check_shape(p, 1, n_vocab, e))
+        return -1;
+    if (!p->history)
+        return probs ? sd_sampler_probs(p, rows + (size_t)(pos - first) * n_vocab, probs, 1,
+                                        n_vocab, e)
+                     : 0;
+    int need = sd_sampler_need(p, seq, pos, e);
+    if (need < 0)
+        return -1;
+    if (need < first)
+        return sd_fail(e, "%s: the history needs the row of position %d, the rows given start "
+                          "at %d", sd_sampler_name(p), need, first);
+    for (int j = p->n_hist; j < pos; j++) {
+        if (j != p->last &&
+            run_row(p, rows + (size_t)(j - first) * n_vocab, p->buf[2], n_vocab, e))
+            return -1;
+        for (int i = 0; i < p->n; i++)
+            if (p->st[i].d->history && p->st[i].d->v2->accept(p->st[i].handle, seq[j]))
+                return sd_fail(e, "%s: accept(%" PRId32 ") failed (plugin %s)", p->st[i].d->name,
+                               seq[j], p->st[i].file);
+        p->hist[p->n_hist++] = seq[j];
+        p->last = -1;
+    }
+    if (!probs)
+        return 0;
+    if (run_row(p, rows + (size_t)(pos - first) * n_vocab, probs, n_vocab, e))
+        return -1;
+    p->last = pos;
     return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "kernels/common/error.h"
 #include "engine/sampling/rng.h"
+#include "samplers/sampler.h"
 
 /* Environment variable holding extra plugin directories, ':'-separated. */
 #define SD_PLUGIN_PATH_ENV "SPECDEC_PLUGIN_PATH"
@@ -87,34 +88,75 @@ int sd_samplers_find(const sd_sampler_set *s, const char *name);
  * prints and frees it); NULL with e filled when out of memory. */
 char *sd_samplers_list(const sd_sampler_set *s, sd_err *e);
 
-/* kv: n_kv "key=value" strings; a key given twice takes the last value.
- * Unknown sampler, unknown key, malformed or out-of-range value: NULL with
- * a message listing what is accepted. max_vocab: the largest n_vocab the
- * sampler will see (its scratch is sized for it). */
-sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *name,
+/* Chains. spec is one stage name or several separated by commas
+ * ("penalty,top_k,nucleus"): logits stages, then one sampling stage; a
+ * sampling stage before the last acts as a filter (its support is kept).
+ * "topk" and "topknucleus" name top_k and top_k_nucleus.
+ * kv: n_kv "key=value" or "stage.key=value" strings; a key given twice takes
+ * the last value. An unqualified key goes to the last stage when it has
+ * it, else to the one stage that has it (two: an error asking for the
+ * stage). Unknown stage, unknown key, malformed or out-of-range value:
+ * NULL with a message naming the stage, the key and the value. */
+
+/* Loads the plugin of every stage of spec (sd_samplers_load each). 0, or
+ * -1 / -2 as sd_samplers_load. */
+int sd_samplers_load_chain(sd_sampler_set *s, const char *spec, sd_err *e);
+
+/* A chain instance for one model role: info (samplers/sampler.h) is handed
+ * to every version-2 stage's create(); n_vocab is the longest row,
+ * max_history the longest token history. */
+sd_sampler *sd_sampler_create_for(const sd_sampler_set *s, const char *spec,
+                                  const char *const *kv, int n_kv, const sd_engine_info *info,
+                                  sd_err *e);
+/* sd_sampler_create_for with role SD_ROLE_OTHER, no vocabulary pieces, no
+ * end-of-generation ids and a history of 4096 tokens. max_vocab: the
+ * largest n_vocab the sampler will see. */
+sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *spec,
                               const char *const *kv, int n_kv, int max_vocab, sd_err *e);
-/* The checks of sd_sampler_create on name and kv, with the same messages,
+/* The checks of sd_sampler_create on spec and kv, with the same messages,
  * without creating the sampler (no plugin code runs), so a caller can
  * reject bad arguments before loading a model. On failure *bad_kv is the
- * index of the string at fault, or -1 when the name is unknown. */
-int sd_sampler_check(const sd_sampler_set *s, const char *name, const char *const *kv, int n_kv,
+ * index of the string at fault, or -1 when spec is at fault. */
+int sd_sampler_check(const sd_sampler_set *s, const char *spec, const char *const *kv, int n_kv,
                      int *bad_kv, sd_err *e);
 void sd_sampler_destroy(sd_sampler *p);
 
+/* The final (sampling) stage's name. */
 const char *sd_sampler_name(const sd_sampler *p);
-/* 1 when sampling is the argmax of the logits (SD_SAMPLER_FLAG_ARGMAX): a
- * backend may then take the argmax on the device. */
+/* 1 when the final stage is the argmax (SD_SAMPLER_FLAG_ARGMAX): the
+ * distribution is one-hot at the argmax of the processed logits. */
 int sd_sampler_is_greedy(const sd_sampler *p);
-/* Writes "top_k(temperature=0.7, top_k=40)"; snprintf's return convention. */
+int sd_sampler_n_stages(const sd_sampler *p);
+/* 1 when a stage keeps token history (the strategies must then drive
+ * sd_sampler_reset / sd_sampler_dist). */
+int sd_sampler_keeps_history(const sd_sampler *p);
+/* Writes "top_k(temperature=0.7, top_k=40)", stages joined by ','. */
 int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap);
 
-/* probs[n_rows][n_vocab] = the plugin's distribution for each logits row.
- * Checks the output: finite, >= 0, each row summing to 1 within 1e-3. */
+/* probs[n_rows][n_vocab] = the chain's distribution for each logits row,
+ * every row at the current history. Checks every stage's output: a logits
+ * stage's finite or -inf with one finite value, a distribution finite,
+ * >= 0, summing to 1 within 1e-3. Errors name the stage and its file. */
 int sd_sampler_probs(sd_sampler *p, const float *logits, float *probs, int n_rows,
                      int n_vocab, sd_err *e);
-/* *id = a token drawn from probs (one row) with r; checks 0 <= id < n_vocab
- * and probs[id] > 0. Errors name the sampler and its plugin file. */
+/* *id = a token drawn from probs (one row) by the final stage with r;
+ * checks 0 <= id < n_vocab and probs[id] > 0. Errors name the stage and
+ * its plugin file. */
 int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
                       int32_t *id, sd_err *e);
+
+/* History. A generation starts with sd_sampler_reset(prompt). Then, for
+ * the row that follows seq[0..pos), sd_sampler_dist brings the stages'
+ * history to exactly seq[0..pos): it rolls back what differs from what
+ * they were told and tells them the new tokens (accept), running the
+ * chain on the rows of those positions that it has not processed yet,
+ * then writes the row's distribution into probs (probs NULL: only the
+ * history moves). rows holds the logits of positions first, first+1, ...,
+ * pos; sd_sampler_need says which first is enough (it rolls back first).
+ * Without history stages both return at once (need: pos). */
+int sd_sampler_reset(sd_sampler *p, const int32_t *prompt, int n, sd_err *e);
+int sd_sampler_need(sd_sampler *p, const int32_t *seq, int pos, sd_err *e);
+int sd_sampler_dist(sd_sampler *p, const int32_t *seq, int pos, const float *rows, int first,
+                    float *probs, int n_vocab, sd_err *e);
 
 #endif

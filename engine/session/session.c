@@ -53,16 +53,36 @@ void sd_config_defaults(sd_config *c) {
     c->draft_device = -1;
 }
 
-int sd_session_set_sampler(sd_session *s, const char *name, const char *const *kv, int n_kv,
+/* What a stage is told about the model (samplers/sampler.h). */
+static const char *token_piece(const void *ctx, int32_t id, size_t *len) {
+    const sd_model *m = ctx;
+    if (id < 0 || id >= m->hp.vocab) return NULL;
+    gguf_str p = sd_tokenizer_piece(m->tok, id);
+    *len = p.len;
+    return p.s;
+}
+
+int sd_session_set_sampler(sd_session *s, const char *spec, const char *const *kv, int n_kv,
                            sd_err *e) {
-    sd_sampler *p = NULL;
-    if (name) {
-        if (sd_samplers_load(s->samplers, name, e) < 0) return -1;
-        p = sd_sampler_create(s->samplers, name, kv, n_kv, s->target->hp.vocab, e);
-        if (!p) return -1;
+    sd_sampler *p[2] = {NULL, NULL};
+    if (spec) {
+        if (sd_samplers_load_chain(s->samplers, spec, e) < 0) return -1;
+        int32_t stop[16];
+        int n_stop = sd_tokenizer_stop_ids(s->target->tok, stop, 16);
+        for (int role = SD_ROLE_TARGET; role <= SD_ROLE_DRAFTER; role++) {
+            sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, s->target->hp.vocab,
+                                   s->target->n_ctx + 2, role, n_stop, stop, token_piece,
+                                   s->target};
+            if (!(p[role] = sd_sampler_create_for(s->samplers, spec, kv, n_kv, &info, e))) {
+                sd_sampler_destroy(p[0]);
+                return -1;
+            }
+        }
     }
     sd_sampler_destroy(s->sampler);
-    s->sampler = p;
+    sd_sampler_destroy(s->draft_sampler);
+    s->sampler = p[0];
+    s->draft_sampler = p[1];
     return 0;
 }
 
@@ -169,6 +189,7 @@ fail:
 
 void sd_session_close(sd_session *s) {
     sd_sampler_destroy(s->sampler);
+    sd_sampler_destroy(s->draft_sampler);
     sd_ngram_free(s->store);
     sd_kv_free(s->self_kv);
     sd_model_free(s->draft);
@@ -205,6 +226,7 @@ int sd_session_check_strategies(const sd_session *s, sd_err *e) {
     if ((s->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
         return sd_fail(e, "spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K "
                           "in the interactive mode)");
+    if (s->c.strategies & SD_STRAT_BEAM) return sd_beam_check_sampler(s->sampler, e);
     return 0;
 }
 
@@ -223,8 +245,8 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     int32_t stop[16];
     int n_stop = c->ignore_eos ? 0 : sd_tokenizer_stop_ids(s->target->tok, stop, 16);
     sd_rng_seed(&s->rng, s->seed);
-    sd_gen_cfg cfg = {.sampler = s->sampler, .rng = &s->rng, .eos_ids = stop, .n_eos = n_stop,
-                      .pad_id = -1, .use_cache = !c->no_cache};
+    sd_gen_cfg cfg = {.sampler = s->sampler, .draft_sampler = s->draft_sampler, .rng = &s->rng,
+                      .eos_ids = stop, .n_eos = n_stop, .pad_id = -1, .use_cache = !c->no_cache};
     if (h) {
         cfg.on_token = h->on_token;
         cfg.on_step = h->on_step;
@@ -237,6 +259,8 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
         return sd_autoregressive_generate_lm(ids, n_ids, &s->target_lm, max, &cfg, out, st, e);
     case SD_STRAT_DRAFT:
         if (!s->have_drafter) return sd_session_check_strategies(s, e);
+        cfg.sampler = s->draft_sampler; /* the drafter alone, with its own instance */
+        cfg.draft_sampler = NULL;
         return sd_autoregressive_generate_lm(ids, n_ids, &s->draft_lm, max, &cfg, out, st, e);
     case SD_STRAT_SPEC: {
         if (!s->have_drafter) return sd_session_check_strategies(s, e);

@@ -83,7 +83,8 @@ typedef struct sd_session {
     sd_lm target_lm, draft_lm;
     int have_drafter;
     sd_sampler_set *samplers; /* warnings from loading them: sd_samplers_warning */
-    sd_sampler *sampler;      /* NULL: built-in greedy */
+    sd_sampler *sampler;      /* the target's chain instance; NULL: built-in greedy */
+    sd_sampler *draft_sampler; /* the drafter's instance of the same chain */
     sd_ngram *store;
     sd_rng rng;
     uint64_t seed;
@@ -111,8 +112,10 @@ int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samp
                          sd_err *e);
 void sd_session_close(sd_session *s);
 
-/* Replaces the sampler (NULL name: built-in greedy), loading its plugin
- * when the set has not yet. */
+/* Replaces the sampler chain (NULL spec: built-in greedy), loading its
+ * plugins when the set has not yet: one instance for the target, one for
+ * the drafter (each created with its role, the vocabulary's pieces and the
+ * end-of-generation ids). */
 int sd_session_set_sampler(sd_session *s, const char *name, const char *const *kv, int n_kv,
                            sd_err *e);
 /* Rebuilds the n-gram store with the current kind and N. */
@@ -129,7 +132,8 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e);
 int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
                           sd_err *e);
 /* Fails with a message naming the flags when an enabled strategy needs a
- * drafter and none is loaded. */
+ * drafter and none is loaded, or when beam search is enabled with a
+ * sampler it cannot apply. */
 int sd_session_check_strategies(const sd_session *s, sd_err *e);
 /* One untimed token through each model, so no strategy pays for thread
  * start-up or the first touch of the mapped weights. */
