@@ -28,8 +28,10 @@
 #       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
 #       has) and checks that it and the tracked tree fit in 64 MiB.
 #       Carry build/gpu-check-kit with the tree.
-#   scripts/gpu-check.sh              the check (GPU machine)
-# Environment: OUT, BUDGET (480), ACCEPT ("0.882 0.849 0.729"), GPU_CHECK_SMALL=1
+#   scripts/gpu-check.sh              the check (GPU machine); with the
+#       workplace's device tool: run(command "sh scripts/gpu-check.sh",
+#       carry ["build/gpu-check-kit"], timeout_s 600) after --prepare here
+# Environment: OUT, BUDGET (480), BUILD_LIMIT (300), ACCEPT ("0.882 0.849 0.729"), GPU_CHECK_SMALL=1
 # (2-layer models with a 4096-token vocabulary: a quick run of the CPU path).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -52,6 +54,7 @@ gpu_tests() {
 # target is 85% of the copy bandwidth
 kernels() {
     build/bench/bench_kernels_cuda "$LOG/bench_kernels_cuda.csv" || return $?
+    [ -s "$LOG/bench_kernels_cuda.csv" ] || { echo "gpu-check: no CSV (the benchmark found no GPU)"; return 3; }
     awk -F, 'NR > 1 && ($1 ~ /^matmul/ || $1 == "qkv_rope" || $1 == "ffn_swiglu") {
             n++; ok = $9 + 0 >= 85; met += ok
             printf "S kernel %-10s %-13s %-5s n=%-2s %-22s %8.0f GB/s %5.1f%% of copy  %s\n",
@@ -60,9 +63,20 @@ kernels() {
         END { printf "S kernels at >= 85%% of copy bandwidth: %d of %d rows\n", met, n }' \
         "$LOG/bench_kernels_cuda.csv"
 }
+# compute-sanitizer TOOL over the CUDA tests of FILTER; a skip fails here too
+san() {
+    out=$(compute-sanitizer --tool "$1" --error-exitcode 99 build/tests/test_cuda --jobs 1 \
+        --filter "cuda/$2" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
+    printf '%s\n' "$out" | grep -E 'ERROR SUMMARY' | tail -n 1 | sed "s/^/S $1 $2: /"
+    return $rc
+}
 if [ "${1:-}" = --run ]; then
     LOG=${OUT:-build/gpu-check}
-    "$2"
+    shift
+    "$@"
     exit $?
 fi
 
@@ -157,7 +171,7 @@ if [ $GPU = 1 ]; then
     [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
     # the kit when there is one; -Wno-error: another gcc's new warnings
     # must not stop a check that is about the GPU
-    step build 300 make -j16 CUDA=1 NVCC_THREADS=8 \
+    step build "${BUILD_LIMIT:-300}" make -j16 CUDA=1 NVCC_THREADS=8 \
         CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" \
         $([ -d "$KIT" ] && echo "KIT=$PWD/$KIT") EXTRA_CFLAGS=-Wno-error $BINS
 else
@@ -165,7 +179,7 @@ else
 fi
 
 if [ $GPU = 1 ]; then
-    step test_cuda 120 "$SELF" --run gpu_tests
+    step test_cuda 120 sh "$SELF" --run gpu_tests
 else
     nogpu test_cuda
 fi
@@ -201,15 +215,14 @@ if [ $GPU = 1 ]; then
     # shellcheck disable=SC2086
     step verify 90 build/bench/bench_gpu_check verify "$MODELS/qwen-1.5b-q4_k_m.gguf" \
         "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
-    step bench_kernels 180 "$SELF" --run kernels
+    step bench_kernels 180 sh "$SELF" --run kernels
     if command -v compute-sanitizer >/dev/null; then
-        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill qkv_rope_neox_bias top_k_rows; do
-            step "memcheck_$f" 60 compute-sanitizer --tool memcheck --error-exitcode 99 \
-                build/tests/test_cuda --jobs 1 --filter "cuda/$f"
+        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill qkv_rope_neox_bias \
+            top_k_rows decode_graph; do
+            step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done
         for f in model_q8_0 attention_long_and_prefill top_k_rows; do
-            step "racecheck_$f" 60 compute-sanitizer --tool racecheck --error-exitcode 99 \
-                build/tests/test_cuda --jobs 1 --filter "cuda/$f"
+            step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
         done
     else
         printf '%-30s %-26s %5s\n' compute-sanitizer "FAIL (not found)" "-" >>"$STEPS"

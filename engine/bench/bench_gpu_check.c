@@ -15,7 +15,8 @@
  *       tok/s over 128 tokens after a 32-token prompt, median of 3, next to
  *       the bound copy_bw / weight bytes per token, copy_bw being the
  *       device-to-device copy bandwidth (bytes read + written) measured in
- *       the same run. SD_CUDA_GRAPH (0/1) is passed on to the backend.
+ *       the same run. SD_CUDA_GRAPH (0/1) is passed on to the backend; with
+ *       1, 64 graphed steps must give the ids of 64 plain ones.
  *       --min-toks T / --min-pct P print the target and whether it is met
  *       (reported, not an exit status).
  *   bench_gpu_check verify TARGET DRAFT ALPHA...
@@ -202,8 +203,9 @@ static double copy_gbs(sd_backend *be, sd_err *e) {
     return best / 1e9;
 }
 
-/* Greedy decode of n tokens after a prompt of p; tok/s. */
-static double decode_rate(sd_model *m, int p, int n, sd_err *e) {
+/* Greedy decode of n tokens after a prompt of p; tok/s. The ids go to
+ * out[0..n) when out is not NULL. */
+static double decode_rate(sd_model *m, int p, int n, int32_t *out, sd_err *e) {
     int32_t prompt[64], tok, next;
     tokens(prompt, p, m->hp.vocab);
     if (sd_forward_top_k(m, m->kv, prompt, p, 0, 0, 1, 1, &tok, e)) return -1;
@@ -211,8 +213,25 @@ static double decode_rate(sd_model *m, int p, int n, sd_err *e) {
     for (int i = 0; i < n; i++) {
         if (sd_forward_top_k(m, m->kv, &tok, 1, p + i, 0, 1, 1, &next, e)) return -1;
         tok = next;
+        if (out) out[i] = tok;
     }
     return n / (sd_now() - t0);
+}
+
+/* With graphs on: the ids of 64 graphed steps against 64 plain ones, and
+ * what the graphs did. 0 when equal. */
+static int graph_check(sd_model *m, sd_err *e) {
+    int32_t a[64], b[64];
+    if (decode_rate(m, 32, 64, a, e) < 0 || sd_cuda_set_graph(m->be, 0) ||
+        decode_rate(m, 32, 64, b, e) < 0 || sd_cuda_set_graph(m->be, 1))
+        return -1;
+    sd_cuda_graph_stats st;
+    sd_cuda_graph_stats_get(m->be, &st);
+    int same = !memcmp(a, b, sizeof a);
+    printf("S   graphs: %ld steps launched (%ld updated, %ld instantiated), %ld fell back; "
+           "64 ids %s those of plain launches\n",
+           st.launched, st.updated, st.instantiated, st.fallbacks, same ? "equal" : "DIFFER from");
+    return same && st.launched > 0 ? 0 : -1;
 }
 
 /* target: "--min-toks T" or "--min-pct P" (NULL: none) */
@@ -224,7 +243,7 @@ static int cmd_decode(const char *path, const char *target, double goal) {
     double bw = copy_gbs(m->be, &e);
     double r[3];
     int ok = bw > 0;
-    for (int i = 0; i < 3 && ok; i++) ok = (r[i] = decode_rate(m, 32, 128, &e)) > 0;
+    for (int i = 0; i < 3 && ok; i++) ok = (r[i] = decode_rate(m, 32, 128, NULL, &e)) > 0;
     int rc = 1;
     if (ok) {
         double bytes = (double)sd_model_weight_bytes(m), d = median(r, 3);
@@ -240,7 +259,7 @@ static int cmd_decode(const char *path, const char *target, double goal) {
             printf("S   target >= %.0f%s: %s\n", goal, toks ? " tok/s" : "% of bound",
                    got >= goal ? "met" : "NOT met");
         }
-        rc = 0;
+        rc = g && *g == '1' ? (graph_check(m, &e) ? 1 : 0) : 0;
     } else {
         fprintf(stderr, "bench_gpu_check: decode: %s\n", bw > 0 ? e.msg : "copy bandwidth");
     }
