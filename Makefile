@@ -169,7 +169,7 @@ $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
 .PHONY: fuzz
 # The synthetic-model suite runs the GPU check's generator.
 $(BUILD)/tests/test_synth_gguf: $(BUILD)/bench/synth_gguf
-$(BUILD)/tests/test_synth_gguf: CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
+$(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
 .SECONDARY: $(FUZZ_OBJ) $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
 
