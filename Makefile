@@ -17,6 +17,17 @@ BUILD   := build
 BIN     := specdec
 endif
 LDLIBS  := -lpcre2-8 -lm -ldl
+# KIT=DIR: headers and shared libraries from DIR/include and DIR/lib before
+# the system's (the GPU check's kit, scripts/gpu-check.sh --prepare), and no
+# package installation (DT_RPATH, not RUNPATH: the kit's libraries find the
+# libraries they load there too). EXTRA_CFLAGS: appended to CFLAGS.
+KIT ?=
+EXTRA_CFLAGS ?=
+CFLAGS  += $(EXTRA_CFLAGS)
+ifneq ($(KIT),)
+CFLAGS  += -isystem $(KIT)/include
+LDLIBS  := -L$(KIT)/lib -Wl,--disable-new-dtags,-rpath,$(KIT)/lib,-rpath-link,$(KIT)/lib $(LDLIBS)
+endif
 # Per-file SIMD flags: the shipped binary runs on any x86-64 and picks the
 # widest path at run time, so only these files see the wider ISAs.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -67,7 +78,7 @@ BENCH_BIN  := $(patsubst %.c,$(BUILD)/bench/%,$(notdir $(BENCH_SRC)))
 all: $(LIB) $(BIN) $(PLUGINS) $(EXAMPLES)
 
 deps:
-	@sh scripts/deps.sh
+	@$(if $(KIT),true,sh scripts/deps.sh)
 
 # The checkers' tools (valgrind, clang with libFuzzer), for memcheck and fuzz.
 deps-dev:
@@ -156,6 +167,9 @@ FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/tests/fuzz/cli_body.o
 $(BUILD)/tests/test_fuzz_regress: $(FUZZ_REGRESS_OBJ)
 $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
 .PHONY: fuzz
+# The synthetic-model suite runs the GPU check's generator.
+$(BUILD)/tests/test_synth_gguf: $(BUILD)/bench/synth_gguf
+$(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
 .SECONDARY: $(FUZZ_OBJ) $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
 

@@ -97,6 +97,19 @@ struct sd_backend {
     /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
     int (*ffn_swiglu)(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
                       const sd_weight *w3, const float *x, int n, sd_err *e);
+
+    /* Optional (NULL: the backend has none; the CPU's): the ops called
+     * between graph_begin and graph_end are recorded instead of run, and
+     * graph_end(ok = 1) runs them as one unit (the CUDA backend: one CUDA
+     * graph launch for a decode step instead of a launch per kernel).
+     * graph_begin returns 1 when it records, 0 when it does not (switched
+     * off), -1 on error. An op may fail while recording because it cannot
+     * be recorded (the CUDA backend: scratch that must grow); then nothing
+     * ran, and the caller ends with graph_end(ok = 0), which discards the
+     * recording, and runs the same ops again without it. graph_end with
+     * nothing recorded does nothing. */
+    int (*graph_begin)(sd_backend *b, sd_err *e);
+    int (*graph_end)(sd_backend *b, int ok, sd_err *e);
 };
 
 #endif

@@ -1,99 +1,250 @@
 #!/bin/sh
-# CUDA backend check for a lent GPU machine (bare: the CUDA toolkit, no
-# network, none of the project's Debian packages), within about 8 minutes:
-# build for sm_90, the CUDA test suite (every op against the CPU backend),
-# a decode measurement, the kernel benchmark, compute-sanitizer memcheck and
-# racecheck on short cases. Every step runs under a time limit; no usable
-# GPU is a failure here (elsewhere the CUDA tests skip).
+# The CUDA check for a lent H200 (a bare machine: the CUDA toolkit, gcc, no
+# network, none of the project's Debian packages), within 8 minutes:
+#   build    sm_90 only, nvcc --threads, against the kit (below)
+#   test_cuda  every op against the CPU backend; a skip (no GPU) fails
+#   gen_*    synthetic GGUF files at real shapes, random weights
+#            (engine/bench/synth_gguf.c): SmolLM2-135M Q4_1, Llama-3.2-1B
+#            BF16 and Q4_1, Qwen2.5-1.5B Q4_K_M (+ the 0.5B as the drafter)
+#   cpu_*    each file on the CPU backend: finite logits
+#   compare_*  each file on CUDA against the CPU backend (logits, argmax)
+#   decode_* greedy decode with the argmax on the device, tok/s and % of
+#            the copy-bandwidth bound, CUDA graph off and on
+#   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape and
+#            the speculative speedup it implies at ACCEPT (inputs: the
+#            pair's per-draft acceptance measured on the CPU, README)
+#   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
+#   memcheck_*, racecheck_*  compute-sanitizer on short test cases
+# Each step runs under its own limit and the whole run under BUDGET seconds
+# (a step that would start with under 10 s left is not run and fails).
+# Output: $OUT when set, else build/gpu-check: summary.txt (printed last:
+# each step with pass/fail and seconds, then every figure next to its
+# target), gpu-check.log (every step's output), bench_kernels_cuda.csv.
+# Without a usable GPU the CPU steps still run and the CUDA steps fail:
+# the exit status is 1.
 #
-# Output: $OUT when set, else build/gpu-check, with three files: summary.txt
-# (one line per step: name, pass/fail, seconds; printed last), gpu-check.log
-# (every step's output) and bench_kernels_cuda.csv.
-#
-# What the build needs beyond the toolkit (Criterion, PCRE2, libedit) is
-# produced here first by `scripts/gpu-check.sh --prepare`: it builds the
-# binaries and copies the shared libraries they need, but not the C and C++
-# runtimes the GPU machine has itself, into build/gpu-libs. Carry
-# build/gpu-libs and the binaries it names; this script uses them when it
-# cannot build.
+#   scripts/gpu-check.sh --prepare    on the build machine: writes the kit
+#       build/gpu-check-kit (headers and shared libraries of Criterion and
+#       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
+#       has) and checks that it and the tracked tree fit in 64 MiB.
+#       Carry build/gpu-check-kit with the tree.
+#   scripts/gpu-check.sh              the check (GPU machine); with the
+#       workplace's device tool: run(command "sh scripts/gpu-check.sh",
+#       carry ["build/gpu-check-kit"], timeout_s 600) after --prepare here
+# Environment: OUT, BUDGET (480), BUILD_LIMIT (300), ACCEPT ("0.882 0.849 0.729"), GPU_CHECK_SMALL=1
+# (2-layer models with a 4096-token vocabulary: a quick run of the CPU path).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-BINS="build/tests/test_cuda build/bench/bench_kernels_cuda build/bench/bench_model"
-STEP_TIMEOUT=${STEP_TIMEOUT:-150}
+KIT=build/gpu-check-kit
+SELF="$PWD/scripts/gpu-check.sh"
+LIMIT_MIB=64
+
+# Steps that are shell code, run as `gpu-check.sh --run FUNCTION` so that
+# timeout can limit them.
+# a suite that skips found no GPU: a failure here
+gpu_tests() {
+    out=$(build/tests/test_cuda --jobs 4 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
+    printf '%s\n' "$out" | grep -E 'Synthesis' | sed 's/^/S test_cuda: /'
+    return $rc
+}
+# matrix-vector kernels (matmul, qkv_rope, ffn_swiglu) one row each: the
+# target is 85% of the copy bandwidth
+kernels() {
+    build/bench/bench_kernels_cuda "$LOG/bench_kernels_cuda.csv" || return $?
+    [ -s "$LOG/bench_kernels_cuda.csv" ] || { echo "gpu-check: no CSV (the benchmark found no GPU)"; return 3; }
+    awk -F, 'NR > 1 && ($1 ~ /^matmul/ || $1 == "qkv_rope" || $1 == "ffn_swiglu") {
+            n++; ok = $9 + 0 >= 85; met += ok
+            printf "S kernel %-10s %-13s %-5s n=%-2s %-22s %8.0f GB/s %5.1f%% of copy  %s\n",
+                   $1, $2, $3, $4, $5, $8, $9, ok ? "met" : "below 85%"
+        }
+        END { printf "S kernels at >= 85%% of copy bandwidth: %d of %d rows\n", met, n }' \
+        "$LOG/bench_kernels_cuda.csv"
+}
+# compute-sanitizer TOOL over the CUDA tests of FILTER; a skip fails here too
+san() {
+    out=$(compute-sanitizer --tool "$1" --error-exitcode 99 build/tests/test_cuda --jobs 1 \
+        --filter "cuda/$2" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
+    printf '%s\n' "$out" | grep -E 'ERROR SUMMARY' | tail -n 1 | sed "s/^/S $1 $2: /"
+    return $rc
+}
+if [ "${1:-}" = --run ]; then
+    LOG=${OUT:-build/gpu-check}
+    shift
+    "$@"
+    exit $?
+fi
+
+if [ "${1:-}" = --prepare ]; then
+    rm -rf "$KIT"
+    mkdir -p "$KIT/include" "$KIT/lib" || exit 1
+    cp -r /usr/include/criterion "$KIT/include/" &&
+        cp /usr/include/pcre2.h "$KIT/include/" || { echo "prepare: headers missing (make deps)"; exit 1; }
+    # the libraries linked directly, under their link names and sonames
+    # (plain copies: no links to lose on the way), then everything they
+    # load except glibc and the compiler's runtimes
+    for l in criterion pcre2-8; do
+        f=$(ls /usr/lib/x86_64-linux-gnu/lib$l.so.[0-9]* /usr/lib/lib$l.so.[0-9]* 2>/dev/null | head -n 1)
+        [ -n "$f" ] || { echo "prepare: lib$l not found"; exit 1; }
+        so=$(objdump -p "$f" | awk '/SONAME/ { print $2 }')
+        cp -L "$f" "$KIT/lib/lib$l.so" && cp -L "$f" "$KIT/lib/$so" || exit 1
+        ldd "$f" | awk '/=> \// { print $3 }' |
+            grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libgcc_s|libstdc\+\+|libgomp|ld-linux[^/]*)\.so' |
+            while read -r d; do cp -L "$d" "$KIT/lib/$(basename "$d")" || exit 1; done
+    done
+    tree=$(git ls-files -z | xargs -0 cat | wc -c)
+    kit=$(find "$KIT" -type f -exec cat {} + | wc -c)
+    total=$((tree + kit))
+    awk -v k="$kit" -v t="$tree" -v n="$(find "$KIT" -type f | wc -l)" -v d="$KIT" -v l=$LIMIT_MIB 'BEGIN {
+        printf "prepared %s: %d files, %.1f MiB; tracked tree %.1f MiB; together %.1f MiB (limit %d MiB)\n",
+               d, n, k / 1048576, t / 1048576, (k + t) / 1048576, l }'
+    [ $total -le $((LIMIT_MIB * 1048576)) ] || { echo "prepare: over $LIMIT_MIB MiB"; exit 1; }
+    echo "carry: $KIT"
+    exit 0
+fi
+
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
     [ -d "$d" ] && case ":$PATH:" in *":$d:"*) ;; *) PATH="$d:$PATH" ;; esac
 done
 export PATH
-
-if [ "${1:-}" = --prepare ]; then
-    make -j2 $BINS || exit 1
-    mkdir -p build/gpu-libs
-    for b in $BINS; do
-        ldd "$b" | awk '/=> \// { print $3 }' |
-            grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libgomp|ld-linux[^/]*)\.so' |
-            xargs -r cp -L -t build/gpu-libs
-    done
-    echo "prepared: carry $BINS build/gpu-libs ($(du -sh build/gpu-libs | cut -f1))"
-    exit 0
-fi
-
 LOG=${OUT:-build/gpu-check}
-mkdir -p "$LOG"
+BUDGET=${BUDGET:-480}
+ACCEPT=${ACCEPT:-0.882 0.849 0.729}
+MODELS=build/gpu-check-models
+mkdir -p "$LOG" "$MODELS"
 : >"$LOG/gpu-check.log"
-: >"$LOG/summary.txt"
+STEPS="$LOG/.steps"
+FIGS="$LOG/.figures"
+: >"$STEPS"
+: >"$FIGS"
+T_START=$(date +%s)
 status=0
-# step NAME CMD...: CMD under the time limit, its output appended to the
-# log; a summary line either way.
+
+# step NAME LIMIT CMD...: CMD under min(LIMIT, what the budget has left),
+# output to the log; its "S " lines are figures for the summary.
 step() {
-    name=$1
-    shift
-    echo "== $name: $*" | tee -a "$LOG/gpu-check.log"
+    name=$1 lim=$2
+    shift 2
+    left=$((BUDGET - ($(date +%s) - T_START)))
+    [ $lim -gt $left ] && lim=$left
+    if [ $lim -lt 10 ]; then
+        printf '%-30s %-26s %5s\n' "$name" "FAIL (budget spent)" "-" >>"$STEPS"
+        status=1
+        return 1
+    fi
+    echo "== $name (limit $lim s): $*" >>"$LOG/gpu-check.log"
     t0=$(date +%s)
-    timeout "$STEP_TIMEOUT" "$@" >>"$LOG/gpu-check.log" 2>&1
+    timeout -k 5 "$lim" "$@" >"$LOG/.out" 2>&1
     rc=$?
     secs=$(($(date +%s) - t0))
+    cat "$LOG/.out" >>"$LOG/gpu-check.log"
+    grep '^S ' "$LOG/.out" | cut -c3- >>"$FIGS"
     verdict=pass
-    [ $rc -eq 0 ] || { verdict="FAIL (exit $rc$([ $rc -eq 124 ] && echo ", timed out"))"; status=1; }
-    printf '%-28s %-24s %5d s\n' "$name" "$verdict" "$secs" >>"$LOG/summary.txt"
+    if [ $rc -ne 0 ]; then
+        verdict="FAIL (exit $rc$([ $rc -ge 124 ] && echo ", timed out"))"
+        status=1
+    fi
+    printf '%-30s %-26s %5d s\n' "$name" "$verdict" "$secs" >>"$STEPS"
+    echo "$name: $verdict ($secs s)"
     return $rc
 }
-
-if ! nvidia-smi -L >>"$LOG/gpu-check.log" 2>&1; then
-    echo "gpu-check: no usable GPU (nvidia-smi -L failed; see $LOG/gpu-check.log)" | tee -a "$LOG/summary.txt"
-    exit 1
-fi
-if ! step build make -j16 CUDA=1 NVCC_THREADS=4 \
-    CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" $BINS; then
-    for b in $BINS; do [ -x "$b" ] || { echo "no build and no carried $b" >&2; exit 1; }; done
-    echo "   build failed: using the carried binaries (libraries from build/gpu-libs)"
-    export LD_LIBRARY_PATH="$PWD/build/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-
-# a suite that skips found no GPU: that is a failure on this machine
-gpu_tests() {
-    build/tests/test_cuda --jobs 4 >"$LOG/.test_cuda" 2>&1
-    rc=$?
-    cat "$LOG/.test_cuda"
-    if grep -q '\[SKIP\]' "$LOG/.test_cuda"; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
-    rm -f "$LOG/.test_cuda"
-    return $rc
-}
-step test_cuda gpu_tests
-step decode_stories260K build/bench/bench_model tests/data/models/stories260K.gguf
-step bench_kernels build/bench/bench_kernels_cuda "$LOG/bench_kernels_cuda.csv"
-
-if command -v compute-sanitizer >/dev/null; then
-    for f in model_q4_1 matmul_q8_0 attention_long_and_prefill qkv_rope_neox_bias; do
-        step "memcheck_$f" compute-sanitizer --tool memcheck --target-processes all \
-            --error-exitcode 99 build/tests/test_cuda --jobs 1 --filter "cuda/$f"
-    done
-    step racecheck_model compute-sanitizer --tool racecheck --target-processes all \
-        --error-exitcode 99 build/tests/test_cuda --jobs 1 --filter "cuda/model_q8_0"
-else
-    echo "compute-sanitizer not found: memcheck and racecheck not run" | tee -a "$LOG/summary.txt"
+# nogpu NAME: a CUDA step that cannot run here
+nogpu() {
+    printf '%-30s %-26s %5s\n' "$1" "FAIL (no GPU)" "-" >>"$STEPS"
+    echo "$1: FAIL (no GPU)"
     status=1
+}
+
+GPU=1
+if ! nvidia-smi -L >>"$LOG/gpu-check.log" 2>&1; then
+    GPU=0
+    echo "gpu-check: no usable GPU (nvidia-smi -L failed): CPU steps only, exit 1" | tee -a "$LOG/gpu-check.log"
 fi
+BINS="build/bench/synth_gguf build/bench/bench_gpu_check"
+if [ $GPU = 1 ]; then
+    BINS="$BINS build/tests/test_cuda build/bench/bench_kernels_cuda"
+    [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
+    # the kit when there is one; -Wno-error: another gcc's new warnings
+    # must not stop a check that is about the GPU
+    step build "${BUILD_LIMIT:-300}" make -j16 CUDA=1 NVCC_THREADS=8 \
+        CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" \
+        $([ -d "$KIT" ] && echo "KIT=$PWD/$KIT") EXTRA_CFLAGS=-Wno-error $BINS
+else
+    step build 300 make -j2 CUDA=0 $BINS
+fi
+
+if [ $GPU = 1 ]; then
+    step test_cuda 120 sh "$SELF" --run gpu_tests
+else
+    nogpu test_cuda
+fi
+
+SMALL=""
+[ "${GPU_CHECK_SMALL:-0}" = 1 ] && SMALL="--layers 2 --vocab 4096"
+PRESETS="smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m qwen-0.5b-q4_k_m"
+for p in $PRESETS; do
+    # shellcheck disable=SC2086
+    step "gen_$p" 60 build/bench/synth_gguf "$p" "$MODELS/$p.gguf" $SMALL
+done
+for p in $PRESETS; do step "cpu_$p" 60 build/bench/bench_gpu_check cpu "$MODELS/$p.gguf"; done
+
+# decode targets: SmolLM2 tok/s, the others % of the bound
+target() {
+    case $1 in
+    smollm2-135m-q4_1) echo "--min-toks 5000" ;;
+    llama-1b-bf16) echo "--min-pct 75" ;;
+    qwen-1.5b-q4_k_m) echo "--min-pct 60" ;;
+    *) echo "" ;;
+    esac
+}
+if [ $GPU = 1 ]; then
+    for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
+        step "compare_$p" 90 build/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+    done
+    for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
+        # shellcheck disable=SC2046
+        step "decode_$p" 60 env SD_CUDA_GRAPH=0 build/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # shellcheck disable=SC2046
+        step "decode_graph_$p" 60 env SD_CUDA_GRAPH=1 build/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+    done
+    # shellcheck disable=SC2086
+    step verify 90 build/bench/bench_gpu_check verify "$MODELS/qwen-1.5b-q4_k_m.gguf" \
+        "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    step bench_kernels 180 sh "$SELF" --run kernels
+    if command -v compute-sanitizer >/dev/null; then
+        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill qkv_rope_neox_bias \
+            top_k_rows decode_graph; do
+            step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
+        done
+        for f in model_q8_0 attention_long_and_prefill top_k_rows; do
+            step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
+        done
+    else
+        printf '%-30s %-26s %5s\n' compute-sanitizer "FAIL (not found)" "-" >>"$STEPS"
+        status=1
+    fi
+else
+    for p in compare decode decode_graph; do nogpu "${p}_*"; done
+    for p in verify bench_kernels memcheck racecheck; do nogpu "$p"; done
+fi
+
+{
+    echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no GPU'), $(($(date +%s) - T_START)) s of $BUDGET)"
+    printf '%-30s %-26s %7s\n' step result time
+    cat "$STEPS"
+    echo
+    echo "figures (targets: matvec kernels >= 85% of copy bandwidth; decode Llama-1B BF16 >= 75% and"
+    echo "Qwen-1.5B Q4_K_M >= 60% of the bound; SmolLM2-135M Q4_1 >= 5000 tok/s; 5-row verify <= 1.15x 1 row)"
+    cat "$FIGS"
+    echo
+    echo "gpu-check: exit $status"
+} >"$LOG/summary.txt"
+rm -f "$STEPS" "$FIGS" "$LOG/.out"
 echo "---- summary ($LOG/summary.txt)"
 cat "$LOG/summary.txt"
-echo "gpu-check: exit $status"
 exit $status

@@ -559,6 +559,17 @@ Test(cuda, top_k_rows) {
     check_top_k(x, 1, 1000, 7, "short row");
     x[n - 1] = 100.0f;
     check_top_k(x, 1, n, 1, "last");
+    /* the multi-block argmax (top_k.cu: 128256 columns are 62 slices of
+     * 2069): equal maxima in different slices, the lowest index wins; a
+     * maximum first in its slice; 4097 columns are 2 slices of 2049, the
+     * maximum last in the second */
+    x[n - 2] = 150.0f;
+    x[60000] = 150.0f;
+    check_top_k(x, 1, n, 1, "tie across slices (lowest index first)");
+    x[10 * 2069] = 200.0f;
+    check_top_k(x, 1, n, 1, "first in its slice");
+    x[2 * 2048] = 300.0f;
+    check_top_k(x, 1, 2 * 2048 + 1, 1, "two slices, last element");
     x[77] = 100.0f;
     x[3] = 100.0f;
     check_top_k(x, 1, n, 4, "tie (lowest index first)");
@@ -877,3 +888,51 @@ Test(cuda, model_q4_1) { model_type(SD_Q4_1); }
 Test(cuda, model_q5_0) { model_type(SD_Q5_0); }
 Test(cuda, model_q4_k) { model_type(SD_Q4_K); }
 Test(cuda, model_q6_k) { model_type(SD_Q6_K); }
+
+/* ---- decode steps as CUDA graphs (backend.h graph_begin/graph_end) --------------------------
+ * A synthetic model greedy-decoded on CUDA with graphs on gives the ids of
+ * the same decode with graphs off, and the graphs really ran: launched,
+ * later steps updated in place (the plain run grew the scratch first; a
+ * step that would grow it while recorded falls back, counted). */
+static void greedy(sd_model *m, int32_t *out, int n) {
+    sd_err e = {{0}};
+    const int32_t prompt[3] = {1, 300, 301};
+    int32_t tok;
+    cr_assert(sd_forward_top_k(m, m->kv, prompt, 3, 0, 0, 1, 1, &tok, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < n; i++) {
+        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, 3 + i, 0, 1, 1, &out[i], &e) == 0, "%s",
+                  e.msg);
+        tok = out[i];
+    }
+}
+
+Test(cuda, decode_graph) {
+    synth_cfg c = synth_default();
+    c.wtype = SD_Q4_K;
+    c.dim = 256;
+    c.ffn = 512;
+    c.n_layers = 3;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    sd_err e = {{0}};
+    cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
+    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {200};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
+    cr_assert(m, "%s", e.msg);
+    enum { STEPS = 150 }; /* long enough for attention to split its keys */
+    int32_t plain[STEPS], graphed[STEPS];
+    cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
+    greedy(m, plain, STEPS);
+    cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
+    greedy(m, graphed, STEPS);
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode gave other ids");
+    cr_expect(st.launched + st.fallbacks == STEPS && st.launched > STEPS / 2 && st.updated > 0,
+              "graphs: %ld launched (%ld updated, %ld instantiated), %ld fallbacks", st.launched,
+              st.updated, st.instantiated, st.fallbacks);
+    sd_model_free(m);
+    free(bytes);
+}

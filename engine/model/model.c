@@ -345,6 +345,7 @@ typedef struct fwd_out {
     float *logits;
     int k;
     int32_t *ids;
+    int graph; /* 1: the backend records; head ends the recording and runs it */
 } fwd_out;
 
 /* The output head over rows of m->x starting at row x0, landing at output
@@ -356,6 +357,7 @@ static int head(sd_model *m, int x0, int rows, const fwd_out *o, int r0, sd_err 
                    e) ||
         b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
         return -1;
+    if (o->graph && b->graph_end(b, 1, e)) return -1;
     if (o->ids) return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + (size_t)r0 * o->k, e);
     if (!o->logits) return 0;
     return b->to_host(b, o->logits + (size_t)r0 * hp->vocab, m->logits,
@@ -385,6 +387,26 @@ static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos
             return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
                            hp->vocab);
     kv->n = pos;
+    /* A greedy decode step (one token, only ids back) is recorded and run
+     * as one unit where the backend can (backend.h graph_begin: the CUDA
+     * backend's graphs); when recording fails nothing has run, and the step
+     * runs again the plain way. */
+    sd_backend *b = m->be;
+    if (n == 1 && n_out == 1 && o->ids && b->graph_begin) {
+        int g = b->graph_begin(b, e);
+        if (g < 0) return -1;
+        if (g == 1) {
+            fwd_out og = *o;
+            og.graph = 1;
+            if (run_layers(m, &kv, 1, tokens, 1, pos, n_layers, e) == 0 &&
+                head(m, 0, 1, &og, 0, e) == 0) {
+                kv->n = pos + 1;
+                return 0;
+            }
+            sd_err ignored;
+            b->graph_end(b, 0, &ignored);
+        }
+    }
     int first_out = n - n_out;
     for (int c = 0; c < n; c += m->max_batch) {
         int nb = n - c < m->max_batch ? n - c : m->max_batch;
@@ -398,7 +420,7 @@ static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos
 
 int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                   float *logits, int n_logits, sd_err *e) {
-    fwd_out o = {logits, 0, NULL};
+    fwd_out o = {logits, 0, NULL, 0};
     return forward(m, kv, tokens, n, pos, n_layers, n_logits, &o, e);
 }
 
@@ -407,7 +429,7 @@ int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int p
     if (n_rows < 1 || k < 1 || k > m->hp.vocab || k > SD_TOP_K_MAX)
         return sd_fail(e, "forward: top %d ids of %d rows (k 1 to %d, at least one row)", k,
                        n_rows, SD_TOP_K_MAX < m->hp.vocab ? SD_TOP_K_MAX : m->hp.vocab);
-    fwd_out o = {NULL, k, ids};
+    fwd_out o = {NULL, k, ids, 0};
     return forward(m, kv, tokens, n, pos, n_layers, n_rows, &o, e);
 }
 
@@ -430,7 +452,7 @@ int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int 
     }
     if (run_layers(m, kvs, n, tokens, n, pos, hp->n_layers, e)) return -1;
     for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
-    fwd_out o = {logits, 0, NULL};
+    fwd_out o = {logits, 0, NULL, 0};
     return head(m, 0, n, &o, 0, e);
 }
 

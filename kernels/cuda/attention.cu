@@ -17,10 +17,16 @@
  * position are masked; a tile with no visible key leaves the state alone.
  *
  * With one split the block writes acc / sum(l) directly. Otherwise every
- * block writes its (m, l, acc) and attn_combine merges the splits:
+ * block writes its (m, l, acc), and the splits are merged:
  * out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Splits are sized
  * so the grid has about two blocks per multiprocessor, at least 64 keys
- * each, which matters for long contexts with few kv heads and one query. */
+ * each, which matters for long contexts with few kv heads and one query.
+ * The merge is folded into the kernel: each block of a (kv head, query
+ * tile) counts itself in c->attn_ctr after its partials are visible
+ * (__threadfence, then one atomicAdd), and the last of the n_splits blocks
+ * merges the tile (reading the partials from L2) and sets the counter back
+ * to 0 for the next launch. attn_combine, a launch of its own, remains for
+ * calls with more (kv head, tile) pairs than the counters cover. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_int.h"
@@ -32,6 +38,7 @@ struct AttnArgs {
     float *out;
     float *part_acc; /* [splits][n*n_head][hd] */
     float *part_ml;  /* [splits][n*n_head][2]: m, l */
+    unsigned *ctr;   /* [qtiles][n_kv] finished splits, all 0 between launches; NULL: attn_combine merges */
     int n, pos, n_head, group, hd, kv_dim;
     int kps, n_splits; /* keys per split, splits */
     float scale;
@@ -147,6 +154,37 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
             if (lane == 0) a.part_ml[2 * slot] = m[j], a.part_ml[2 * slot + 1] = L;
         }
     }
+    if (a.n_splits == 1 || !a.ctr) return;
+
+    /* the last split of this (kv head, tile) merges the tile */
+    __shared__ int last;
+    __threadfence(); /* this block's partials, visible before it is counted */
+    __syncthreads();
+    if (tid == 0) {
+        unsigned *ctr = a.ctr + (size_t)blockIdx.z * gridDim.y + kh;
+        last = atomicAdd(ctr, 1u) == (unsigned)(a.n_splits - 1);
+        if (last) *ctr = 0; /* every split has counted: ready for the next launch */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const size_t nqh = (size_t)a.n * a.n_head;
+    for (int idx = tid; idx < nq * hd; idx += AT_THREADS) {
+        const int v = idx / hd, d = idx - v * hd, qv = qv0 + v;
+        const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
+        float M = -INFINITY;
+        for (int sp = 0; sp < a.n_splits; sp++) M = fmaxf(M, __ldcg(a.part_ml + 2 * (sp * nqh + qh)));
+        float L = 0.f, o = 0.f;
+        for (int sp = 0; sp < a.n_splits; sp++) {
+            const size_t slot = sp * nqh + qh;
+            const float ms = __ldcg(a.part_ml + 2 * slot);
+            if (ms == -INFINITY) continue; /* this split saw no key of this query */
+            const float w = expf(ms - M);
+            L += w * __ldcg(a.part_ml + 2 * slot + 1);
+            o += w * __ldcg(a.part_acc + slot * hd + d);
+        }
+        a.out[qh * hd + d] = o / L;
+    }
 }
 
 /* One block per (row, head), one thread per head dim. */
@@ -209,6 +247,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.kps = (int)kps;
     a.n_splits = (int)((len + kps - 1) / kps);
     a.part_acc = a.part_ml = NULL;
+    a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS ? c->attn_ctr : NULL;
     if (a.n_splits > 1) {
         const size_t slots = (size_t)a.n_splits * n * s->n_head;
         float *buf = (float *)cu_scratch(c, CU_SCRATCH_ATTN, slots * (hd + 2) * sizeof(float), e);
@@ -227,7 +266,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
                         s->n_kv, hd))
         return -1;
-    if (a.n_splits == 1) return 0;
+    if (a.n_splits == 1 || a.ctr) return 0;
     attn_combine<<<(unsigned)(n * s->n_head), (unsigned)hd, 0, c->stream>>>(a);
     return cu_check_launch(c, e, "attention combine n=%d pos=%d splits %d", n, pos, a.n_splits);
 }

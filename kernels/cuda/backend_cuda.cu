@@ -64,6 +64,10 @@ static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
 /* ---- scratch ----------------------------------------------------------------- */
 void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e) {
     if (bytes <= c->scratch_size[slot] && c->scratch[slot]) return c->scratch[slot];
+    if (c->capturing) {
+        sd_fail(e, "cuda: scratch %d must grow to %zu bytes while a graph is recorded", slot, bytes);
+        return NULL;
+    }
     /* 1.5x growth: a context that grows one position a step reallocates rarely */
     const size_t want = ((bytes + bytes / 2) + 255) & ~(size_t)255;
     cudaError_t err = cudaStreamSynchronize(c->stream); /* queued kernels may use the old one */
@@ -204,10 +208,27 @@ static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32
                            (long long)emb->rows);
     int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)n * sizeof *ids, e);
     if (!dev) return -1;
-    /* pageable source: the call returns once ids is staged, so the caller
-     * may reuse it at once */
-    cudaError_t err = cudaMemcpyAsync(dev, ids, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice,
-                                      c->stream);
+    /* the ids go through pinned staging (one DMA, no pageable copy); the
+     * previous copy out of it must be done before it is written again
+     * (graph_begin waits for it before recording starts) */
+    cudaError_t err = c->capturing ? cudaSuccess : cudaEventSynchronize(c->ids_copied);
+    if (err != cudaSuccess) return cu_fail(e, err, "embed: wait for the last ids copy");
+    if (n > c->ids_cap && c->capturing)
+        return sd_fail(e, "cuda: embed: %d ids need more pinned staging while a graph is recorded", n);
+    if (n > c->ids_cap) {
+        if (c->ids_host && cudaFreeHost(c->ids_host) != cudaSuccess) cudaGetLastError();
+        c->ids_host = NULL;
+        c->ids_cap = 0;
+        const int cap = n < SD_MAX_ROWS ? SD_MAX_ROWS : n;
+        err = cudaMallocHost(&c->ids_host, (size_t)cap * sizeof *ids);
+        if (err != cudaSuccess) return cu_fail(e, err, "embed: pinned staging for %d ids", cap);
+        c->ids_cap = cap;
+    }
+    memcpy(c->ids_host, ids, (size_t)n * sizeof *ids);
+    err = cudaMemcpyAsync(dev, c->ids_host, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice,
+                          c->stream);
+    /* recorded: graph_end marks the copy's end after the graph's launch */
+    if (err == cudaSuccess && !c->capturing) err = cudaEventRecord(c->ids_copied, c->stream);
     if (err != cudaSuccess) return cu_fail(e, err, "embed: copy %d token ids", n);
     return cu_embed(c, x, emb, dev, n, e);
 }
@@ -288,6 +309,72 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
     return 0;
 }
 
+/* ---- graphs ----------------------------------------------------------------------
+ * A decode step is recorded with stream capture and run as one graph
+ * launch. Its kernels' arguments (position, cache rows) change every step,
+ * so each step is captured anew, but the executable graph is kept and
+ * updated in place (cudaGraphExecUpdate: new parameters, same topology),
+ * which costs far less than an instantiation; when the update is refused
+ * (another kernel variant or split, say a longer context), the step is
+ * instantiated anew. The token id is read by the graph's copy node from
+ * the pinned staging at launch, which embed filled before recording. */
+static int cuda_graph_begin(sd_backend *b, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (!c->graph_on || c->sync_each || c->capturing) return 0;
+    if (cu_enter(c, "graph", e)) return -1;
+    cudaError_t err = cudaEventSynchronize(c->ids_copied);
+    if (err == cudaSuccess && c->ids_cap == 0) {
+        err = cudaMallocHost(&c->ids_host, (size_t)SD_MAX_ROWS * sizeof(int32_t));
+        if (err == cudaSuccess) c->ids_cap = SD_MAX_ROWS;
+    }
+    if (err != cudaSuccess) return cu_fail(e, err, "graph: ids staging");
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError(); /* no recording: the step runs plainly */
+        c->gstats.fallbacks++;
+        return 0;
+    }
+    c->capturing = 1;
+    return 1;
+}
+
+static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (!c->capturing) return 0;
+    cudaGraph_t g = NULL;
+    cudaError_t err = cudaStreamEndCapture(c->stream, &g);
+    c->capturing = 0;
+    if (!ok || err != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError();
+        c->gstats.fallbacks++;
+        return ok ? cu_fail(e, err, "graph: end recording") : 0;
+    }
+    int fresh = 1;
+    if (c->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(c->exec, g, &info) == cudaSuccess) {
+            fresh = 0;
+        } else {
+            cudaGetLastError();
+            cudaGraphExecDestroy(c->exec);
+            c->exec = NULL;
+        }
+    }
+    if (fresh) err = cudaGraphInstantiate(&c->exec, g, 0);
+    cudaGraphDestroy(g);
+    if (err != cudaSuccess) {
+        c->exec = NULL;
+        return cu_fail(e, err, "graph: instantiate");
+    }
+    err = cudaGraphLaunch(c->exec, c->stream);
+    if (err == cudaSuccess) err = cudaEventRecord(c->ids_copied, c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "graph: launch");
+    c->gstats.launched++;
+    if (fresh) c->gstats.instantiated++;
+    else c->gstats.updated++;
+    return 0;
+}
+
 /* ---- backend lifetime ------------------------------------------------------------ */
 static void cuda_destroy(sd_backend *b) {
     sd_cuda *c = cu_ctx(b);
@@ -297,7 +384,12 @@ static void cuda_destroy(sd_backend *b) {
             for (int i = 0; i < CU_SCRATCH_N; i++)
                 cu_free(c->scratch[i]);
             cu_free(c->top_k_dev);
+            cu_free(c->top_k_part);
+            cu_free(c->attn_ctr);
             if (c->top_k_host && cudaFreeHost(c->top_k_host) != cudaSuccess) cudaGetLastError();
+            if (c->ids_host && cudaFreeHost(c->ids_host) != cudaSuccess) cudaGetLastError();
+            if (c->ids_copied && cudaEventDestroy(c->ids_copied) != cudaSuccess) cudaGetLastError();
+            if (c->exec && cudaGraphExecDestroy(c->exec) != cudaSuccess) cudaGetLastError();
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         free(c);
@@ -368,9 +460,15 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     c->sms = prop.multiProcessorCount;
     const char *sync = getenv("SD_CUDA_SYNC");
     c->sync_each = sync && strcmp(sync, "0") != 0;
+    const char *graph = getenv("SD_CUDA_GRAPH");
+    c->graph_on = graph && strcmp(graph, "1") == 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
-        (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess) {
+        (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
+        (err = cudaMalloc(&c->top_k_part, cu_top_k_part_bytes())) != cudaSuccess ||
+        (err = cudaMalloc(&c->attn_ctr, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
+        (err = cudaMemset(c->attn_ctr, 0, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
+        (err = cudaEventCreateWithFlags(&c->ids_copied, cudaEventDisableTiming)) != cudaSuccess) {
         cu_fail(e, err, "backend: set up device %d", device);
         cuda_destroy(b);
         return NULL;
@@ -390,6 +488,8 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     b->matmul = cuda_matmul;
     b->ffn_swiglu = cuda_ffn_swiglu;
     b->top_k_rows = cuda_top_k_rows;
+    b->graph_begin = cuda_graph_begin;
+    b->graph_end = cuda_graph_end;
     return b;
 }
 
@@ -406,3 +506,15 @@ extern "C" int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_h
 }
 
 cudaStream_t sd_cuda_stream(sd_backend *b) { return is_cuda(b) ? cu_ctx(b)->stream : NULL; }
+
+extern "C" int sd_cuda_set_graph(sd_backend *b, int on) {
+    if (!is_cuda(b)) return -1;
+    cu_ctx(b)->graph_on = on != 0;
+    return 0;
+}
+
+extern "C" int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out) {
+    if (!is_cuda(b)) return -1;
+    *out = cu_ctx(b)->gstats;
+    return 0;
+}

@@ -30,6 +30,17 @@ int sd_cuda_available(char *why, size_t cap);
 #define SD_CUDA_MAX_HEAD_DIM 128
 /* The backend on device `device` (0 = first), or NULL with e filled. */
 sd_backend *sd_backend_cuda(int device, sd_err *e);
+/* CUDA graphs for decode steps (backend.h graph_begin/graph_end): on when
+ * the environment has SD_CUDA_GRAPH=1 at sd_backend_cuda, or as set here.
+ * 0, or -1 when b is not a CUDA backend. */
+int sd_cuda_set_graph(sd_backend *b, int on);
+/* What the graphs did: steps launched as graphs, of those the updates of
+ * the previous executable graph and the new instantiations, and steps that
+ * fell back to plain launches. */
+typedef struct sd_cuda_graph_stats {
+    long launched, updated, instantiated, fallbacks;
+} sd_cuda_graph_stats;
+int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out);
 /* Copies bytes from host memory into device memory of backend b (tests,
  * benchmarks, and any input the op table has no op for); waits for it. */
 int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,

@@ -22,3 +22,13 @@ int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t
     (void)b, (void)dst_dev, (void)src_host, (void)bytes;
     return sd_fail(e, "cuda: from_host: " NO_CUDA);
 }
+
+int sd_cuda_set_graph(sd_backend *b, int on) {
+    (void)b, (void)on;
+    return -1;
+}
+
+int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out) {
+    (void)b, (void)out;
+    return -1;
+}

@@ -35,6 +35,23 @@ typedef struct sd_cuda {
     size_t scratch_size[CU_SCRATCH_N];
     int32_t *top_k_dev;  /* [SD_MAX_ROWS][SD_TOP_K_MAX] ids on the device */
     int32_t *top_k_host; /* the same, pinned, so the copy back is one DMA */
+    void *top_k_part;    /* cu_top_k_part_bytes(): the multi-block argmax's pairs */
+    unsigned *attn_ctr;  /* [CU_ATTN_COUNTERS], zero between launches: attention.cu's
+                            split counters (the last split merges) */
+    /* embed's token ids staged in pinned memory (no pageable copy): ids_cap
+     * ids; ids_copied marks the end of the last copy out of it, which the
+     * next embed waits for before it writes the staging again */
+    int32_t *ids_host;
+    int ids_cap;
+    cudaEvent_t ids_copied;
+    /* graph_begin/graph_end (backend.h): graph_on switches them (starts as
+     * SD_CUDA_GRAPH=1 says; sd_cuda_set_graph), capturing while ops are
+     * recorded; exec, the last step's executable graph, is updated in place
+     * with the next step's (new positions and pointers) and instantiated
+     * anew only when the update is refused (other kernels or launch shapes) */
+    int graph_on, capturing;
+    cudaGraphExec_t exec;
+    sd_cuda_graph_stats gstats;
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -45,7 +62,9 @@ int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) __attribute__((for
 int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Device buffer of slot grown to at least bytes (waits for queued work
- * before freeing the old one); NULL with e filled on failure. */
+ * before freeing the old one); NULL with e filled on failure, and while a
+ * graph is being recorded when the buffer would have to grow (the caller
+ * then runs the step without the graph). */
 void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e);
 
 /* ---- device weight layout ------------------------------------------------
@@ -147,7 +166,8 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
 /* norm.cu */
 int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim, float eps,
                sd_err *e);
-/* attention.cu */
+/* attention.cu; the split counters cover this many (kv head, query tile) pairs */
+enum { CU_ATTN_COUNTERS = 65536 };
 int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
                  const float *vc, int n, int pos, sd_err *e);
 /* embed.cu (ids already on the device, checked by the caller) */
@@ -157,6 +177,13 @@ int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev,
  * (value desc, index asc), rows and k checked by the caller */
 int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, const float *x, int n_rows, int cols, int k,
                   sd_err *e);
+/* The argmax (k = 1) of a row of at least 2 x CU_ARGMAX_MIN_SLICE elements
+ * runs on cu_argmax_split(cols) blocks a row (at most CU_ARGMAX_MAX_SPLIT),
+ * their pairs in c->top_k_part (cu_top_k_part_bytes(), made with the
+ * backend). */
+enum { CU_ARGMAX_MIN_SLICE = 2048, CU_ARGMAX_MAX_SPLIT = 128 };
+int cu_argmax_split(int cols);
+size_t cu_top_k_part_bytes(void);
 
 /* The stream a backend queues its work on (bench timing). */
 cudaStream_t sd_cuda_stream(sd_backend *b);

@@ -10,7 +10,14 @@
  *
  * Cost: k reads of the row (a 128K-entry row is 512 KB, in L2 after the
  * first pass); the ids that cross to the host are n_rows*k ints instead of
- * the rows. */
+ * the rows.
+ *
+ * The argmax (k = 1) of a long row is spread over several blocks, since one
+ * block of one multiprocessor cannot stream a 600 KB row at the device's
+ * bandwidth: argmax_part_kernel gives each of `split` blocks a contiguous
+ * slice of the row (grid: split x rows) and writes the slice's best pair,
+ * argmax_final_kernel reduces a row's pairs in one warp. The order is the
+ * same (value desc, index asc), so the result is the single-block one. */
 #include <cub/block/block_reduce.cuh>
 #include <limits.h>
 #include <math.h>
@@ -60,8 +67,58 @@ __global__ void __launch_bounds__(TK_THREADS)
     }
 }
 
+enum { AM_THREADS = 256 };
+
+__global__ void __launch_bounds__(AM_THREADS)
+    argmax_part_kernel(TkPair *part, const float *x, int cols, int per) {
+    typedef cub::BlockReduce<TkPair, AM_THREADS> Reduce;
+    __shared__ typename Reduce::TempStorage tmp;
+    const float *row = x + (size_t)blockIdx.y * cols;
+    const int c0 = blockIdx.x * per, c1 = min(cols, c0 + per);
+    TkPair best = {-INFINITY, INT_MAX};
+    for (int c = c0 + (int)threadIdx.x; c < c1; c += AM_THREADS) {
+        const TkPair cand = {row[c], c};
+        if (!isnan(cand.v) && tk_before(cand, best)) best = cand;
+    }
+    best = Reduce(tmp).Reduce(best, TkBest());
+    if (threadIdx.x == 0) part[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = best;
+}
+
+/* One warp per row over its `split` pairs. */
+__global__ void __launch_bounds__(32) argmax_final_kernel(int32_t *out, const TkPair *part, int split) {
+    const TkPair *p = part + (size_t)blockIdx.x * split;
+    TkPair best = {-INFINITY, INT_MAX};
+    for (int i = threadIdx.x; i < split; i += 32)
+        if (tk_before(p[i], best)) best = p[i];
+    for (int off = 16; off > 0; off >>= 1) {
+        TkPair o;
+        o.v = __shfl_down_sync(0xffffffffu, best.v, off);
+        o.i = __shfl_down_sync(0xffffffffu, best.i, off);
+        if (tk_before(o, best)) best = o;
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = best.i == INT_MAX ? 0 : best.i;
+}
+
+size_t cu_top_k_part_bytes(void) { return (size_t)SD_MAX_ROWS * CU_ARGMAX_MAX_SPLIT * sizeof(TkPair); }
+
+/* Blocks per row for the argmax of cols elements (1: the single-block
+ * kernel): a slice of at least CU_ARGMAX_MIN_SLICE elements a block. */
+int cu_argmax_split(int cols) {
+    const int s = cols / CU_ARGMAX_MIN_SLICE;
+    return s < 2 ? 1 : s > CU_ARGMAX_MAX_SPLIT ? CU_ARGMAX_MAX_SPLIT : s;
+}
+
 int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, const float *x, int n_rows, int cols, int k,
                   sd_err *e) {
-    top_k_kernel<<<n_rows, TK_THREADS, 0, c->stream>>>(out_dev, x, cols, k);
-    return cu_check_launch(c, e, "top_k_rows %dx%d k %d", n_rows, cols, k);
+    const int split = k == 1 ? cu_argmax_split(cols) : 1;
+    if (split == 1) {
+        top_k_kernel<<<n_rows, TK_THREADS, 0, c->stream>>>(out_dev, x, cols, k);
+        return cu_check_launch(c, e, "top_k_rows %dx%d k %d", n_rows, cols, k);
+    }
+    TkPair *part = (TkPair *)c->top_k_part;
+    const int per = (cols + split - 1) / split;
+    argmax_part_kernel<<<dim3(split, n_rows), AM_THREADS, 0, c->stream>>>(part, x, cols, per);
+    if (cu_check_launch(c, e, "top_k_rows %dx%d argmax, %d slices", n_rows, cols, split)) return -1;
+    argmax_final_kernel<<<n_rows, 32, 0, c->stream>>>(out_dev, part, split);
+    return cu_check_launch(c, e, "top_k_rows %dx%d argmax, final", n_rows, cols);
 }

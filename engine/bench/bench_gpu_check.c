@@ -1,0 +1,344 @@
+/* The model measurements of the GPU check (scripts/gpu-check.sh), on
+ * synthetic files from synth_gguf at real shapes. One subcommand a step:
+ *
+ *   bench_gpu_check cpu FILE
+ *       CPU backend only: a 7-token prefill and one decode step, logits
+ *       finite (what runs where there is no GPU).
+ *   bench_gpu_check compare FILE
+ *       the same file on the CPU and on CUDA: logits of a 7-token prefill,
+ *       a 4-row verification at 7 and a decode step at 11, largest error
+ *       relative to the row's largest |logit| against the tolerance (1e-3
+ *       for float weights, 2e-2 for quantised ones, whose activations are
+ *       8-bit on both backends), and the argmax of every row.
+ *   bench_gpu_check decode FILE
+ *       CUDA greedy decode (the argmax on the device, one id back a token):
+ *       tok/s over 128 tokens after a 32-token prompt, median of 3, next to
+ *       the bound copy_bw / weight bytes per token, copy_bw being the
+ *       device-to-device copy bandwidth (bytes read + written) measured in
+ *       the same run. SD_CUDA_GRAPH (0/1) is passed on to the backend; with
+ *       1, 64 graphed steps must give the ids of 64 plain ones.
+ *       --min-toks T / --min-pct P print the target and whether it is met
+ *       (reported, not an exit status).
+ *   bench_gpu_check verify TARGET DRAFT ALPHA...
+ *       CUDA: the cost of one target call over n = 1..9 rows (positions
+ *       64.., argmax of every row on the device), median of 15, as a
+ *       multiple of n = 1, then the speculative speedup those costs imply
+ *       for gamma = 1..8 drafts at each per-draft acceptance rate ALPHA
+ *       (inputs: rates measured on the CPU for the real pair), with the
+ *       draft step timed on DRAFT: tokens per round (1 - a^(g+1)) / (1 - a)
+ *       over (g * t_draft + t_verify(g+1)) / t_verify(1).
+ *
+ * Lines starting "S " are the step's summary lines (gpu-check.sh collects
+ * them); the rest is the log. Exit 0 when every figure that has a pass
+ * criterion met it (targets are reported, not enforced, except the
+ * correctness of compare and cpu), 1 on failure, 2 on bad usage. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decode/decode.h"
+#include "engine/model/model.h"
+#include "engine/session/device.h"
+#include "kernels/cuda/backend_cuda.h"
+
+#define N_CTX 320
+
+/* The median of v[0..n) (sorted in place, insertion: n is small). */
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return v[n / 2];
+}
+
+static const char *base(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static sd_model *load(const char *path, int device, sd_err *e) {
+    sd_model_opts o = {N_CTX};
+    sd_model *m = sd_model_load(path, sd_backend_open(device, 0, e), &o, e);
+    if (!m) fprintf(stderr, "bench_gpu_check: %s: %s\n", sd_device_name(device), e->msg);
+    return m;
+}
+
+static int need_gpu(void) {
+    char why[256];
+    if (sd_cuda_available(why, sizeof why)) {
+        printf("%s\n", why);
+        return 0;
+    }
+    fprintf(stderr, "bench_gpu_check: no GPU: %s\n", why);
+    return -1;
+}
+
+/* Deterministic in-vocabulary ids. */
+static void tokens(int32_t *t, int n, int vocab) {
+    uint32_t s = 12345;
+    for (int i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        t[i] = (int32_t)(3 + (s >> 8) % (uint32_t)(vocab - 3));
+    }
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* The three calls of compare (pos, n) over 12 tokens, logits of every row. */
+static const int k_steps[3][2] = {{0, 7}, {7, 4}, {11, 1}};
+
+static int run_steps(sd_model *m, const int32_t *t, float *logits, sd_err *e) {
+    int V = m->hp.vocab;
+    for (int s = 0, row = 0; s < 3; row += k_steps[s][1], s++)
+        if (sd_forward_ex(m, m->kv, t + k_steps[s][0], k_steps[s][1], k_steps[s][0], 0,
+                          logits + (size_t)row * V, k_steps[s][1], e))
+            return -1;
+    return 0;
+}
+
+static int cmd_cpu(const char *path) {
+    sd_err e;
+    double t0 = sd_now();
+    sd_model *m = load(path, SD_DEVICE_CPU, &e);
+    if (!m) return 1;
+    double t_load = sd_now() - t0;
+    int V = m->hp.vocab;
+    int32_t t[12];
+    tokens(t, 12, V);
+    float *l = malloc((size_t)12 * V * sizeof *l);
+    int rc = 1;
+    t0 = sd_now();
+    if (l && run_steps(m, t, l, &e) == 0) {
+        size_t bad = 0;
+        for (size_t i = 0; i < (size_t)12 * V; i++) bad += !isfinite(l[i]);
+        double mx = 0;
+        for (size_t i = 0; i < (size_t)12 * V; i++)
+            if (isfinite(l[i]) && fabs(l[i]) > mx) mx = fabs(l[i]);
+        rc = bad ? 1 : 0;
+        printf("S cpu %-28s %s: 12 positions in %.2f s (load %.2f s), max |logit| %.3g, "
+               "%zu non-finite\n",
+               base(path), bad ? "FAIL" : "ok", sd_now() - t0, t_load, mx, bad);
+    } else {
+        fprintf(stderr, "bench_gpu_check: cpu forward: %s\n", l ? e.msg : "out of memory");
+    }
+    free(l);
+    sd_model_free(m);
+    return rc;
+}
+
+static int is_quant_model(const sd_model *m) {
+    uint32_t t = m->layers[0].wq.type;
+    return !(t == SD_F32 || t == SD_F16 || t == SD_BF16);
+}
+
+static int cmd_compare(const char *path) {
+    if (need_gpu()) return 1;
+    sd_err e;
+    sd_model *a = load(path, SD_DEVICE_CPU, &e);
+    if (!a) return 1;
+    sd_model *b = load(path, SD_DEVICE_CUDA, &e);
+    if (!b) {
+        sd_model_free(a);
+        return 1;
+    }
+    int V = a->hp.vocab, rc = 1;
+    int32_t t[12];
+    tokens(t, 12, V);
+    float *la = malloc((size_t)12 * V * sizeof *la), *lb = malloc((size_t)12 * V * sizeof *lb);
+    if (la && lb && run_steps(a, t, la, &e) == 0 && run_steps(b, t, lb, &e) == 0) {
+        double worst = 0;
+        int same = 0;
+        for (int r = 0; r < 12; r++) {
+            const float *x = la + (size_t)r * V, *y = lb + (size_t)r * V;
+            double mx = 0, ref = 0;
+            for (int i = 0; i < V; i++) {
+                double d = isfinite(y[i]) ? fabs((double)y[i] - x[i]) : INFINITY;
+                if (d > mx) mx = d;
+                if (fabs(x[i]) > ref) ref = fabs(x[i]);
+            }
+            double err = mx / (ref > 0 ? ref : 1);
+            if (!(err <= worst)) worst = err;
+            same += argmax(x, V) == argmax(y, V);
+            printf("row %2d: rel err %.3g, argmax cpu %d cuda %d\n", r, err, argmax(x, V),
+                   argmax(y, V));
+        }
+        double tol = is_quant_model(a) ? 2e-2 : 1e-3;
+        rc = worst <= tol ? 0 : 1;
+        printf("S compare %-24s %s: max rel logit err %.2e (tol %.0e), argmax equal %d/12\n",
+               base(path), rc ? "FAIL" : "ok", worst, tol, same);
+    } else {
+        fprintf(stderr, "bench_gpu_check: compare: %s\n", la && lb ? e.msg : "out of memory");
+    }
+    free(la);
+    free(lb);
+    sd_model_free(a);
+    sd_model_free(b);
+    return rc;
+}
+
+/* Device-to-device copy bandwidth through the backend's copy op: 1 GiB,
+ * bytes read + written, best of 10 (a 4-byte to_host waits for it). */
+static double copy_gbs(sd_backend *be, sd_err *e) {
+    size_t n = (size_t)1 << 30;
+    char *x = be->alloc(be, n, e), *y = x ? be->alloc(be, n, e) : NULL;
+    double best = 0;
+    int probe;
+    for (int r = 0; y && r < 11; r++) {
+        if (be->to_host(be, &probe, x, 4, e)) break;
+        double t0 = sd_now();
+        if (be->copy(be, y, x, n, e) || be->to_host(be, &probe, y, 4, e)) break;
+        double dt = sd_now() - t0;
+        if (r > 0 && 2.0 * (double)n / dt > best) best = 2.0 * (double)n / dt;
+    }
+    if (y) be->release(be, y);
+    if (x) be->release(be, x);
+    return best / 1e9;
+}
+
+/* Greedy decode of n tokens after a prompt of p; tok/s. The ids go to
+ * out[0..n) when out is not NULL. */
+static double decode_rate(sd_model *m, int p, int n, int32_t *out, sd_err *e) {
+    int32_t prompt[64], tok, next;
+    tokens(prompt, p, m->hp.vocab);
+    if (sd_forward_top_k(m, m->kv, prompt, p, 0, 0, 1, 1, &tok, e)) return -1;
+    double t0 = sd_now();
+    for (int i = 0; i < n; i++) {
+        if (sd_forward_top_k(m, m->kv, &tok, 1, p + i, 0, 1, 1, &next, e)) return -1;
+        tok = next;
+        if (out) out[i] = tok;
+    }
+    return n / (sd_now() - t0);
+}
+
+/* With graphs on: the ids of 64 graphed steps against 64 plain ones, and
+ * what the graphs did. 0 when equal. */
+static int graph_check(sd_model *m, sd_err *e) {
+    int32_t a[64], b[64];
+    if (decode_rate(m, 32, 64, a, e) < 0 || sd_cuda_set_graph(m->be, 0) ||
+        decode_rate(m, 32, 64, b, e) < 0 || sd_cuda_set_graph(m->be, 1))
+        return -1;
+    sd_cuda_graph_stats st;
+    sd_cuda_graph_stats_get(m->be, &st);
+    int same = !memcmp(a, b, sizeof a);
+    printf("S   graphs: %ld steps launched (%ld updated, %ld instantiated), %ld fell back; "
+           "64 ids %s those of plain launches\n",
+           st.launched, st.updated, st.instantiated, st.fallbacks, same ? "equal" : "DIFFER from");
+    return same && st.launched > 0 ? 0 : -1;
+}
+
+/* target: "--min-toks T" or "--min-pct P" (NULL: none) */
+static int cmd_decode(const char *path, const char *target, double goal) {
+    if (need_gpu()) return 1;
+    sd_err e;
+    sd_model *m = load(path, SD_DEVICE_CUDA, &e);
+    if (!m) return 1;
+    double bw = copy_gbs(m->be, &e);
+    double r[3];
+    int ok = bw > 0;
+    for (int i = 0; i < 3 && ok; i++) ok = (r[i] = decode_rate(m, 32, 128, NULL, &e)) > 0;
+    int rc = 1;
+    if (ok) {
+        double bytes = (double)sd_model_weight_bytes(m), d = median(r, 3);
+        double bound = bw * 1e9 / bytes;
+        const char *g = getenv("SD_CUDA_GRAPH");
+        printf("S decode %-25s graph %-3s %8.0f tok/s  %7.1f MB/token  bound %7.0f tok/s "
+               "(copy %.0f GB/s)  %5.1f%% of bound\n",
+               base(path), g && *g == '1' ? "on" : "off", d, bytes / 1e6, bound, bw,
+               100.0 * d / bound);
+        if (target) {
+            int toks = !strcmp(target, "--min-toks");
+            double got = toks ? d : 100.0 * d / bound;
+            printf("S   target >= %.0f%s: %s\n", goal, toks ? " tok/s" : "% of bound",
+                   got >= goal ? "met" : "NOT met");
+        }
+        rc = g && *g == '1' ? (graph_check(m, &e) ? 1 : 0) : 0;
+    } else {
+        fprintf(stderr, "bench_gpu_check: decode: %s\n", bw > 0 ? e.msg : "copy bandwidth");
+    }
+    sd_model_free(m);
+    return rc;
+}
+
+/* Median seconds of one call over n rows at position pos (argmax of each). */
+static double call_cost(sd_model *m, const int32_t *t, int n, int pos, sd_err *e) {
+    enum { REPS = 15 };
+    double s[REPS];
+    int32_t ids[16];
+    for (int r = -2; r < REPS; r++) {
+        double t0 = sd_now();
+        if (sd_forward_top_k(m, m->kv, t, n, pos, 0, n, 1, ids, e)) return -1;
+        if (r >= 0) s[r] = sd_now() - t0;
+    }
+    return median(s, REPS);
+}
+
+static int cmd_verify(const char *target, const char *draft, int n_alpha, char **alpha) {
+    if (need_gpu()) return 1;
+    sd_err e;
+    sd_model *m = load(target, SD_DEVICE_CUDA, &e);
+    if (!m) return 1;
+    int32_t t[64 + 9];
+    tokens(t, 64 + 9, m->hp.vocab);
+    double cost[10] = {0};
+    int ok = sd_forward_ex(m, m->kv, t, 64, 0, 0, NULL, 0, &e) == 0;
+    for (int n = 1; n <= 9 && ok; n++) ok = (cost[n] = call_cost(m, t + 64, n, 64, &e)) > 0;
+    sd_model_free(m);
+    double t_draft = -1;
+    if (ok && (m = load(draft, SD_DEVICE_CUDA, &e))) {
+        int32_t d[65];
+        tokens(d, 65, m->hp.vocab);
+        if (sd_forward_ex(m, m->kv, d, 64, 0, 0, NULL, 0, &e) == 0)
+            t_draft = call_cost(m, d + 64, 1, 64, &e);
+        sd_model_free(m);
+    }
+    if (!ok || t_draft <= 0) {
+        fprintf(stderr, "bench_gpu_check: verify: %s\n", e.msg);
+        return 1;
+    }
+    printf("S verify %s: n rows -> ms per call (x n=1):", base(target));
+    for (int n = 1; n <= 9; n++) printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
+    printf("\nS verify 5 rows / 1 row = %.2fx (target <= 1.15x): %s\n", cost[5] / cost[1],
+           cost[5] / cost[1] <= 1.15 ? "met" : "NOT met");
+    printf("S draft step %s: %.3f ms (%.2fx the target's 1-row call)\n", base(draft),
+           t_draft * 1e3, t_draft / cost[1]);
+    printf("S speedup implied (acceptance rate per draft = input from the CPU runs of the real "
+           "pair):\nS   alpha  g=1   g=2   g=3   g=4   g=5   g=6   g=7   g=8\n");
+    for (int i = 0; i < n_alpha; i++) {
+        double a = atof(alpha[i]);
+        if (!(a >= 0 && a < 1)) {
+            fprintf(stderr, "bench_gpu_check: acceptance rate '%s' not in [0, 1)\n", alpha[i]);
+            return 2;
+        }
+        printf("S   %.3f", a);
+        for (int g = 1; g <= 8; g++) {
+            double tok = (1 - pow(a, g + 1)) / (1 - a);
+            double c = (g * t_draft + cost[g + 1]) / cost[1];
+            printf(" %5.2f", tok / c);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && !strcmp(argv[1], "cpu")) return cmd_cpu(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "compare")) return cmd_compare(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "decode")) {
+        if (argc == 3) return cmd_decode(argv[2], NULL, 0);
+        if (argc == 5 && (!strcmp(argv[3], "--min-toks") || !strcmp(argv[3], "--min-pct")))
+            return cmd_decode(argv[2], argv[3], atof(argv[4]));
+    }
+    if (argc >= 5 && !strcmp(argv[1], "verify")) return cmd_verify(argv[2], argv[3], argc - 4, argv + 4);
+    fprintf(stderr, "usage: bench_gpu_check cpu|compare FILE\n"
+                    "       bench_gpu_check decode FILE [--min-toks T | --min-pct P]\n"
+                    "       bench_gpu_check verify TARGET DRAFT ALPHA...\n");
+    return 2;
+}
