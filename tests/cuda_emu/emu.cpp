@@ -154,16 +154,35 @@ void fail(const char *fmt, ...) {
 }
 
 /* ---- fibers ------------------------------------------------------------------ */
+static bool sched_backward; /* this block's order */
+
+/* The next runnable fiber after f in the block's order, or NULL. */
+static Fiber *next_runnable(const Fiber *f) {
+    if (sched_backward) {
+        for (int i = f->linear - 1; i >= 0; i--)
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+    } else {
+        for (int i = f->linear + 1; i < blk.n; i++)
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+    }
+    return NULL;
+}
+
+/* Leaves fiber f for the next runnable one in order (directly, saving the
+ * trip through the scheduler), or for the scheduler at the end of a pass. */
 static void to_scheduler(bool exiting) {
-    Fiber *f = t_cur;
+    Fiber *f = t_cur, *n = next_runnable(f);
+    void *to = n ? n->sp : sched_sp;
 #ifdef EMU_ASAN
-    __sanitizer_start_switch_fiber(exiting ? NULL : &f->fake, main_lo, main_size);
+    __sanitizer_start_switch_fiber(exiting ? NULL : &f->fake, n ? n->stack_lo : main_lo,
+                                   n ? n->stack_size : main_size);
 #else
     (void)exiting;
 #endif
-    emu_switch(&f->sp, sched_sp);
+    t_cur = n;
+    emu_switch(&f->sp, to);
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(f->fake, &main_lo, &main_size);
+    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
 #endif
 }
 
@@ -190,7 +209,7 @@ static void fiber_exit_checks(Fiber *f) {
 
 static void fiber_entry(void) {
 #ifdef EMU_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &main_lo, &main_size);
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
     cur_body(cur_ctx);
     Fiber *f = t_cur;
@@ -262,6 +281,7 @@ static const char *state_name(State s) {
 }
 
 static void run_block(bool backward) {
+    sched_backward = backward;
     for (int i = 0; i < blk.n; i++) {
         Fiber *f = &blk.f[i];
         f->state = RUNNABLE;
@@ -491,6 +511,19 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
             return refuse(cudaErrorInvalidValue, name, "%zu bytes of dynamic shared memory: above 48 KiB needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first", c.smem, c.smem);
     }
     if (!stack_bytes) stack_bytes = stack_size();
+#ifdef EMU_ASAN
+    if (!main_lo) { /* the launching thread's stack, for ASan's fiber switches */
+        pthread_attr_t at;
+        void *lo = NULL;
+        size_t sz = 0;
+        if (pthread_getattr_np(pthread_self(), &at) == 0) {
+            pthread_attr_getstack(&at, &lo, &sz);
+            pthread_attr_destroy(&at);
+        }
+        main_lo = lo;
+        main_size = sz;
+    }
+#endif
     while (stacks.size() < threads) {
         const long page = sysconf(_SC_PAGESIZE);
         char *m = (char *)mmap(NULL, stack_bytes + (size_t)page, PROT_READ | PROT_WRITE,
