@@ -44,6 +44,17 @@ __global__ void exit_before_barrier(float *out) {
     out[threadIdx.x] = s[63 - threadIdx.x];
 }
 
+/* The two warps of a block wait at two different barriers. */
+__global__ void divergent_barriers(float *out) {
+    __shared__ float s[64];
+    s[threadIdx.x] = 1.0f;
+    if (threadIdx.x < 32)
+        __syncthreads();
+    else
+        __syncthreads();
+    out[threadIdx.x] = s[63 - threadIdx.x];
+}
+
 /* Thread 0 waits for lane 1 at __syncwarp while lane 1 waits at __syncthreads. */
 __global__ void deadlock(float *out) {
     if (threadIdx.x == 0) __syncwarp(0x3u);
@@ -82,6 +93,7 @@ extern "C" int planted_run(const char *which, int *nan) {
     else if (!strcmp(which, "absent_lanes")) absent_lanes<<<1, 16>>>(out);
     else if (!strcmp(which, "exit_before_barrier")) exit_before_barrier<<<1, 64>>>(out);
     else if (!strcmp(which, "deadlock")) deadlock<<<1, 2>>>(out);
+    else if (!strcmp(which, "divergent_barriers")) divergent_barriers<<<1, 64>>>(out);
     else if (!strcmp(which, "block_too_large")) fine<<<1, 1025, 1025 * 4>>>(out);
     else if (!strcmp(which, "grid_too_large")) fine<<<dim3(1, 65536), 32, 128>>>(out);
     else if (!strcmp(which, "smem_without_opt_in")) fine<<<1, 64, 64 * 1024>>>(out);

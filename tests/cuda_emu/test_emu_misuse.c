@@ -56,6 +56,9 @@ Test(emu_misuse, full_mask_with_absent_lanes) { expect_report("absent_lanes", "w
 Test(emu_misuse, exit_while_others_wait_at_barrier) {
     expect_report("exit_before_barrier", "this thread exits while 5 thread(s) of its block wait at __syncthreads");
 }
+Test(emu_misuse, threads_at_different_barriers) {
+    expect_report("divergent_barriers", "threads of one block wait at different __syncthreads");
+}
 Test(emu_misuse, deadlock) { expect_report("deadlock", "deadlock: no thread of the block can go on"); }
 Test(emu_misuse, block_over_1024_threads) {
     expect_report("block_too_large", "sm_90 takes at most 1024 threads");
