@@ -139,6 +139,8 @@ bench-kernels:
 endif
 # ---- end CUDA ----
 
+include tests/cuda_emu/emu.mk
+
 # ---- fuzzing ----
 # `make fuzz FUZZ_SECONDS=N` builds each libFuzzer harness in tests/fuzz/
 # with clang into build-fuzz/ and runs it for N seconds on its seed corpus

@@ -55,6 +55,7 @@
 #include "engine/format/gguf.h"
 #include "kernels/cpu/cpu.h"
 #include "tests/util/synth_model.h"
+#include "tests/util/test_util.h"
 
 static sd_backend *cpu, *gpu;
 
@@ -138,16 +139,7 @@ static float *fetch(const float *d, size_t n) {
     return h;
 }
 
-static double rel_err(const float *got, const float *ref, size_t n) {
-    double mx = 0, ref_max = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double d = fabs((double)got[i] - ref[i]);
-        if (d > mx) mx = d;
-        if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
-    }
-    return mx / (ref_max > 0 ? ref_max : 1.0);
-}
+static double rel_err(const float *got, const float *ref, size_t n) { return tu_rel_err(got, ref, n); }
 
 static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || synth_block_type(t);

@@ -30,8 +30,9 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/plan.h"
 
-enum { AT_KEYS = 32, AT_QV = 16, AT_THREADS = 128, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM, AT_MIN_SPLIT = 64 };
+enum { AT_KEYS = SD_AT_KEYS, AT_QV = SD_AT_QV, AT_THREADS = 128, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM };
 
 struct AttnArgs {
     const float *q, *kc, *vc;
@@ -233,19 +234,13 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.kv_dim = s->n_kv * hd;
     a.scale = 1.0f / sqrtf((float)hd);
 
-    const int64_t len = (int64_t)pos + n, qtiles = ((int64_t)n * a.group + AT_QV - 1) / AT_QV;
-    if (qtiles > 65535 || s->n_kv > 65535)
+    sd_attn_plan pl; /* kernels/cuda/plan.h */
+    if (sd_attn_plan_make(n, pos, s->n_kv, a.group, c->sms, &pl))
         return sd_fail(e, "cuda: attention: %d rows x %d heads is too many for one call", n,
                        s->n_head);
-    const int64_t base = (int64_t)s->n_kv * qtiles, want = 2 * (int64_t)c->sms;
-    int64_t kps = len;
-    if (base < want && len >= 2 * AT_MIN_SPLIT) {
-        const int64_t splits = (want + base - 1) / base;
-        kps = ((len + splits - 1) / splits + AT_KEYS - 1) / AT_KEYS * AT_KEYS;
-        if (kps < AT_MIN_SPLIT) kps = AT_MIN_SPLIT;
-    }
-    a.kps = (int)kps;
-    a.n_splits = (int)((len + kps - 1) / kps);
+    const int64_t qtiles = pl.qtiles;
+    a.kps = pl.kps;
+    a.n_splits = pl.n_splits;
     a.part_acc = a.part_ml = NULL;
     a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS ? c->attn_ctr : NULL;
     if (a.n_splits > 1) {

@@ -28,8 +28,9 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/plan.h"
 
-enum { MV_WARPS = 4, MV_THREADS = 32 * MV_WARPS, MV_UNROLL = 2, MV_MAX_NT = 8 };
+enum { MV_WARPS = SD_MV_WARPS, MV_THREADS = 32 * MV_WARPS, MV_UNROLL = SD_MV_UNROLL, MV_MAX_NT = SD_MV_MAX_NT };
 
 /* The activations of one launch. */
 struct MvAct {
@@ -309,21 +310,17 @@ struct MvPlan {
     unsigned blocks;
 };
 
-/* Tile height NT (1, 2, 4 or 8) and the K split for `units` row pairs (or
- * rows) of `nch` chunks each: split while the grid has fewer than 16 warps
- * per multiprocessor and every slice keeps at least one full step. */
+/* The row tiling of kernels/cuda/plan.h (sd_mv_plan_make), with the error
+ * named for op `what`. */
 static inline int mv_plan(int n, int64_t units, int64_t nch, int sms, MvPlan *p, sd_err *e,
                           const char *what) {
-    p->nt = n >= 5 ? 8 : n >= 3 ? 4 : n;
-    p->ntiles = (n + p->nt - 1) / p->nt;
-    p->ks = 1;
-    while (p->ks < MV_WARPS && units * p->ntiles * p->ks < 16 * (int64_t)sms &&
-           nch >= 2 * p->ks * 32 * MV_UNROLL)
-        p->ks *= 2;
-    const int64_t per_block = MV_WARPS / p->ks;
-    const int64_t blocks = (int64_t)p->ntiles * ((units + per_block - 1) / per_block);
-    if (blocks > 0x7fffffff) return sd_fail(e, "cuda: %s: grid of %lld blocks is too large", what, (long long)blocks);
-    p->blocks = (unsigned)blocks;
+    sd_mv_plan q;
+    if (sd_mv_plan_make(n, units, nch, sms, &q))
+        return sd_fail(e, "cuda: %s: grid of %lld blocks is too large", what, (long long)q.blocks);
+    p->nt = q.nt;
+    p->ntiles = q.ntiles;
+    p->ks = q.ks;
+    p->blocks = (unsigned)q.blocks;
     return 0;
 }
 

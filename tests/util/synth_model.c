@@ -168,6 +168,17 @@ static int add_norm(gw *w, const char *name, int dim, uint64_t *rng, sd_err *e) 
     return 0;
 }
 
+/* A bias vector (qwen2): uniform in +-0.5. */
+static int add_bias(gw *w, const char *name, int dim, uint64_t *rng, sd_err *e) {
+    float *x = malloc((size_t)dim * sizeof *x);
+    if (!x) return sd_fail(e, "synth: out of memory for %s", name);
+    for (int i = 0; i < dim; i++) x[i] = rng_uniform(rng, 0.5f);
+    uint64_t ne[1] = {(uint64_t)dim};
+    gw_tensor(w, name, SD_F32, 1, ne, x, (size_t)dim * sizeof *x);
+    free(x);
+    return 0;
+}
+
 /* ---- model ---------------------------------------------------------------- */
 
 synth_cfg synth_default(void) {
@@ -256,18 +267,22 @@ static gw *build(const synth_cfg *c, sd_err *e) {
         return NULL;
     }
     int head_dim = c->dim / c->n_heads, kv_dim = head_dim * c->n_kv_heads;
-    gw_str(w, "general.architecture", "llama");
+    const char *arch = c->qwen2 ? "qwen2" : "llama";
+    char key[96];
+#define KEY(s) (snprintf(key, sizeof key, "%s." s, arch), key)
+    gw_str(w, "general.architecture", arch);
     gw_str(w, "general.name", "synth");
     gw_u32(w, "general.file_type", file_type(c->wtype));
-    gw_u32(w, "llama.context_length", (uint32_t)c->ctx);
-    gw_u32(w, "llama.embedding_length", (uint32_t)c->dim);
-    gw_u32(w, "llama.block_count", (uint32_t)c->n_layers);
-    gw_u32(w, "llama.feed_forward_length", (uint32_t)c->ffn);
-    gw_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads);
-    gw_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    gw_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
-    gw_f32(w, "llama.rope.freq_base", c->rope_base);
-    gw_f32(w, "llama.attention.layer_norm_rms_epsilon", SYNTH_NORM_EPS);
+    gw_u32(w, KEY("context_length"), (uint32_t)c->ctx);
+    gw_u32(w, KEY("embedding_length"), (uint32_t)c->dim);
+    gw_u32(w, KEY("block_count"), (uint32_t)c->n_layers);
+    gw_u32(w, KEY("feed_forward_length"), (uint32_t)c->ffn);
+    gw_u32(w, KEY("attention.head_count"), (uint32_t)c->n_heads);
+    gw_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads);
+    gw_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    gw_f32(w, KEY("rope.freq_base"), c->rope_base);
+    gw_f32(w, KEY("attention.layer_norm_rms_epsilon"), SYNTH_NORM_EPS);
+#undef KEY
     if (add_vocab(w, c->vocab, e) < 0) goto fail;
 
     uint64_t rng = c->seed;
@@ -291,6 +306,12 @@ static gw *build(const synth_cfg *c, sd_err *e) {
             add_matrix(w, NAME("ffn_up"), t, c->ffn, c->dim, &rng, e) < 0 ||
             add_matrix(w, NAME("ffn_down"), t, c->dim, c->ffn, &rng, e) < 0)
             goto fail;
+#define BIAS(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
+        if (c->qwen2 && (add_bias(w, BIAS("attn_q"), c->dim, &rng, e) < 0 ||
+                         add_bias(w, BIAS("attn_k"), kv_dim, &rng, e) < 0 ||
+                         add_bias(w, BIAS("attn_v"), kv_dim, &rng, e) < 0))
+            goto fail;
+#undef BIAS
 #undef NAME
     }
     return w;

@@ -39,6 +39,7 @@ typedef struct synth_cfg {
                        (dim and ffn multiples of its block); norms are F32 */
     int tied;       /* 1: no output.weight, token_embd is reused */
     uint64_t seed;
+    int qwen2;      /* 1: architecture qwen2 (NEOX rotation, F32 Q/K/V biases) */
 } synth_cfg;
 
 /* 1 for the types whose matrices are random valid blocks (Q5_0, Q4_K,

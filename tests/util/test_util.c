@@ -1,6 +1,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tests/util/test_util.h"
 
+#include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,4 +76,15 @@ tu_run tu_specdec_ex(const char *args, const char *input, int timeout_s, int mer
 void tu_run_free(tu_run *r) {
     free(r->out);
     free(r->err);
+}
+
+double tu_rel_err(const float *got, const float *ref, size_t n) {
+    double mx = 0, ref_max = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        double d = fabs((double)got[i] - ref[i]);
+        if (d > mx) mx = d;
+        if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
+    }
+    return mx / (ref_max > 0 ? ref_max : 1.0);
 }

@@ -3,6 +3,8 @@
 #ifndef SD_TEST_UTIL_H
 #define SD_TEST_UTIL_H
 
+#include <stddef.h>
+
 /* Case-insensitive PCRE2 search: a reason is checked by its words, not by
  * its exact phrasing. 1 match, 0 no match, -1 bad pattern. */
 int tu_matches(const char *pattern, const char *s);
@@ -25,5 +27,9 @@ tu_run tu_specdec(const char *args, const char *input);
  * test sees the two streams interleaved as a terminal or `2>&1` would. */
 tu_run tu_specdec_ex(const char *args, const char *input, int timeout_s, int merge);
 void tu_run_free(tu_run *r);
+
+/* max |got - ref| / max |ref| over n values (1 in place of a zero max |ref|);
+ * infinity when got holds a NaN or an infinity. */
+double tu_rel_err(const float *got, const float *ref, size_t n);
 
 #endif

@@ -1,0 +1,730 @@
+/* cuda-emu: runs the CUDA backend's kernels on the CPU (README.md here).
+ *
+ * A launch runs its blocks one after another on the calling thread. A block
+ * is one fiber per CUDA thread, each on its own stack, switched by a small
+ * hand-written x86-64 context switch (callee-saved registers, MXCSR and the
+ * x87 control word). A fiber runs until it reaches __syncthreads, a warp
+ * collective or its end; the scheduler then resumes the next runnable fiber
+ * in order, forward in even blocks and backward in odd ones, so a result
+ * that depends on the order of threads between two barriers differs between
+ * blocks (and a read of shared memory nobody wrote yet sees the 0xff fill).
+ *
+ * Checks, each a "cuda-emu: ERROR ..." line and abort(): a barrier reached
+ * with threads of the block exited, or a thread exiting while others wait at
+ * one; threads of a block waiting at different __syncthreads; a warp
+ * collective whose mask names exited, absent (past the block's last thread)
+ * or diverged lanes (at another collective, another call site, with another
+ * mask); a collective reading a lane outside its mask; nothing runnable
+ * (deadlock). Launches that break sm_90's limits fail as a GPU's would
+ * (cudaErrorInvalidConfiguration / cudaErrorInvalidValue for cudaGetLastError)
+ * with a line on stderr naming the limit. Memory copies check that their
+ * device side lies inside one cudaMalloc allocation. */
+#include <assert.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <map>
+#include <vector>
+
+#include "cuda_runtime.h"
+#undef warpSize /* a field of cudaDeviceProp here */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+/* ---- context switch -------------------------------------------------------- */
+extern "C" void emu_switch(void **save_sp, void *to_sp);
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+    .section .note.GNU-stack,"",@progbits
+    .text
+)");
+
+namespace emu {
+
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+
+struct Fiber {
+    uint3 tid;
+    int linear, lane, warp;
+    State state;
+    void *sp;
+    char *stack_lo;
+    size_t stack_size;
+    void *fake; /* ASan's fake stack while switched out */
+    /* where it waits */
+    const char *file;
+    int line;
+    Op op;
+    unsigned mask;
+    int arg, width;
+    uint64_t value, result;
+};
+
+struct Warp {
+    unsigned present; /* lanes that exist */
+    unsigned exited, at_barrier, at_warp;
+};
+
+struct Block {
+    std::vector<Fiber> f;
+    std::vector<Warp> w;
+    int n, live, arrived, exited;
+    const char *bar_file;
+    int bar_line;
+};
+
+uint3 t_block, t_bdim, t_gdim;
+Fiber *t_cur;
+static Block blk;
+static Body cur_body;
+static void *cur_ctx;
+static const char *cur_name;
+static void *sched_sp;
+static std::vector<char *> stacks; /* reused between blocks and launches */
+static size_t stack_bytes;
+static void *dyn_smem;
+static cudaError_t last_error = cudaSuccess;
+#ifdef EMU_ASAN
+static void *sched_fake;
+static const void *main_lo;
+static size_t main_size;
+#endif
+
+const uint3 &thread_idx(void) {
+    if (!t_cur) fail("threadIdx read outside a kernel");
+    return t_cur->tid;
+}
+
+void fail(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (t_cur)
+        fprintf(stderr,
+                "cuda-emu: ERROR in kernel %s, block (%u,%u,%u) of (%u,%u,%u), thread (%u,%u,%u) "
+                "of (%u,%u,%u) (warp %d lane %d): %s\n",
+                cur_name, t_block.x, t_block.y, t_block.z, t_gdim.x, t_gdim.y, t_gdim.z,
+                t_cur->tid.x, t_cur->tid.y, t_cur->tid.z, t_bdim.x, t_bdim.y, t_bdim.z, t_cur->warp,
+                t_cur->lane, msg);
+    else
+        fprintf(stderr, "cuda-emu: ERROR: %s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+/* ---- fibers ------------------------------------------------------------------ */
+static bool sched_backward; /* this block's order */
+
+/* The next runnable fiber after f in the block's order, or NULL. */
+static Fiber *next_runnable(const Fiber *f) {
+    if (sched_backward) {
+        for (int i = f->linear - 1; i >= 0; i--)
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+    } else {
+        for (int i = f->linear + 1; i < blk.n; i++)
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+    }
+    return NULL;
+}
+
+/* Leaves fiber f for the next runnable one in order (directly, saving the
+ * trip through the scheduler), or for the scheduler at the end of a pass. */
+static void to_scheduler(bool exiting) {
+    Fiber *f = t_cur, *n = next_runnable(f);
+    void *to = n ? n->sp : sched_sp;
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(exiting ? NULL : &f->fake, n ? n->stack_lo : main_lo,
+                                   n ? n->stack_size : main_size);
+#else
+    (void)exiting;
+#endif
+    t_cur = n;
+    emu_switch(&f->sp, to);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
+#endif
+}
+
+/* Waits (switching to other fibers) until this fiber is released. */
+static void wait_released(void) {
+    while (t_cur->state != RUNNABLE) to_scheduler(false);
+}
+
+static void fiber_exit_checks(Fiber *f) {
+    if (blk.arrived > 0)
+        fail("this thread exits while %d thread(s) of its block wait at __syncthreads (%s:%d); "
+             "every thread must reach the barrier",
+             blk.arrived, blk.bar_file, blk.bar_line);
+    const int base = f->warp * 32;
+    for (unsigned m = blk.w[f->warp].at_warp; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        const Fiber &o = blk.f[base + l];
+        if (o.mask >> f->lane & 1)
+            fail("this lane exits while lane %d waits for it in a warp collective with mask 0x%08x "
+                 "(%s:%d)",
+                 l, o.mask, o.file, o.line);
+    }
+}
+
+static void fiber_entry(void) {
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+#endif
+    cur_body(cur_ctx);
+    Fiber *f = t_cur;
+    fiber_exit_checks(f);
+    f->state = EXITED;
+    blk.w[f->warp].exited |= 1u << f->lane;
+    blk.exited++;
+    blk.live--;
+    to_scheduler(true);
+    fail("an exited fiber was resumed");
+}
+
+static void fiber_init(Fiber *f, char *lo, size_t size) {
+    f->stack_lo = lo;
+    f->stack_size = size;
+    f->fake = NULL;
+#ifdef EMU_ASAN
+    /* frames left by the previous block's fibers returned (and unpoisoned
+     * themselves) but fiber_entry's, at the top */
+    const size_t top_bytes = size < 16384 ? size : 16384;
+    __asan_unpoison_memory_region(lo + size - top_bytes, top_bytes);
+#endif
+    uintptr_t top = ((uintptr_t)lo + size) & ~(uintptr_t)15;
+    uint64_t *s = (uint64_t *)top;
+    *--s = 0;                        /* fiber_entry's return address: never used */
+    *--s = (uint64_t)&fiber_entry;   /* emu_switch returns here */
+    for (int k = 0; k < 6; k++) *--s = 0; /* rbp rbx r12-r15 */
+    uint32_t ctl[2];
+    asm volatile("stmxcsr %0" : "=m"(ctl[0]));
+    asm volatile("fnstcw %0" : "=m"(ctl[1]));
+    *--s = (uint64_t)ctl[0] | (uint64_t)(ctl[1] & 0xffff) << 32;
+    f->sp = s;
+}
+
+static void resume(Fiber *f) {
+    t_cur = f;
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&sched_fake, f->stack_lo, f->stack_size);
+#endif
+    emu_switch(&sched_sp, f->sp);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(sched_fake, NULL, NULL);
+#endif
+    t_cur = NULL;
+}
+
+static const char *state_name(State s) {
+    return s == RUNNABLE ? "runnable" : s == AT_BARRIER ? "at __syncthreads" : s == AT_WARP ? "in a warp collective" : "exited";
+}
+
+[[noreturn]] static void deadlock(void) {
+    char msg[800];
+    int len = snprintf(msg, sizeof msg, "deadlock: no thread of the block can go on;");
+    int shown = 0;
+    for (int i = 0; i < blk.n && shown < 6; i++) {
+        const Fiber &f = blk.f[i];
+        if (f.state == EXITED) continue;
+        if (i > 0 && blk.f[i - 1].state == f.state && blk.f[i - 1].line == f.line &&
+            blk.f[i - 1].mask == f.mask)
+            continue;
+        len += snprintf(msg + len, sizeof msg - (size_t)len, " thread %d %s (%s:%d, mask 0x%08x);",
+                        i, state_name(f.state), f.file, f.line, f.mask);
+        if (len >= (int)sizeof msg) break;
+        shown++;
+    }
+    t_cur = NULL;
+    fail("in kernel %s block (%u,%u,%u): %s (%d exited)", cur_name, t_block.x, t_block.y,
+         t_block.z, msg, blk.exited);
+}
+
+static void run_block(bool backward) {
+    sched_backward = backward;
+    for (int i = 0; i < blk.n; i++) {
+        Fiber *f = &blk.f[i];
+        f->state = RUNNABLE;
+        f->file = "";
+        f->line = 0;
+        f->mask = 0;
+        fiber_init(f, stacks[i], stack_bytes);
+    }
+    for (Warp &w : blk.w) w.exited = w.at_barrier = w.at_warp = 0;
+    blk.live = blk.n;
+    blk.arrived = blk.exited = 0;
+    while (blk.live > 0) {
+        bool ran = false;
+        for (int k = 0; k < blk.n; k++) {
+            Fiber *f = &blk.f[backward ? blk.n - 1 - k : k];
+            if (f->state != RUNNABLE) continue;
+            resume(f);
+            ran = true;
+        }
+        if (blk.live > 0 && !ran) deadlock();
+    }
+}
+
+/* ---- barriers and collectives ----------------------------------------------------- */
+void syncthreads(const char *file, int line) {
+    Fiber *f = t_cur;
+    if (!f) fail("__syncthreads outside a kernel");
+    if (blk.exited > 0)
+        fail("__syncthreads (%s:%d) reached after %d thread(s) of the block exited; every thread "
+             "must reach the barrier",
+             file, line, blk.exited);
+    if (blk.arrived == 0) {
+        blk.bar_file = file;
+        blk.bar_line = line;
+    } else if (blk.bar_line != line || (blk.bar_file != file && strcmp(blk.bar_file, file) != 0)) {
+        fail("threads of one block wait at different __syncthreads: %s:%d and %s:%d (divergent "
+             "barrier)",
+             blk.bar_file, blk.bar_line, file, line);
+    }
+    f->state = AT_BARRIER;
+    f->file = file;
+    f->line = line;
+    f->mask = 0;
+    blk.w[f->warp].at_barrier |= 1u << f->lane;
+    if (++blk.arrived == blk.n) {
+        for (Fiber &o : blk.f) o.state = RUNNABLE;
+        for (Warp &w : blk.w) w.at_barrier = 0;
+        blk.arrived = 0;
+        return;
+    }
+    wait_released();
+}
+
+static const char *op_name(Op op) {
+    static const char *n[] = {"__shfl_sync", "__shfl_xor_sync", "__shfl_down_sync",
+                              "__shfl_up_sync", "__reduce_add_sync", "__reduce_min_sync",
+                              "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",
+                              "__reduce_xor_sync", "__ballot_sync", "__any_sync", "__all_sync",
+                              "__syncwarp"};
+    return n[op];
+}
+
+static void complete(Fiber *w, unsigned mask) {
+    const Fiber &me = *t_cur;
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        const Fiber &o = w[l];
+        if (o.op != me.op || o.mask != me.mask || o.line != me.line || o.width != me.width ||
+            (o.file != me.file && strcmp(o.file, me.file)))
+            fail("diverged lanes: lane %d is in %s (%s:%d, mask 0x%08x) while lane %d is in %s "
+                 "(%s:%d, mask 0x%08x)",
+                 me.lane, op_name(me.op), me.file, me.line, me.mask, l, op_name(o.op), o.file,
+                 o.line, o.mask);
+    }
+    const bool sgn = me.arg != 0;
+    uint64_t red = 0;
+    int first = 1;
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        const uint64_t v = w[l].value;
+        const int32_t s = (int32_t)(uint32_t)v;
+        switch (me.op) {
+        case OP_ADD: red = (uint32_t)(red + v); break;
+        case OP_MIN:
+            if (first || (sgn ? s < (int32_t)(uint32_t)red : (uint32_t)v < (uint32_t)red)) red = (uint32_t)v;
+            break;
+        case OP_MAX:
+            if (first || (sgn ? s > (int32_t)(uint32_t)red : (uint32_t)v > (uint32_t)red)) red = (uint32_t)v;
+            break;
+        case OP_AND: red = first ? (uint32_t)v : red & v; break;
+        case OP_OR: red |= (uint32_t)v; break;
+        case OP_XOR: red ^= (uint32_t)v; break;
+        case OP_BALLOT: case OP_ANY: case OP_ALL: red |= (uint64_t)(v != 0) << l; break;
+        default: break;
+        }
+        first = 0;
+    }
+    for (int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        Fiber &o = w[l];
+        const int wd = o.width, seg = l & ~(wd - 1), in = l & (wd - 1);
+        int src = l;
+        switch (o.op) {
+        case OP_SHFL: src = seg + (o.arg & (wd - 1)); break;
+        case OP_SHFL_XOR: src = l ^ o.arg; if ((src & ~(wd - 1)) != seg) src = l; break;
+        case OP_SHFL_DOWN: src = in + o.arg < wd ? l + o.arg : l; break;
+        case OP_SHFL_UP: src = in >= o.arg ? l - o.arg : l; break;
+        default: break;
+        }
+        if (o.op <= OP_SHFL_UP) {
+            if (src < 0 || src > 31 || !(mask >> src & 1))
+                fail("lane %d's %s (%s:%d) reads lane %d, which is not in its mask 0x%08x", l,
+                     op_name(o.op), o.file, o.line, src, mask);
+            o.result = w[src].value;
+        } else if (o.op == OP_BALLOT) {
+            o.result = red;
+        } else if (o.op == OP_ANY) {
+            o.result = red != 0;
+        } else if (o.op == OP_ALL) {
+            o.result = red == mask;
+        } else {
+            o.result = red;
+        }
+        o.state = RUNNABLE;
+    }
+    blk.w[me.warp].at_warp &= ~mask;
+}
+
+uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line) {
+    Fiber *f = t_cur;
+    if (!f) fail("%s outside a kernel", op_name(op));
+    if (!(mask >> f->lane & 1))
+        fail("%s (%s:%d) with mask 0x%08x, which leaves out the calling lane %d", op_name(op), file,
+             line, mask, f->lane);
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        fail("%s (%s:%d): width %d is not a power of two up to 32", op_name(op), file, line, width);
+    Fiber *w = &blk.f[f->warp * 32];
+    Warp &wm = blk.w[f->warp];
+    if (mask & (~wm.present | wm.exited | wm.at_barrier)) {
+        const int present = __builtin_popcount(wm.present);
+        for (int l = 0; l < 32; l++) {
+            if (!(mask >> l & 1)) continue;
+            if (!(wm.present >> l & 1))
+                fail("%s (%s:%d) with mask 0x%08x names lane %d, which does not exist (the block "
+                     "has %d threads, this warp %d lanes)",
+                     op_name(op), file, line, mask, l, blk.n, present);
+            if (wm.exited >> l & 1)
+                fail("%s (%s:%d) with mask 0x%08x names lane %d, which has exited", op_name(op),
+                     file, line, mask, l);
+            if (wm.at_barrier >> l & 1)
+                fail("%s (%s:%d) with mask 0x%08x names lane %d, which waits at __syncthreads "
+                     "(%s:%d) (diverged lanes)",
+                     op_name(op), file, line, mask, l, w[l].file, w[l].line);
+        }
+    }
+    f->op = op;
+    f->mask = mask;
+    f->value = v;
+    f->arg = arg;
+    f->width = width;
+    f->file = file;
+    f->line = line;
+    f->state = AT_WARP;
+    wm.at_warp |= 1u << f->lane;
+    if ((wm.at_warp & mask) == mask)
+        complete(w, mask);
+    else
+        wait_released();
+    return f->result;
+}
+
+unsigned active_mask(void) {
+    Fiber *f = t_cur;
+    if (!f) fail("__activemask outside a kernel");
+    unsigned m = 0;
+    for (int l = 0; l < 32 && f->warp * 32 + l < blk.n; l++)
+        if (blk.f[f->warp * 32 + l].state != EXITED) m |= 1u << l;
+    return m;
+}
+
+void *dynamic_smem(void) {
+    if (!t_cur) fail("dynamic shared memory outside a kernel");
+    return dyn_smem;
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
+enum : size_t { SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN_MAX = 227 * 1024 };
+static std::map<const void *, int> max_dyn_smem; /* cudaFuncSetAttribute */
+
+static bool refuse(cudaError_t err, const char *name, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cuda-emu: launch of %s refused (a GPU would refuse it too): %s\n", name, msg);
+    last_error = err;
+    return false;
+}
+
+static size_t stack_size(void) {
+    const char *s = getenv("CUDA_EMU_STACK_KB");
+    const long kb = s ? atol(s) : 0;
+    return (size_t)(kb >= 16 ? kb : 256) * 1024;
+}
+
+bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
+    if (t_cur) fail("kernel %s launched from inside a kernel", name);
+    static pthread_t owner;
+    static bool owned;
+    if (!owned) owner = pthread_self(), owned = true;
+    if (!pthread_equal(owner, pthread_self()))
+        fail("kernel %s launched from a second host thread; the emulator runs on one", name);
+    const dim3 g = c.grid, b = c.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    if (!b.x || !b.y || !b.z || !g.x || !g.y || !g.z)
+        return refuse(cudaErrorInvalidConfiguration, name, "grid (%u,%u,%u) or block (%u,%u,%u) has a zero dimension", g.x, g.y, g.z, b.x, b.y, b.z);
+    if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024)
+        return refuse(cudaErrorInvalidConfiguration, name, "block (%u,%u,%u): sm_90 takes at most 1024 threads (x, y <= 1024, z <= 64)", b.x, b.y, b.z);
+    if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+        return refuse(cudaErrorInvalidConfiguration, name, "grid (%u,%u,%u): at most (2^31-1, 65535, 65535)", g.x, g.y, g.z);
+    if (c.smem > SMEM_OPTIN_MAX)
+        return refuse(cudaErrorInvalidValue, name, "%zu bytes of dynamic shared memory: sm_90 has at most %zu per block", c.smem, (size_t)SMEM_OPTIN_MAX);
+    if (c.smem > SMEM_DEFAULT) {
+        auto it = max_dyn_smem.find(func);
+        if (it == max_dyn_smem.end() || (size_t)it->second < c.smem)
+            return refuse(cudaErrorInvalidValue, name, "%zu bytes of dynamic shared memory: above 48 KiB needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first", c.smem, c.smem);
+    }
+    if (!stack_bytes) stack_bytes = stack_size();
+#ifdef EMU_ASAN
+    if (!main_lo) { /* the launching thread's stack, for ASan's fiber switches */
+        pthread_attr_t at;
+        void *lo = NULL;
+        size_t sz = 0;
+        if (pthread_getattr_np(pthread_self(), &at) == 0) {
+            pthread_attr_getstack(&at, &lo, &sz);
+            pthread_attr_destroy(&at);
+        }
+        main_lo = lo;
+        main_size = sz;
+    }
+#endif
+    while (stacks.size() < threads) {
+        const long page = sysconf(_SC_PAGESIZE);
+        char *m = (char *)mmap(NULL, stack_bytes + (size_t)page, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) fail("no memory for a fiber stack");
+        mprotect(m, (size_t)page, PROT_NONE); /* guard: an overflow faults */
+        stacks.push_back(m + page);
+    }
+    blk.n = (int)threads;
+    blk.f.assign(threads, Fiber());
+    blk.w.assign((threads + 31) / 32, Warp());
+    for (size_t k = 0; k < blk.w.size(); k++) {
+        const unsigned long long left = threads - 32 * k;
+        blk.w[k].present = left >= 32 ? 0xffffffffu : (1u << left) - 1;
+    }
+    for (int i = 0; i < blk.n; i++) {
+        Fiber &f = blk.f[i];
+        f.linear = i;
+        f.lane = i & 31;
+        f.warp = i >> 5;
+        f.tid = uint3{(unsigned)i % b.x, (unsigned)i / b.x % b.y, (unsigned)i / (b.x * b.y)};
+    }
+    cur_body = body;
+    cur_ctx = ctx;
+    cur_name = name;
+    t_bdim = uint3{b.x, b.y, b.z};
+    t_gdim = uint3{g.x, g.y, g.z};
+    unsigned long long nblock = 0;
+    for (unsigned z = 0; z < g.z; z++)
+        for (unsigned y = 0; y < g.y; y++)
+            for (unsigned x = 0; x < g.x; x++, nblock++) {
+                t_block = uint3{x, y, z};
+                void *smem = NULL;
+                if (c.smem) {
+                    smem = malloc(c.smem);
+                    if (!smem) fail("no memory for %zu bytes of shared memory", c.smem);
+                    memset(smem, 0xff, c.smem);
+                }
+                dyn_smem = smem;
+                run_block(nblock & 1);
+                free(smem);
+                dyn_smem = NULL;
+            }
+    cur_name = NULL;
+    return true;
+}
+
+/* ---- memory ---------------------------------------------------------------------------- */
+static std::map<uintptr_t, size_t> allocs; /* cudaMalloc'd: start -> bytes */
+
+/* 1 when [p, p+n) lies inside one device allocation. */
+static bool is_device(const void *p, size_t n) {
+    auto it = allocs.upper_bound((uintptr_t)p);
+    if (it == allocs.begin()) return false;
+    --it;
+    return (uintptr_t)p >= it->first && (uintptr_t)p + n <= it->first + it->second;
+}
+
+static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind k, const char *what) {
+    const bool dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
+    const bool sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
+    if (n && dd && !is_device(dst, n))
+        fail("%s of %zu bytes: destination %p is not inside one cudaMalloc allocation", what, n, dst);
+    if (n && sd && !is_device(src, n))
+        fail("%s of %zu bytes: source %p is not inside one cudaMalloc allocation", what, n, src);
+    return cudaSuccess;
+}
+
+} /* namespace emu */
+
+using namespace emu;
+
+static cudaError_t ret(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+const char *cudaGetErrorString(cudaError_t err) {
+    switch (err) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    default: return "unknown error (cuda-emu)";
+    }
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    if (d != 0) return ret(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "cuda-emu (H200-like sm_90 on the CPU)");
+    p->totalGlobalMem = 143771000832ull;
+    p->sharedMemPerBlock = SMEM_DEFAULT;
+    p->sharedMemPerBlockOptin = SMEM_OPTIN_MAX;
+    p->sharedMemPerMultiprocessor = 228 * 1024;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 0x7fffffff;
+    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+    p->major = 9;
+    p->minor = 0;
+    const char *sms = getenv("CUDA_EMU_SMS"); /* the planners size grids by it */
+    p->multiProcessorCount = sms && atoi(sms) > 0 ? atoi(sms) : 132;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->l2CacheSize = 50 * 1024 * 1024;
+    p->memoryBusWidth = 6144;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = NULL;
+    if (!bytes) return cudaSuccess;
+    void *m = NULL;
+    if (posix_memalign(&m, 256, bytes)) return ret(cudaErrorMemoryAllocation);
+    memset(m, 0xff, bytes); /* device memory starts as garbage: NaN floats */
+    allocs[(uintptr_t)m] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    auto it = allocs.find((uintptr_t)p);
+    if (it == allocs.end()) return ret(cudaErrorInvalidValue);
+    allocs.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
+    check_copy(dst, src, n, k, "cudaMemcpy");
+    if (n) memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) {
+    check_copy(dst, src, n, k, "cudaMemcpyAsync");
+    if (n) memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height, cudaMemcpyKind k, cudaStream_t) {
+    if (width > dpitch || width > spitch) return ret(cudaErrorInvalidValue);
+    if (!height || !width) return cudaSuccess;
+    check_copy(dst, src, dpitch * (height - 1) + width, k, "cudaMemcpy2DAsync");
+    for (size_t r = 0; r < height; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    if (n && !is_device(p, n)) fail("cudaMemset of %zu bytes at %p: not inside one cudaMalloc allocation", n, p);
+    memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+
+struct emu_stream { int flags; };
+struct emu_event { int recorded; };
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    *s = new emu_stream{(int)flags};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t *ev) { *ev = new emu_event{0}; return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t ev) { delete ev; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { ev->recorded = 1; return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
+    *ms = 0.f;
+    return cudaSuccess;
+}
+
+cudaError_t emu_func_set_attribute(const void *func, cudaFuncAttribute attr, int value) {
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > SMEM_OPTIN_MAX) return ret(cudaErrorInvalidValue);
+        max_dyn_smem[func] = value;
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,293 @@
+/* cuda-emu: what the kernels of kernels/cuda see in place of the CUDA toolkit's
+ * cuda_runtime.h when they are built as C++ for the CPU emulator
+ * (tests/cuda_emu/README.md). It defines the CUDA keywords, the built-in
+ * variables, the vector types, the device intrinsics the kernels use, the
+ * warp collectives and __syncthreads (all of them calls into the fiber
+ * scheduler in emu.cpp), and declares the runtime API the backend calls.
+ *
+ * Every CUDA thread is a fiber; threadIdx is the running fiber's, blockIdx,
+ * blockDim and gridDim the running block's. Static __shared__ variables
+ * become function statics: blocks run one after another, so one copy per
+ * kernel is exactly one copy per block. extern __shared__ arrays are
+ * rewritten by translate.py into a pointer to the block's dynamic shared
+ * memory (a fresh heap buffer per block, filled with 0xff bytes, so ASan
+ * sees overruns and a read before any write gives NaN). */
+#ifndef CUDA_EMU_RUNTIME_H
+#define CUDA_EMU_RUNTIME_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#define CUDA_EMU 1
+#define CUDART_VERSION 13000
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __grid_constant__
+#define __restrict__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __shared__ static
+
+/* ---- vector types ------------------------------------------------------- */
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(8) int2 { int x, y; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+static inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+static inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
+static inline float2 make_float2(float a, float b) { return {a, b}; }
+static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+
+/* ---- runtime API ---------------------------------------------------------- */
+enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError cudaError_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+};
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin, sharedMemPerMultiprocessor;
+    int regsPerBlock, warpSize, maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3];
+    int major, minor, multiProcessorCount, maxThreadsPerMultiProcessor;
+    int l2CacheSize, memoryBusWidth;
+};
+
+const char *cudaGetErrorString(cudaError_t err);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
+template <class T>
+static inline cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
+template <class T>
+static inline cudaError_t cudaMallocHost(T **p, size_t bytes) { return cudaMallocHost((void **)p, bytes); }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+                            cudaStream_t s = 0);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind k, cudaStream_t s = 0);
+cudaError_t cudaMemset(void *p, int v, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = 0);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *ev);
+cudaError_t cudaEventDestroy(cudaEvent_t ev);
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t emu_func_set_attribute(const void *func, cudaFuncAttribute attr, int value);
+template <class F>
+static inline cudaError_t cudaFuncSetAttribute(F *func, cudaFuncAttribute attr, int value) {
+    return emu_func_set_attribute((const void *)func, attr, value);
+}
+
+/* ---- the emulator's side (emu.cpp) ------------------------------------------ */
+namespace emu {
+
+struct Fiber; /* one CUDA thread */
+/* one OS thread runs every kernel (launches from two threads are refused) */
+extern uint3 t_block, t_bdim, t_gdim;
+extern Fiber *t_cur;
+const uint3 &thread_idx(void);
+
+/* Misuse: prints "cuda-emu: ERROR: ..." with the kernel, block and thread,
+ * and aborts (the test runner reports the crash with the message). */
+[[noreturn]] void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void syncthreads(const char *file, int line);
+enum Op { OP_SHFL, OP_SHFL_XOR, OP_SHFL_DOWN, OP_SHFL_UP, OP_ADD, OP_MIN, OP_MAX, OP_AND, OP_OR,
+          OP_XOR, OP_BALLOT, OP_ANY, OP_ALL, OP_SYNCWARP };
+/* One warp collective on 64-bit payloads; returns this lane's result. */
+uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line);
+unsigned active_mask(void);
+void *dynamic_smem(void);
+
+struct Config {
+    dim3 grid, block;
+    size_t smem;
+    cudaStream_t stream;
+};
+static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s}; }
+
+/* Runs body once per thread of every block (blocks one after another);
+ * false (with the error set for cudaGetLastError) when the configuration
+ * breaks a launch limit of sm_90. */
+typedef void (*Body)(void *);
+bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx);
+
+template <class... P, class... A>
+void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...args) {
+    /* the arguments are evaluated once and copied, as kernel parameters are */
+    struct Ctx {
+        void (*k)(P...);
+        std::tuple<typename std::decay<P>::type...> a;
+    } ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
+    launch(c, name, (const void *)k, [](void *p) {
+        Ctx *x = (Ctx *)p;
+        std::apply(x->k, x->a);
+    }, &ctx);
+}
+
+} /* namespace emu */
+
+#define threadIdx (emu::thread_idx())
+#define blockIdx (emu::t_block)
+#define blockDim (emu::t_bdim)
+#define gridDim (emu::t_gdim)
+#define warpSize 32
+
+#define __syncthreads() emu::syncthreads(__FILE__, __LINE__)
+#define __syncwarp(...) ((void)emu::warp_op(emu::OP_SYNCWARP, emu_mask_or_full(__VA_ARGS__), 0, 0, 32, __FILE__, __LINE__))
+static inline unsigned emu_mask_or_full(unsigned m = 0xffffffffu) { return m; }
+
+template <class T>
+static inline uint64_t emu_bits(T v) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <class T>
+static inline T emu_from_bits(uint64_t u) {
+    T v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+#define EMU_SHFL(op, m, v, a, w) \
+    emu_from_bits<std::decay<decltype(v)>::type>(emu::warp_op(op, m, emu_bits(v), a, w, __FILE__, __LINE__))
+#define EMU_W(...) emu_width(__VA_ARGS__)
+static inline int emu_width(int w = 32) { return w; }
+#define __shfl_sync(m, v, lane, ...) EMU_SHFL(emu::OP_SHFL, m, v, lane, EMU_W(__VA_ARGS__))
+#define __shfl_xor_sync(m, v, lm, ...) EMU_SHFL(emu::OP_SHFL_XOR, m, v, lm, EMU_W(__VA_ARGS__))
+#define __shfl_down_sync(m, v, d, ...) EMU_SHFL(emu::OP_SHFL_DOWN, m, v, d, EMU_W(__VA_ARGS__))
+#define __shfl_up_sync(m, v, d, ...) EMU_SHFL(emu::OP_SHFL_UP, m, v, d, EMU_W(__VA_ARGS__))
+#define EMU_RED(op, m, v) \
+    emu_from_bits<std::decay<decltype(v)>::type>(emu::warp_op(op, m, emu_bits(v), std::is_signed<decltype(v)>::value, 32, __FILE__, __LINE__))
+#define __reduce_add_sync(m, v) EMU_RED(emu::OP_ADD, m, v)
+#define __reduce_min_sync(m, v) EMU_RED(emu::OP_MIN, m, v)
+#define __reduce_max_sync(m, v) EMU_RED(emu::OP_MAX, m, v)
+#define __reduce_and_sync(m, v) EMU_RED(emu::OP_AND, m, v)
+#define __reduce_or_sync(m, v) EMU_RED(emu::OP_OR, m, v)
+#define __reduce_xor_sync(m, v) EMU_RED(emu::OP_XOR, m, v)
+#define __ballot_sync(m, p) ((unsigned)emu::warp_op(emu::OP_BALLOT, m, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __any_sync(m, p) ((int)emu::warp_op(emu::OP_ANY, m, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __all_sync(m, p) ((int)emu::warp_op(emu::OP_ALL, m, (p) != 0, 0, 32, __FILE__, __LINE__))
+#define __activemask() emu::active_mask()
+
+/* ---- device functions ------------------------------------------------------ */
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline long min(long a, long b) { return a < b ? a : b; }
+static inline long max(long a, long b) { return a > b ? a : b; }
+static inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+
+template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldcs(const T *p) { return *p; }
+template <class T> static inline T __ldcg(const T *p) { return *p; }
+template <class T> static inline void __stcs(T *p, T v) { *p = v; }
+
+static inline float __uint_as_float(unsigned u) { return emu_from_bits<float>(u); }
+static inline float __int_as_float(int u) { return emu_from_bits<float>((uint64_t)(uint32_t)u); }
+static inline unsigned __float_as_uint(float f) { return (unsigned)emu_bits(f); }
+static inline int __float_as_int(float f) { return (int)(unsigned)emu_bits(f); }
+/* the _rn operations are single IEEE operations; the emulator is built with
+ * -ffp-contract=off, so no expression here or in a kernel is fused */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline int __float2int_rn(float f) { return (int)nearbyintf(f); }
+static inline int __float2int_rz(float f) { return (int)f; }
+static inline float __frcp_rn(float f) { return 1.0f / f; }
+static inline float rsqrtf(float f) { return 1.0f / sqrtf(f); }
+static inline int __dp4a(int a, int b, int c) {
+    for (int k = 0; k < 4; k++) c += (int)(int8_t)(a >> 8 * k) * (int)(int8_t)(b >> 8 * k);
+    return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+    for (int k = 0; k < 4; k++) c += (uint8_t)(a >> 8 * k) * (unsigned)(uint8_t)(b >> 8 * k);
+    return c;
+}
+static inline unsigned __vsub4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int k = 0; k < 4; k++) r |= ((((a >> 8 * k) & 255u) - ((b >> 8 * k) & 255u)) & 255u) << 8 * k;
+    return r;
+}
+static inline unsigned __vadd4(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int k = 0; k < 4; k++) r |= ((((a >> 8 * k) & 255u) + ((b >> 8 * k) & 255u)) & 255u) << 8 * k;
+    return r;
+}
+static inline int __popc(unsigned v) { return __builtin_popcount(v); }
+static inline int __ffs(int v) { return __builtin_ffs(v); }
+static inline int __clz(int v) { return v ? __builtin_clz((unsigned)v) : 32; }
+
+/* Atomics: blocks and fibers run on one OS thread, one at a time, so a
+ * plain read-modify-write is atomic. */
+template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> static inline T atomicMax(T *p, T v) { T o = *p; if (v > o) *p = v; return o; }
+template <class T> static inline T atomicMin(T *p, T v) { T o = *p; if (v < o) *p = v; return o; }
+template <class T> static inline T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
+template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+static inline void __threadfence(void) {}
+static inline void __threadfence_block(void) {}
+
+#endif

@@ -1,0 +1,177 @@
+/* Whole forward passes through the emulated CUDA backend against the CPU
+ * backend (tests/cuda_emu/README.md): for every weight type the CUDA
+ * kernels take, a synthetic model (tests/util/synth_model.c, dim 256 so the
+ * K-quants fit) is loaded on both backends, and
+ *   - the logits of a prefill, a 4-row verification and a decode step
+ *     agree (max |cuda - cpu| / max |cpu|: 1e-4 for float weights, 1e-2
+ *     for quantised ones, test_cuda.c's whole-model bounds);
+ *   - greedy autoregressive output is the same token for token on both;
+ *   - for F32, Q4_K and qwen2 Q4_K, on the CUDA backend, greedy speculative
+ *     decoding (a drafter of another type, and self-speculative with one
+ *     layer), NASD, beam search with one beam and greedy without the cache
+ *     give exactly the autoregressive output, and beam search with three
+ *     beams gives the CPU's beams.
+ * The qwen2 path (NEOX rotation, Q/K/V biases) runs for two types. Sampled
+ * strategies are left to test_strategies.c on the CPU: they only differ
+ * from the greedy ones after the logits, which are compared here. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decode/decode.h"
+#include "engine/decode/ngram.h"
+#include "engine/format/gguf.h"
+#include "engine/session/device.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "tests/util/synth_model.h"
+#include "tests/util/test_util.h"
+
+#define GEN 12
+#define CTX 64
+
+typedef struct twin {
+    uint8_t *bytes;
+    sd_model *cpu, *gpu;
+} twin;
+
+static sd_model *load_on(const uint8_t *bytes, size_t n, sd_backend *be) {
+    sd_err e = {{0}};
+    cr_assert(be, "backend: %s", e.msg);
+    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {CTX};
+    sd_model *m = sd_model_from_gguf(f, be, &o, &e);
+    cr_assert(m, "%s", e.msg);
+    return m;
+}
+
+static synth_cfg cfg_for(uint32_t type, int qwen2) {
+    synth_cfg c = synth_default();
+    c.dim = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn = 512, c.vocab = 512;
+    c.ctx = CTX, c.wtype = type, c.seed = 0xc0de ^ type, c.qwen2 = qwen2;
+    return c;
+}
+
+static void twin_load(twin *t, uint32_t type, int qwen2) {
+    synth_cfg c = cfg_for(type, qwen2);
+    size_t n;
+    sd_err e = {{0}};
+    cr_assert_eq(synth_model_bytes(&c, &t->bytes, &n, &e), 0, "%s", e.msg);
+    t->cpu = load_on(t->bytes, n, sd_backend_open(SD_DEVICE_CPU, 1, &e));
+    t->gpu = load_on(t->bytes, n, sd_backend_cuda(0, &e));
+}
+
+static void twin_free(twin *t) {
+    sd_model_free(t->cpu);
+    sd_model_free(t->gpu);
+    free(t->bytes);
+}
+
+static double rel_err(const float *got, const float *ref, size_t n) { return tu_rel_err(got, ref, n); }
+
+static const int32_t prompt[] = {1, 300, 301, 302, 400, 401, 303, 350, 360, 370, 380};
+#define NP 5
+
+static void check_logits(twin *t, double tol, const char *what) {
+    const int V = t->cpu->hp.vocab;
+    float *a = malloc((size_t)7 * V * sizeof *a), *b = malloc((size_t)7 * V * sizeof *b);
+    cr_assert(a && b);
+    const int steps[3][2] = {{0, 7}, {7, 3}, {10, 1}}; /* pos, n */
+    for (int s = 0; s < 3; s++) {
+        sd_err e = {{0}};
+        const int pos = steps[s][0], n = steps[s][1];
+        cr_assert_eq(sd_forward(t->cpu, prompt + pos, n, pos, a, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_forward(t->gpu, prompt + pos, n, pos, b, &e), 0, "%s", e.msg);
+        const double err = rel_err(b, a, (size_t)n * V);
+        cr_expect(err <= tol, "%s: logits at pos %d (n %d): error %.3g > %.1g", what, pos, n, err, tol);
+    }
+    free(a), free(b);
+}
+
+static void greedy(sd_model *m, int cache, int32_t *out) {
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, out, &st, &e), GEN, "%s", e.msg);
+}
+
+static void check_strategies(twin *t, sd_model *drafter, const char *what) {
+    int32_t want[GEN], cpu_out[GEN], got[GEN];
+    sd_model *m = t->gpu;
+    sd_err e = {{0}};
+    greedy(t->cpu, 1, cpu_out);
+    greedy(m, 1, want);
+    cr_expect_arr_eq(want, cpu_out, sizeof want, "%s: greedy on cuda differs from the cpu", what);
+    greedy(m, 0, got);
+    cr_expect_arr_eq(got, want, sizeof want, "%s: greedy without the cache", what);
+
+    sd_lm tl = {m, m->kv, 0};
+    for (int g = 1; g <= 4; g += 3) {
+        sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+        sd_gen_stats st;
+        if (drafter) { /* another model as the drafter */
+            sd_lm dl = {drafter, drafter->kv, 0};
+            sd_spec_opts o = {g, 0, g % 2};
+            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+            cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d", what, g);
+        }
+        sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, &e);
+        cr_assert(kv, "%s", e.msg);
+        sd_lm sl = {m, kv, 1};
+        sd_spec_opts o = {g, 0, 1};
+        cr_assert_eq(sd_speculative_generate(prompt, NP, &sl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+        cr_expect_arr_eq(got, want, sizeof want, "%s: self-speculative gamma %d", what, g);
+        sd_kv_free(kv);
+        sd_ngram *s = sd_ngram_create(0, 2, 64, &e);
+        cr_assert(s, "%s", e.msg);
+        sd_nasd_opts no = {g, 3, 0, 0, 1};
+        cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &no, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+        cr_expect_arr_eq(got, want, sizeof want, "%s: nasd gamma %d", what, g);
+        sd_ngram_free(s);
+    }
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_beam_opts one = {1, 1, 0, 0};
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &one, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+    cr_expect_arr_eq(got, want, sizeof want, "%s: one beam", what);
+    sd_beam_opts three = {3, 3, 0, 1.0};
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, t->cpu, &three, GEN, &cfg, cpu_out, &st, &e), GEN, "%s", e.msg);
+    cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &three, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+    cr_expect_arr_eq(got, cpu_out, sizeof got, "%s: three beams differ from the cpu's", what);
+}
+
+static int is_quant(uint32_t t) { return t != SD_F32 && t != SD_F16 && t != SD_BF16; }
+
+/* full: the decoding strategies too (else logits and greedy output only). */
+static void forward_type(uint32_t type, int qwen2, int full) {
+    char what[64];
+    snprintf(what, sizeof what, "%s %s", qwen2 ? "qwen2" : "llama", sd_wtype_name(type));
+    twin t, d = {0};
+    twin_load(&t, type, qwen2);
+    check_logits(&t, is_quant(type) ? 1e-2 : 1e-4, what);
+    if (full) {
+        /* a drafter of another type with the same vocabulary */
+        twin_load(&d, type == SD_F32 ? SD_F16 : SD_Q8_0, qwen2);
+        check_strategies(&t, d.gpu, what);
+    } else {
+        int32_t a[GEN], b[GEN];
+        greedy(t.cpu, 1, a);
+        greedy(t.gpu, 1, b);
+        cr_expect_arr_eq(b, a, sizeof a, "%s: greedy on cuda differs from the cpu", what);
+    }
+    if (d.bytes) twin_free(&d);
+    twin_free(&t);
+}
+
+Test(emu_forward, f32) { forward_type(SD_F32, 0, 1); }
+Test(emu_forward, f16) { forward_type(SD_F16, 0, 0); }
+Test(emu_forward, bf16) { forward_type(SD_BF16, 0, 0); }
+Test(emu_forward, q8_0) { forward_type(SD_Q8_0, 0, 0); }
+Test(emu_forward, q4_0) { forward_type(SD_Q4_0, 0, 0); }
+Test(emu_forward, q4_1) { forward_type(SD_Q4_1, 0, 0); }
+Test(emu_forward, q5_0) { forward_type(SD_Q5_0, 0, 0); }
+Test(emu_forward, q4_k) { forward_type(SD_Q4_K, 0, 1); }
+Test(emu_forward, q6_k) { forward_type(SD_Q6_K, 0, 0); }
+Test(emu_forward, qwen2_f32) { forward_type(SD_F32, 1, 0); }
+Test(emu_forward, qwen2_q4_k) { forward_type(SD_Q4_K, 1, 1); }

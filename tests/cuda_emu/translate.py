@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""cuda-emu: turns a .cu/.cuh file into C++ that builds against
+tests/cuda_emu/include (README.md here). Two rewrites, line numbers kept
+(a #line directive names the original file):
+  kernel<<<grid, block[, smem[, stream]]>>>(args)
+      -> emu::launch_kernel(emu::cfg(grid, block, ...), "kernel", kernel, args)
+  extern __shared__ T name[];  ->  T *name = (T *)emu::dynamic_smem();
+Usage: translate.py IN OUT"""
+import re
+import sys
+
+
+def kernel_start(s, i):
+    """Start of the kernel expression that ends just before index i."""
+    j = i
+    while j > 0 and s[j - 1].isspace():
+        j -= 1
+    if j > 0 and s[j - 1] == '>':  # template arguments
+        depth = 0
+        while j > 0:
+            j -= 1
+            if s[j] == '>':
+                depth += 1
+            elif s[j] == '<':
+                depth -= 1
+                if depth == 0:
+                    break
+    while j > 0 and (s[j - 1].isalnum() or s[j - 1] in '_:'):
+        j -= 1
+    return j
+
+
+def balanced(s, i):
+    """s[i] == '('; index just past the matching ')'."""
+    depth = 0
+    for k in range(i, len(s)):
+        if s[k] == '(':
+            depth += 1
+        elif s[k] == ')':
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    raise SystemExit('translate.py: unbalanced parentheses after a launch')
+
+
+def launches(s):
+    out = []
+    pos = 0
+    while True:
+        i = s.find('<<<', pos)
+        if i < 0:
+            out.append(s[pos:])
+            return ''.join(out)
+        start = kernel_start(s, i)
+        name = s[start:i].strip()
+        end_cfg = s.find('>>>', i)
+        cfg = s[i + 3:end_cfg]
+        k = end_cfg + 3
+        while s[k].isspace():
+            k += 1
+        if s[k] != '(':
+            raise SystemExit('translate.py: no argument list after the launch of ' + name)
+        end = balanced(s, k)
+        args = s[k + 1:end - 1]
+        label = re.sub(r'\s+', ' ', name)
+        call = 'emu::launch_kernel(emu::cfg(%s), "%s", %s%s)' % (
+            cfg, label, name, (', ' + args) if args.strip() else '')
+        out.append(s[pos:start])
+        out.append(call)
+        pos = end
+
+
+SHARED = re.compile(r'extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?'
+                    r'([A-Za-z_][\w:]*(?:\s*\*)*)\s+(?:__align__\(\s*\d+\s*\)\s+)?'
+                    r'(\w+)\s*\[\s*\]\s*;')
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    with open(src) as f:
+        s = f.read()
+    s = SHARED.sub(lambda m: '%s *%s = (%s *)emu::dynamic_smem();' % (m[1], m[2], m[1]), s)
+    s = launches(s)
+    with open(dst, 'w') as f:
+        f.write('#line 1 "%s"\n' % src)
+        f.write(s)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,116 @@
+/* The CUDA kernels' host-side planning (kernels/cuda/plan.h): the
+ * matrix-vector row tiling and the attention key split, at the shapes of
+ * the real models on an H200 (132 multiprocessors) and over a sweep of
+ * shapes, against the properties the kernels rely on. Plain C: runs in
+ * every build, GPU or not. */
+#include <criterion/criterion.h>
+
+#include "kernels/cuda/plan.h"
+
+enum { H200_SMS = 132 };
+
+/* What the kernels need of a row plan: tiles cover n, the grid covers every
+ * row pair of every tile, and a K split leaves each slice a full step. */
+static void check_mv(int n, int64_t units, int64_t nch, int sms) {
+    sd_mv_plan p;
+    cr_assert_eq(sd_mv_plan_make(n, units, nch, sms, &p), 0);
+    cr_assert(p.nt == 1 || p.nt == 2 || p.nt == 4 || p.nt == 8, "nt %d", p.nt);
+    cr_assert(p.nt <= SD_MV_MAX_NT && (p.nt >= n || p.nt == 8), "n %d nt %d", n, p.nt);
+    cr_assert(p.ntiles * p.nt >= n && (p.ntiles - 1) * p.nt < n, "n %d: %d tiles of %d", n, p.ntiles, p.nt);
+    cr_assert(p.ks == 1 || p.ks == 2 || p.ks == 4, "ks %d", p.ks);
+    if (p.ks > 1) cr_assert(nch >= p.ks * 32 * SD_MV_UNROLL, "ks %d with %lld chunks", p.ks, (long long)nch);
+    const int64_t per_block = SD_MV_WARPS / p.ks;
+    cr_assert(p.blocks * per_block >= units * p.ntiles, "blocks %lld for %lld pairs x %d tiles",
+              (long long)p.blocks, (long long)units, p.ntiles);
+    cr_assert((p.blocks / p.ntiles - 1) * per_block < units, "a block with no rows");
+}
+
+Test(cuda_plan, mv_real_shapes) {
+    /* Qwen2.5-Coder 1.5B Q4_K: q 1536x1536 (768 pairs, 48 chunks of 32), ffn 8960 rows */
+    sd_mv_plan p;
+    cr_assert_eq(sd_mv_plan_make(1, 768, 48, H200_SMS, &p), 0);
+    cr_assert_eq(p.nt, 1);
+    cr_assert_eq(p.ks, 1); /* 48 chunks: too few for a split */
+    cr_assert_eq(p.blocks, 192);
+    cr_assert_eq(sd_mv_plan_make(5, 8960, 48, H200_SMS, &p), 0);
+    cr_assert_eq(p.nt, 8);
+    cr_assert_eq(p.ntiles, 1);
+    /* a 64-row F32 matrix of 4096 columns (1024 chunks of 4): split 4 ways */
+    cr_assert_eq(sd_mv_plan_make(1, 32, 1024, H200_SMS, &p), 0);
+    cr_assert_eq(p.ks, 4);
+    cr_assert_eq(p.blocks, 32);
+    /* LM head 151936 rows, 9 rows of verification: two tiles */
+    cr_assert_eq(sd_mv_plan_make(9, 75968, 48, H200_SMS, &p), 0);
+    cr_assert_eq(p.nt, 8);
+    cr_assert_eq(p.ntiles, 2);
+    cr_assert_eq(p.blocks, 2 * 18992);
+}
+
+Test(cuda_plan, mv_sweep) {
+    const int ns[] = {1, 2, 3, 4, 5, 8, 9, 17, 64, 128};
+    const int64_t units[] = {1, 2, 3, 31, 64, 128, 448, 768, 4480, 75968};
+    const int64_t nchs[] = {1, 8, 48, 64, 127, 128, 256, 1024, 4096};
+    const int sms[] = {1, 108, 132};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof units / sizeof *units; b++)
+            for (size_t c = 0; c < sizeof nchs / sizeof *nchs; c++)
+                for (size_t d = 0; d < sizeof sms / sizeof *sms; d++)
+                    check_mv(ns[a], units[b], nchs[c], sms[d]);
+}
+
+Test(cuda_plan, mv_grid_too_large) {
+    sd_mv_plan p;
+    cr_assert_eq(sd_mv_plan_make(128, (int64_t)1 << 31, 1, H200_SMS, &p), -1);
+}
+
+/* What the kernel needs of a split: the splits cover the keys, none is
+ * empty, each but a lone one is whole tiles of at least SD_AT_MIN_SPLIT. */
+static void check_attn(int n, int pos, int n_kv, int group, int sms) {
+    sd_attn_plan p;
+    cr_assert_eq(sd_attn_plan_make(n, pos, n_kv, group, sms, &p), 0);
+    const int64_t len = (int64_t)pos + n;
+    cr_assert(p.qtiles * SD_AT_QV >= (int64_t)n * group && (p.qtiles - 1) * SD_AT_QV < (int64_t)n * group);
+    cr_assert(p.n_splits >= 1);
+    cr_assert((int64_t)p.n_splits * p.kps >= len && (int64_t)(p.n_splits - 1) * p.kps < len,
+              "len %lld: %d splits of %d", (long long)len, p.n_splits, p.kps);
+    if (p.n_splits > 1)
+        cr_assert(p.kps % SD_AT_KEYS == 0 && p.kps >= SD_AT_MIN_SPLIT, "kps %d", p.kps);
+    /* the grid stays about two blocks per multiprocessor */
+    if (p.n_splits > 1) cr_assert((p.n_splits - 1) * n_kv * p.qtiles < 2 * (int64_t)sms + n_kv * p.qtiles);
+}
+
+Test(cuda_plan, attention_real_shapes) {
+    sd_attn_plan p;
+    /* Qwen2.5-Coder 0.5B decode at context 8191: 14 heads over 2 kv heads */
+    cr_assert_eq(sd_attn_plan_make(1, 8190, 2, 7, H200_SMS, &p), 0);
+    cr_assert_eq(p.qtiles, 1);
+    cr_assert_eq(p.kps, 64);
+    cr_assert_eq(p.n_splits, 128);
+    /* short context: no split */
+    cr_assert_eq(sd_attn_plan_make(1, 100, 2, 6, H200_SMS, &p), 0);
+    cr_assert_eq(p.n_splits, 1);
+    cr_assert_eq(p.kps, 101);
+    /* a 512-row prefill of SmolLM2 (9 heads / 3 kv): the grid is full */
+    cr_assert_eq(sd_attn_plan_make(512, 0, 3, 3, H200_SMS, &p), 0);
+    cr_assert_eq(p.qtiles, 96);
+    cr_assert_eq(p.n_splits, 1);
+}
+
+Test(cuda_plan, attention_sweep) {
+    const int ns[] = {1, 2, 5, 9, 64, 128};
+    const int poss[] = {0, 1, 63, 127, 128, 1000, 8190, 32767};
+    const int kvs[] = {1, 2, 3, 8, 32};
+    const int groups[] = {1, 3, 6, 7, 8};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof poss / sizeof *poss; b++)
+            for (size_t c = 0; c < sizeof kvs / sizeof *kvs; c++)
+                for (size_t d = 0; d < sizeof groups / sizeof *groups; d++) {
+                    check_attn(ns[a], poss[b], kvs[c], groups[d], H200_SMS);
+                    check_attn(ns[a], poss[b], kvs[c], groups[d], 1);
+                }
+}
+
+Test(cuda_plan, attention_too_many_rows) {
+    sd_attn_plan p;
+    cr_assert_eq(sd_attn_plan_make(65536 * 16, 0, 1, 2, H200_SMS, &p), -1);
+}
