@@ -910,7 +910,7 @@ Test(cuda, decode_graph) {
     cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
     gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
     cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {200};
+    sd_model_opts o = {.n_ctx = 200};
     sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     enum { STEPS = 150 }; /* long enough for attention to split its keys */

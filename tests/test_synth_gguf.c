@@ -37,7 +37,7 @@ static void tmp_path(char *buf, size_t cap, const char *name) {
  * checks the logits; returns the model for further checks. */
 static sd_model *load_and_run(const char *path) {
     sd_err e;
-    sd_model_opts o = {64};
+    sd_model_opts o = {.n_ctx = 64};
     sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 2, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     int32_t *ids = NULL;

@@ -60,7 +60,7 @@ static const char *base(const char *path) {
 }
 
 static sd_model *load(const char *path, int device, sd_err *e) {
-    sd_model_opts o = {N_CTX};
+    sd_model_opts o = {.n_ctx = N_CTX};
     sd_model *m = sd_model_load(path, sd_backend_open(device, 0, e), &o, e);
     if (!m) fprintf(stderr, "bench_gpu_check: %s: %s\n", sd_device_name(device), e->msg);
     return m;

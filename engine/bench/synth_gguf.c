@@ -30,6 +30,8 @@
 #include "kernels/bench/rand_blocks.h"
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/pool.h"
 
 typedef struct preset {
     const char *name, *arch, *what;
@@ -201,29 +203,40 @@ static float uniform(uint64_t *s, float a) {
  * independently, each from its own seed. */
 #define CHUNK 65536
 
-static void fill(const tensor *t, uint8_t *dst, uint64_t seed) {
-    uint64_t n = t->ne[0] * t->ne[1];
-    uint64_t n_chunks = (n + CHUNK - 1) / CHUNK;
-    float amp = 1.0f / sqrtf((float)t->ne[0]);
-    size_t bs = sd_wtype_block(t->type), bb = sd_wtype_block_bytes(t->type);
-#pragma omp parallel for schedule(dynamic, 16)
-    for (uint64_t c = 0; c < n_chunks; c++) {
-        uint64_t s = mix(seed, c);
-        uint64_t i0 = c * CHUNK, m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        if (t->kind == 1 || t->kind == 2) {
-            float *f = (float *)dst + i0;
-            for (uint64_t i = 0; i < m; i++)
-                f[i] = (t->kind == 1 ? 1.0f : 0.0f) + uniform(&s, 0.1f);
-        } else if (t->type == SD_BF16) {
-            uint16_t *h = (uint16_t *)dst + i0;
-            for (uint64_t i = 0; i < m; i++) h[i] = sd_f32_to_bf16(uniform(&s, amp));
-        } else if (t->type == SD_F32) {
-            float *f = (float *)dst + i0;
-            for (uint64_t i = 0; i < m; i++) f[i] = uniform(&s, amp);
-        } else {
-            sd_rand_blocks(t->type, dst + i0 / bs * bb, m / bs, amp, &s);
-        }
+typedef struct {
+    const tensor *t;
+    uint8_t *dst;
+    uint64_t seed, n;
+    float amp;
+    size_t bs, bb;
+} fill_job;
+
+static void fill_chunk(void *v, int64_t task, int thread) {
+    const fill_job *j = v;
+    const tensor *t = j->t;
+    (void)thread;
+    uint64_t c = (uint64_t)task, s = mix(j->seed, c);
+    uint64_t i0 = c * CHUNK, m = j->n - i0 < CHUNK ? j->n - i0 : CHUNK;
+    if (t->kind == 1 || t->kind == 2) {
+        float *f = (float *)j->dst + i0;
+        for (uint64_t i = 0; i < m; i++) f[i] = (t->kind == 1 ? 1.0f : 0.0f) + uniform(&s, 0.1f);
+    } else if (t->type == SD_BF16) {
+        uint16_t *h = (uint16_t *)j->dst + i0;
+        for (uint64_t i = 0; i < m; i++) h[i] = sd_f32_to_bf16(uniform(&s, j->amp));
+    } else if (t->type == SD_F32) {
+        float *f = (float *)j->dst + i0;
+        for (uint64_t i = 0; i < m; i++) f[i] = uniform(&s, j->amp);
+    } else {
+        sd_rand_blocks(t->type, j->dst + i0 / j->bs * j->bb, m / j->bs, j->amp, &s);
     }
+}
+
+/* The chunks on the kernels' worker pool (every core): a chunk's bytes
+ * depend only on its seed, so the file does not depend on the threads. */
+static void fill(sd_pool *pool, const tensor *t, uint8_t *dst, uint64_t seed) {
+    fill_job j = {t, dst, seed, t->ne[0] * t->ne[1], 1.0f / sqrtf((float)t->ne[0]),
+                  sd_wtype_block(t->type), sd_wtype_block_bytes(t->type)};
+    sd_pool_run(pool, fill_chunk, &j, (int64_t)((j.n + CHUNK - 1) / CHUNK), 1);
 }
 
 static int write_model(const preset *c, const char *path, uint64_t seed) {
@@ -288,16 +301,21 @@ static int write_model(const preset *c, const char *path, uint64_t seed) {
     for (int i = 0; i < p.n; i++)
         if (p.t[i].bytes > biggest) biggest = p.t[i].bytes;
     uint8_t *buf = malloc(biggest + ALIGN);
-    for (int i = 0; buf && !o.err && i < p.n; i++) {
+    sd_err e;
+    sd_pool *pool = sd_pool_create(sd_cpu_physical_cores(), &e);
+    for (int i = 0; buf && pool && !o.err && i < p.n; i++) {
         put(&o, zeros, (size_t)(p.t[i].offset - written));
-        fill(&p.t[i], buf, mix(seed, (uint64_t)i + 1));
+        fill(pool, &p.t[i], buf, mix(seed, (uint64_t)i + 1));
         put(&o, buf, p.t[i].bytes);
         written = p.t[i].offset + p.t[i].bytes;
     }
     put(&o, zeros, (size_t)((ALIGN - written % ALIGN) % ALIGN));
-    int rc = (!buf || o.err) ? -1 : 0;
+    int rc = (!buf || !pool || o.err) ? -1 : 0;
     if (fclose(o.f) != 0) rc = -1;
-    if (rc) fprintf(stderr, "synth_gguf: %s while writing %s\n", buf ? "I/O error" : "out of memory", path);
+    if (rc)
+        fprintf(stderr, "synth_gguf: %s while writing %s\n",
+                !pool ? e.msg : buf ? "I/O error" : "out of memory", path);
+    sd_pool_destroy(pool);
     free(buf);
     free(p.t);
     return rc;

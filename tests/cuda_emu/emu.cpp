@@ -609,6 +609,7 @@ const char *cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotSupported: return "operation not supported (the emulator does not capture streams)";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     default: return "unknown error (cuda-emu)";
     }
@@ -713,6 +714,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventCreate(cudaEvent_t *ev) { *ev = new emu_event{0}; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t ev) { delete ev; return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned) { return cudaEventCreate(ev); }
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    return ret(cudaErrorNotSupported);
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    *g = NULL;
+    return ret(cudaErrorNotSupported);
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t, unsigned long long) {
+    *x = NULL;
+    return ret(cudaErrorNotSupported);
+}
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t, cudaGraph_t, cudaGraphExecUpdateResultInfo *) {
+    return ret(cudaErrorNotSupported);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return ret(cudaErrorNotSupported); }
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { ev->recorded = 1; return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {

@@ -40,7 +40,7 @@ static sd_model *load_on(const uint8_t *bytes, size_t n, sd_backend *be) {
     cr_assert(be, "backend: %s", e.msg);
     gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
     cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {CTX};
+    sd_model_opts o = {.n_ctx = CTX};
     sd_model *m = sd_model_from_gguf(f, be, &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
@@ -116,7 +116,7 @@ static void check_strategies(twin *t, sd_model *drafter, const char *what) {
             cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
             cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d", what, g);
         }
-        sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, &e);
+        sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
         cr_assert(kv, "%s", e.msg);
         sd_lm sl = {m, kv, 1};
         sd_spec_opts o = {g, 0, 1};

@@ -69,6 +69,7 @@ enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
 };
 typedef enum cudaError cudaError_t;
 enum cudaMemcpyKind {
@@ -86,6 +87,17 @@ enum cudaFuncAttribute {
 #define cudaStreamNonBlocking 0x01
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+/* Stream capture is not emulated: cudaStreamBeginCapture fails with
+ * cudaErrorNotSupported (the backend then runs each step plainly), and
+ * the graph calls, never reached, fail the same way. */
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph_exec *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1 };
+struct cudaGraphExecUpdateResultInfo {
+    int result;
+};
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
 
 struct cudaDeviceProp {
     char name[256];
@@ -123,6 +135,15 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t *ev);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g,
+                                cudaGraphExecUpdateResultInfo *info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
