@@ -922,9 +922,15 @@ Test(cuda, decode_graph) {
     sd_cuda_graph_stats st;
     cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
     cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode gave other ids");
+#ifdef SD_CUDA_EMULATED
+    /* the emulator refuses stream capture: every step takes the fallback */
+    cr_expect(st.launched == 0 && st.fallbacks == STEPS,
+              "graphs under the emulator: %ld launched, %ld fallbacks", st.launched, st.fallbacks);
+#else
     cr_expect(st.launched + st.fallbacks == STEPS && st.launched > STEPS / 2 && st.updated > 0,
               "graphs: %ld launched (%ld updated, %ld instantiated), %ld fallbacks", st.launched,
               st.updated, st.instantiated, st.fallbacks);
+#endif
     sd_model_free(m);
     free(bytes);
 }

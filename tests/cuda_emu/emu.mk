@@ -48,7 +48,7 @@ $(EMU_RT_OBJ): tests/cuda_emu/emu.cpp
 
 EMU_LINK := $(EMU_KOBJ) $(EMU_RT_OBJ)
 $(EMU_BUILD)/test_cuda: tests/test_cuda.c $(EMU_LINK) $(TUTIL_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -MMD -MP $< $(EMU_LINK) $(TUTIL_OBJ) $(LIB) -lcriterion $(LDLIBS) -lstdc++ -o $@
+	$(CC) $(CFLAGS) -DSD_CUDA_EMULATED -MMD -MP $< $(EMU_LINK) $(TUTIL_OBJ) $(LIB) -lcriterion $(LDLIBS) -lstdc++ -o $@
 $(EMU_BUILD)/test_emu_forward: tests/cuda_emu/test_emu_forward.c $(EMU_LINK) $(TUTIL_OBJ) $(LIB)
 	$(CC) $(CFLAGS) -MMD -MP $< $(EMU_LINK) $(TUTIL_OBJ) $(LIB) -lcriterion $(LDLIBS) -lstdc++ -o $@
 $(EMU_BUILD)/test_emu_misuse: tests/cuda_emu/test_emu_misuse.c $(EMU_BUILD)/tests/cuda_emu/planted.o $(EMU_RT_OBJ)
