@@ -373,11 +373,14 @@ static void matmul_grid(uint32_t t, const int64_t *rows_l, int nr, const int64_t
     sd_cpu_destroy(ctx[1]);
 }
 
+/* Block counts of the quantized columns: 1, 2, 3 (a pair and an odd
+ * block), 18 (whole steps of four blocks, the AVX-512 Q4_1 tile, and a
+ * pair left), 48, and 7 (a step of four, a pair, an odd block). */
 static void matmul_type(uint32_t t) {
     static const int64_t rows_l[] = {1, 7, 64, 172, 333};
-    static const int64_t cols_l[] = {32, 64, 96, 576, 1536, 8, 172};
+    static const int64_t cols_l[] = {32, 64, 96, 576, 1536, 224, 8, 172};
     static const int ns[] = {1, 3, 8, 17};
-    matmul_grid(t, rows_l, 5, cols_l, is_q(t) ? 5 : 7, ns, 4);
+    matmul_grid(t, rows_l, 5, cols_l, is_q(t) ? 6 : 8, ns, 4);
 }
 
 /* The Qwen types: n = 1 (decode), 5 and 9 (verification, beams), 64
@@ -404,6 +407,7 @@ static void matmul_rows_1_to_10(uint32_t t) {
 Test(matmul, q4_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q4_K); }
 Test(matmul, q6_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q6_K); }
 Test(matmul, q8_0_rows_1_to_10) { matmul_rows_1_to_10(SD_Q8_0); }
+Test(matmul, q4_1_rows_1_to_10) { matmul_rows_1_to_10(SD_Q4_1); }
 
 Test(matmul, f32) { matmul_type(SD_F32); }
 Test(matmul, f16) { matmul_type(SD_F16); }
