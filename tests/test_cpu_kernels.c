@@ -663,6 +663,8 @@ Test(cpu, attention) {
     attn_case(c2, 1, 300, 12, 2, 128); /* the Qwen 1.5B: sub-groups 3+3 */
     attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows */
     attn_case(c2, 130, 0, 9, 3, 64);
+    attn_case(c2, 2, 40, 4, 2, 48);  /* a last column slice of 48 (AVX-512) */
+    attn_case(c2, 1, 90, 4, 1, 256); /* head dims the 16-position scorer reads at run time */
     cr_assert_eq(sd_cpu_attention(c1, NULL, NULL, NULL, NULL, 1, 0, 3, 2, 64, &e), -1);
     sd_cpu_destroy(c1);
     sd_cpu_destroy(c2);
