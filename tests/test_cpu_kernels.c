@@ -670,20 +670,39 @@ Test(cpu, attention) {
     sd_cpu_destroy(c2);
 }
 
+/* Every ISA, 1 and 2 threads; a tail after whole vectors (1003) and a count
+ * of several pool chunks (40000); gates past the exp range (+-100). */
 Test(cpu, swiglu) {
-    sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(1, &e);
-    enum { N = 1000 };
-    float g[N], u[N], o[N];
-    double ref[N];
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    enum { N = 40000 };
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * N);
+    float *g2 = malloc(sizeof(float) * N);
+    double *ref = malloc(sizeof(double) * N);
+    cr_assert(g && u && o && g2 && ref);
     fill(g, N, -10, 10);
     fill(u, N, -3, 3);
+    g[3] = 100, g[5] = -100, g[8] = 0;
     ref_swiglu(ref, g, u, N);
-    sd_cpu_swiglu(c, o, g, u, N);
-    for (int k = 0; k < N; k++) cr_assert_leq(fabs(o[k] - ref[k]), 1e-6 * fabs(ref[k]) + 1e-7);
-    sd_cpu_swiglu(c, g, g, u, N); /* out aliases gate */
-    cr_assert_eq(memcmp(g, o, sizeof o), 0);
-    sd_cpu_destroy(c);
+    const int counts[] = {7, 1003, N};
+    for (int th = 0; th < 2; th++)
+        for (int isa = 0; isa <= sd_cpu_isa_detect(); isa++)
+            for (int ci = 0; ci < 3; ci++) {
+                sd_cpu *c = ctx[th];
+                sd_cpu_set_isa(c, isa);
+                const int n = counts[ci];
+                sd_cpu_swiglu(c, o, g, u, (size_t)n);
+                for (int k = 0; k < n; k++)
+                    cr_assert_leq(fabs(o[k] - ref[k]), 1e-6 * fabs(ref[k]) + 1e-7,
+                                  "isa %s threads %d n %d [%d]: %g vs %g", sd_isa_name(isa), th + 1, n, k,
+                                  o[k], ref[k]);
+                memcpy(g2, g, sizeof(float) * (size_t)n);
+                sd_cpu_swiglu(c, g2, g2, u, (size_t)n); /* out aliases gate */
+                cr_assert_eq(memcmp(g2, o, sizeof(float) * (size_t)n), 0);
+            }
+    free(g), free(u), free(o), free(g2), free(ref);
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
 }
 
 Test(cpu, embed) {

@@ -322,12 +322,36 @@ void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, i
 }
 
 /* ---- swiglu --------------------------------------------------------------- */
-void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
-    uint64_t t0 = sd_cpu_prof_start(c);
+/* SwiGLU: the scalar loop is the reference; the AVX2 one (swiglu_avx2.c)
+ * runs on every SIMD level. Chunks of SWIGLU_CHUNK elements go to the pool
+ * (prefill: rows x ffn elements; one decode row is a single chunk). */
+enum { SWIGLU_CHUNK = 16384 };
+void sd_cpu_swiglu_range_scalar(float *out, const float *gate, const float *up, size_t count) {
     for (size_t i = 0; i < count; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+typedef struct {
+    void (*fn)(float *, const float *, const float *, size_t);
+    float *out;
+    const float *gate, *up;
+    size_t count;
+} swiglu_job;
+static void swiglu_task(void *v, int64_t t, int thread) {
+    const swiglu_job *j = v;
+    (void)thread;
+    const size_t i0 = (size_t)t * SWIGLU_CHUNK;
+    const size_t n = j->count - i0 < SWIGLU_CHUNK ? j->count - i0 : SWIGLU_CHUNK;
+    j->fn(j->out + i0, j->gate + i0, j->up + i0, n);
+}
+void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
+    uint64_t t0 = sd_cpu_prof_start(c);
+    const swiglu_job j = {.fn = c->isa >= SD_ISA_AVX2 ? sd_cpu_swiglu_range_avx2
+                                                       : sd_cpu_swiglu_range_scalar,
+                          .out = out, .gate = gate, .up = up, .count = count};
+    const int64_t tasks = (int64_t)((count + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
+    sd_pool_run(c->pool, swiglu_task, (void *)&j, tasks, tasks > 1);
     sd_cpu_prof_add(c, SD_OP_SWIGLU, t0);
 }
 

@@ -765,9 +765,10 @@ static void run_q6k512(int A, const uint8_t *const *w, const qx *x, float (*res)
  * 8*15*127 = 15240) fold over the 4 rows (fold4_512) to lanes (j, r), then
  * one cvt and two FMAs (D*d_x, M*s_x) serve 4 rows x 128 elements. Pairs
  * left after the last whole step of four blocks, and an odd last block, go
- * through the 256-bit tile (tile_q4p from that pair). Measured against the
- * 256-bit tile, weights in cache, 1 thread (Zen 4): see the commit. */
-AI __m512i q41_dots(__m512i lo, __m512i hi, __m512i xl, __m512i xh) {
+ * through the 256-bit tile (tile_q4p from that pair). Measured, 1 thread,
+ * weights in cache (Zen 4): 1536x576 at 20.0 GB/s, the 256-bit tile 13.9. */
+/* dot2 on 512 bits */
+AI __m512i dot2_512(__m512i lo, __m512i hi, __m512i xl, __m512i xh) {
 #ifdef SD_VNNI
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl), hi, xh);
 #else
@@ -808,8 +809,8 @@ AI void tile_q41_512(const int A, const uint8_t *const *w, const qx *x, const in
             const float *ds = xds8 + (a * np + 2 * q) * 16;
             const __m512 dx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds)), _mm256_load_ps(ds + 16), 1);
             const __m512 sx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds + 8)), _mm256_load_ps(ds + 24), 1);
-            const __m512i fs = fold4_512(q41_dots(lo[0], hi[0], xl, xh), q41_dots(lo[1], hi[1], xl, xh),
-                                         q41_dots(lo[2], hi[2], xl, xh), q41_dots(lo[3], hi[3], xl, xh));
+            const __m512i fs = fold4_512(dot2_512(lo[0], hi[0], xl, xh), dot2_512(lo[1], hi[1], xl, xh),
+                                         dot2_512(lo[2], hi[2], xl, xh), dot2_512(lo[3], hi[3], xl, xh));
             acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fs), _mm512_mul_ps(D, dx), acc[a]);
             acc[a] = _mm512_fmadd_ps(M, sx, acc[a]);
         }
