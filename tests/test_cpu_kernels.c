@@ -385,12 +385,13 @@ static void matmul_type(uint32_t t) {
 
 /* The Qwen types: n = 1 (decode), 5 and 9 (verification, beams), 64
  * (prefill); odd row counts; Q5_0 with an odd block count (96: the pair
- * path's single-block tail), the K-quants with 1, 3 and 6 super-blocks. */
+ * path's single-block tail; 224: a step of four blocks, a pair and an odd
+ * block), the K-quants with 1, 3 and 6 super-blocks. */
 static void matmul_qwen_type(uint32_t t) {
     static const int64_t rows_l[] = {1, 7, 61, 333};
-    static const int64_t cols_q5[] = {32, 96, 576, 1536}, cols_k[] = {256, 768, 1536};
+    static const int64_t cols_q5[] = {32, 96, 576, 1536, 224}, cols_k[] = {256, 768, 1536};
     static const int ns[] = {1, 5, 9, 64};
-    if (t == SD_Q5_0) matmul_grid(t, rows_l, 4, cols_q5, 4, ns, 4);
+    if (t == SD_Q5_0) matmul_grid(t, rows_l, 4, cols_q5, 5, ns, 4);
     else matmul_grid(t, rows_l, 4, cols_k, 3, ns, 4);
 }
 
@@ -408,6 +409,7 @@ Test(matmul, q4_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q4_K); }
 Test(matmul, q6_k_rows_1_to_10) { matmul_rows_1_to_10(SD_Q6_K); }
 Test(matmul, q8_0_rows_1_to_10) { matmul_rows_1_to_10(SD_Q8_0); }
 Test(matmul, q4_1_rows_1_to_10) { matmul_rows_1_to_10(SD_Q4_1); }
+Test(matmul, q5_0_rows_1_to_10) { matmul_rows_1_to_10(SD_Q5_0); }
 
 Test(matmul, f32) { matmul_type(SD_F32); }
 Test(matmul, f16) { matmul_type(SD_F16); }

@@ -776,6 +776,39 @@ AI __m512i dot2_512(__m512i lo, __m512i hi, __m512i xl, __m512i xh) {
                              _mm512_set1_epi16(1));
 #endif
 }
+/* One step of four blocks for 4 weight rows (lo[k], hi[k]: row k's codes,
+ * lane j = block 4q+j) against activation pairs 2q and 2q+1: the fold gives
+ * lanes (j, r), scaled by D*d_x and offset by M*s_x. */
+AI void quad_acc(const int A, const __m512i *lo, const __m512i *hi, const __m512 D, const __m512 M,
+                 const int8_t *xqp, const float *xds8, const int64_t cols, const int64_t np,
+                 const int64_t q, __m512 *acc) {
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) {
+        const int8_t *xp = xqp + a * cols + 128 * q;
+        const __m512i xl = ld2x256(xp, xp + 64), xh = ld2x256(xp + 32, xp + 96);
+        const float *ds = xds8 + (a * np + 2 * q) * 16;
+        const __m512 dx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds)), _mm256_load_ps(ds + 16), 1);
+        const __m512 sx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds + 8)), _mm256_load_ps(ds + 24), 1);
+        const __m512i fs = fold4_512(dot2_512(lo[0], hi[0], xl, xh), dot2_512(lo[1], hi[1], xl, xh),
+                                     dot2_512(lo[2], hi[2], xl, xh), dot2_512(lo[3], hi[3], xl, xh));
+        acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fs), _mm512_mul_ps(D, dx), acc[a]);
+        acc[a] = _mm512_fmadd_ps(M, sx, acc[a]);
+    }
+}
+/* The 4 rows' sums into res, plus the pairs after the last step of four
+ * and an odd last block through the 256-bit tile. */
+AI void quad_finish(const int A, const int kind, const __m512 *acc, const uint8_t *const *w, const qx *x,
+                    const int8_t *xqp, const float *xds8, float (*res)[4]) {
+    const int64_t nb = x->nb, nq = nb / 4;
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) store_fold(acc[a], res[a]);
+    if (2 * nq < nb / 2 || (nb & 1)) {
+        float tail[SD_QA][4];
+        tile_q4p(A, kind, w, x, xqp, xds8, tail, 0, 2 * nq);
+        for (int a = 0; a < A; a++)
+            for (int k = 0; k < 4; k++) res[a][k] += tail[a][k];
+    }
+}
 AI void tile_q41_512(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
                      const float *xds8, float (*res)[4], const int pf) {
     const int64_t nb = x->nb, np = nb / 2, nq = nb / 4, cols = x->cols;
@@ -802,33 +835,73 @@ AI void tile_q41_512(const int A, const uint8_t *const *w, const qx *x, const in
         const __m512 D = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
         const __m512 M = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
         if (pf) prefetch4(w, wp[0] - w[0], pf, 2);
-#pragma GCC unroll 8
-        for (int a = 0; a < A; a++) {
-            const int8_t *xp = xqp + a * cols + 128 * q;
-            const __m512i xl = ld2x256(xp, xp + 64), xh = ld2x256(xp + 32, xp + 96);
-            const float *ds = xds8 + (a * np + 2 * q) * 16;
-            const __m512 dx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds)), _mm256_load_ps(ds + 16), 1);
-            const __m512 sx = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(ds + 8)), _mm256_load_ps(ds + 24), 1);
-            const __m512i fs = fold4_512(dot2_512(lo[0], hi[0], xl, xh), dot2_512(lo[1], hi[1], xl, xh),
-                                         dot2_512(lo[2], hi[2], xl, xh), dot2_512(lo[3], hi[3], xl, xh));
-            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(fs), _mm512_mul_ps(D, dx), acc[a]);
-            acc[a] = _mm512_fmadd_ps(M, sx, acc[a]);
-        }
+        quad_acc(A, lo, hi, D, M, xqp, xds8, cols, np, q, acc);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) wp[k] += 80;
     }
-#pragma GCC unroll 8
-    for (int a = 0; a < A; a++) store_fold(acc[a], res[a]);
-    if (2 * nq < np || (nb & 1)) {
-        float tail[SD_QA][4];
-        tile_q4p(A, K_Q41, w, x, xqp, xds8, tail, 0, 2 * nq);
-        for (int a = 0; a < A; a++)
-            for (int k = 0; k < 4; k++) res[a][k] += tail[a][k];
-    }
+    quad_finish(A, K_Q41, acc, w, x, xqp, xds8, res);
 }
 static void run_q41_512(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
                         const float *xds8, float (*res)[4], int pf) {
 #define C(k) tile_q41_512(k, w, x, xqp, xds8, res, pf)
+    QCASES(C)
+#undef C
+}
+/* Q5_0 (most of the Qwen 0.5B drafter): blocks of 22 bytes = 11 words (d,
+ * the 32 fifth bits qh, 16 bytes of nibbles), four a step (88 bytes: a
+ * 64-byte load and a masked 24-byte one, so the last row never reads past
+ * its end). vpermt2w gathers the nibble words (11j+3..11j+10) into lane j,
+ * and a second one puts d (11j) in words 0..3 and the low and high 16 fifth
+ * bits (11j+1, 11j+2) in words 4..7 and 8..11: those are the 64-bit masks
+ * of elements 0..15 and 16..31 of the four blocks, lane order, so a masked
+ * byte add of 0x10 sets the fifth bits (codes 0..31: 2*31*127*2 < 32767
+ * keeps the non-VNNI sums exact). The 4 rows' d words interleave with
+ * vpunpck into lanes (j, r); the offset is M = -16 D. */
+static const uint16_t q50_nib_idx[32] = {3,  4,  5,  6,  7,  8,  9,  10, 14, 15, 16, 17, 18, 19, 20, 21,
+                                         25, 26, 27, 28, 29, 30, 31, 32, 36, 37, 38, 39, 40, 41, 42, 43};
+static const uint16_t q50_meta_idx[32] = {0, 11, 22, 33, 1, 12, 23, 34, 2, 13, 24, 35};
+AI void tile_q50_512(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                     const float *xds8, float (*res)[4], const int pf) {
+    const int64_t nb = x->nb, np = nb / 2, nq = nb / 4, cols = x->cols;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b5 = _mm512_set1_epi8(0x10);
+    const __m512i inib = _mm512_loadu_si512((const void *)q50_nib_idx);
+    const __m512i imeta = _mm512_loadu_si512((const void *)q50_meta_idx);
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
+    for (int64_t q = 0; q < nq; q++) {
+        __m512i lo[4], hi[4];
+        __m128i dw[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i f0 = _mm512_loadu_si512((const void *)wp[k]);
+            const __m512i f1 = _mm512_maskz_loadu_epi16((__mmask32)0xfff, wp[k] + 64);
+            const __m512i v = _mm512_permutex2var_epi16(f0, inib, f1);
+            const __m512i meta = _mm512_permutex2var_epi16(f0, imeta, f1);
+            const __m128i m0 = _mm512_castsi512_si128(meta);
+            const __mmask64 hl = _cvtu64_mask64((uint64_t)_mm_extract_epi64(m0, 1));
+            const __mmask64 hh = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(_mm512_extracti32x4_epi32(meta, 1)));
+            lo[k] = _mm512_and_si512(v, m4);
+            hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            lo[k] = _mm512_mask_add_epi8(lo[k], hl, lo[k], b5);
+            hi[k] = _mm512_mask_add_epi8(hi[k], hh, hi[k], b5);
+            dw[k] = m0;
+        }
+        /* words (j, r) at 4j + r: d of block j of row r */
+        const __m128i t01 = _mm_unpacklo_epi16(dw[0], dw[1]), t23 = _mm_unpacklo_epi16(dw[2], dw[3]);
+        const __m512 D = _mm512_cvtph_ps(_mm256_set_m128i(_mm_unpackhi_epi32(t01, t23), _mm_unpacklo_epi32(t01, t23)));
+        const __m512 M = _mm512_mul_ps(D, _mm512_set1_ps(-16.0f));
+        if (pf) prefetch4(w, wp[0] - w[0], pf, 2);
+        quad_acc(A, lo, hi, D, M, xqp, xds8, cols, np, q, acc);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) wp[k] += 88;
+    }
+    quad_finish(A, K_Q50, acc, w, x, xqp, xds8, res);
+}
+static void run_q50_512(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
+                        const float *xds8, float (*res)[4], int pf) {
+#define C(k) tile_q50_512(k, w, x, xqp, xds8, res, pf)
     QCASES(C)
 #undef C
 }
@@ -980,7 +1053,8 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
         for (int i = 0; i < j->n;) {
             int A = j->n - i < amax ? j->n - i : amax;
 #ifdef SD_HAVE512
-            if (type == SD_Q4_K || type == SD_Q6_K || type == SD_Q8_0 || type == SD_Q4_1) { /* passes of balanced width */
+            if (type == SD_Q4_K || type == SD_Q6_K || type == SD_Q8_0 || type == SD_Q4_1 ||
+                type == SD_Q5_0) { /* passes of balanced width */
                 const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA;
                 A = (left + passes - 1) / passes;
             }
@@ -999,6 +1073,7 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
 #ifdef SD_HAVE512
                 if (type == SD_Q4_K) run_q4k512(A, wp, &xq, res, pf);
                 else if (type == SD_Q4_1) run_q41_512(A, wp, &xq, qp, ds8, res, pf);
+                else if (type == SD_Q5_0) run_q50_512(A, wp, &xq, qp, ds8, res, pf);
                 else if (type == SD_Q6_K) run_q6k512(A, wp, &xq, res, pf);
                 else if (type == SD_Q8_0 && A > 1) run_q80_512(A, wp, &xq, res, pf); /* n = 1: the 256-bit tile is cheaper */
                 else
