@@ -882,19 +882,43 @@ Test(cuda, model_q4_k) { model_type(SD_Q4_K); }
 Test(cuda, model_q6_k) { model_type(SD_Q6_K); }
 
 /* ---- decode steps as CUDA graphs (backend.h graph_begin/graph_end) --------------------------
- * A synthetic model greedy-decoded on CUDA with graphs on gives the ids of
- * the same decode with graphs off, and the graphs really ran: launched,
- * later steps updated in place (the plain run grew the scratch first; a
- * step that would grow it while recorded falls back, counted). */
-static void greedy(sd_model *m, int32_t *out, int n) {
+ * A synthetic model decoded greedily, with two verification steps of 4 rows
+ * in between (as speculative decoding makes them), gives the same ids with
+ * graphs on as with plain launches; and with graphs on each shape is
+ * captured once, when it first runs (the 3-token prompt, the decode step,
+ * the verification), every other step is a replay of a kept graph at its
+ * new position, and nothing falls back (the plain run grew the scratch). */
+enum { GR_STEPS = 40, GR_VERIFY = 4, GR_CALLS = GR_STEPS + 3, GR_IDS = GR_STEPS + 2 * GR_VERIFY };
+
+/* The ids of the script into out; the graph captures after each of its
+ * GR_CALLS forward calls into caps, and the nodes of the decode step's
+ * graph into nodes. */
+static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
     sd_err e = {{0}};
     const int32_t prompt[3] = {1, 300, 301};
     int32_t tok;
+    sd_cuda_graph_stats st;
+    int call = 0, k = 0, pos = 3;
     cr_assert(sd_forward_top_k(m, m->kv, prompt, 3, 0, 0, 1, 1, &tok, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < n; i++) {
-        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, 3 + i, 0, 1, 1, &out[i], &e) == 0, "%s",
-                  e.msg);
-        tok = out[i];
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    caps[call++] = st.captures;
+    for (int i = 0; i < GR_STEPS; i++) {
+        if (i == 15 || i == 30) {
+            const int32_t draft[GR_VERIFY] = {tok, 5, 6, 7};
+            cr_assert(sd_forward_top_k(m, m->kv, draft, GR_VERIFY, pos, 0, GR_VERIFY, 1, out + k,
+                                       &e) == 0, "%s", e.msg);
+            cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+            caps[call++] = st.captures;
+            tok = out[k + GR_VERIFY - 1];
+            k += GR_VERIFY;
+            pos += GR_VERIFY;
+        }
+        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, pos, 0, 1, 1, &out[k], &e) == 0, "%s", e.msg);
+        cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+        if (i == 0) *nodes = st.nodes;
+        caps[call++] = st.captures;
+        tok = out[k++];
+        pos++;
     }
 }
 
@@ -913,24 +937,28 @@ Test(cuda, decode_graph) {
     sd_model_opts o = {.n_ctx = 200};
     sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
-    enum { STEPS = 150 }; /* long enough for attention to split its keys */
-    int32_t plain[STEPS], graphed[STEPS];
+    int32_t plain[GR_IDS], graphed[GR_IDS];
+    long caps[GR_CALLS], nodes = 0;
     cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
-    greedy(m, plain, STEPS);
+    decode_script(m, plain, caps, &nodes);
     cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
-    greedy(m, graphed, STEPS);
+    decode_script(m, graphed, caps, &nodes);
     sd_cuda_graph_stats st;
     cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
     cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode gave other ids");
-#ifdef SD_CUDA_EMULATED
-    /* the emulator refuses stream capture: every step takes the fallback */
-    cr_expect(st.launched == 0 && st.fallbacks == STEPS,
-              "graphs under the emulator: %ld launched, %ld fallbacks", st.launched, st.fallbacks);
-#else
-    cr_expect(st.launched + st.fallbacks == STEPS && st.launched > STEPS / 2 && st.updated > 0,
-              "graphs: %ld launched (%ld updated, %ld instantiated), %ld fallbacks", st.launched,
-              st.updated, st.instantiated, st.fallbacks);
-#endif
+    /* captures: the prompt, the first decode step, the first verification (call 16) */
+    for (int i = 0; i < GR_CALLS; i++) {
+        const long want = i == 0 ? 1 : i < 16 ? 2 : 3;
+        cr_expect(caps[i] == want, "after forward call %d: %ld captures, expected %ld", i, caps[i],
+                  want);
+    }
+    cr_expect(st.launched == GR_CALLS && st.captures == 3 && st.replays == GR_CALLS - 3 &&
+                  st.fallbacks == 0 && st.updated + st.instantiated == st.captures,
+              "graphs: %ld launched (%ld captured: %ld updated, %ld instantiated; %ld replayed), "
+              "%ld fallbacks",
+              st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks);
+    cr_log_info("decode step of %d layers: %ld graph nodes", c.n_layers, nodes);
+    cr_expect(nodes > 0);
     sd_model_free(m);
     free(bytes);
 }

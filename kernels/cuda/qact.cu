@@ -29,11 +29,15 @@ qact_kernel(const float *x, int8_t *q, float *d, float *s, int64_t blocks) {
     }
 }
 
+size_t cu_qact_bytes(int n, int64_t cols) {
+    return cu_align256((size_t)n * (size_t)cols) + 2 * (size_t)n * (size_t)(cols / 32) * 4;
+}
+
 int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
             sd_err *e) {
     const int64_t blocks = (int64_t)n * (cols / 32);
-    const size_t qbytes = ((size_t)n * (size_t)cols + 255) & ~(size_t)255;
-    uint8_t *buf = (uint8_t *)cu_scratch(c, CU_SCRATCH_QACT, qbytes + 2 * (size_t)blocks * 4, e);
+    const size_t qbytes = cu_align256((size_t)n * (size_t)cols);
+    uint8_t *buf = (uint8_t *)cu_scratch(c, CU_SCRATCH_QACT, cu_qact_bytes(n, cols), e);
     if (!buf) return -1;
     *q = (int8_t *)buf;
     *d = (float *)(buf + qbytes);

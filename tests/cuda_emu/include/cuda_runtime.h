@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -70,6 +71,9 @@ enum cudaError {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorGraphExecUpdateFailure = 910,
 };
 typedef enum cudaError cudaError_t;
 enum cudaMemcpyKind {
@@ -87,11 +91,18 @@ enum cudaFuncAttribute {
 #define cudaStreamNonBlocking 0x01
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
-/* Stream capture is not emulated: cudaStreamBeginCapture fails with
- * cudaErrorNotSupported (the backend then runs each step plainly), and
- * the graph calls, never reached, fail the same way. */
+/* Stream capture: between cudaStreamBeginCapture and cudaStreamEndCapture
+ * the stream's launches, copies and memsets are recorded as graph nodes
+ * (a kernel's arguments copied, as a GPU's graph keeps them) instead of
+ * run; cudaStreamSynchronize on it fails and invalidates the capture, as
+ * on a GPU. An executable graph runs its nodes in order at
+ * cudaGraphLaunch; a copy node reads its source then, so pinned staging
+ * written between launches is what a replay sees. cudaGraphExecUpdate
+ * takes a graph of the same node kinds and kernels, else fails with
+ * cudaErrorGraphExecUpdateFailure. */
 typedef struct emu_graph *cudaGraph_t;
 typedef struct emu_graph_exec *cudaGraphExec_t;
+typedef struct emu_graph_node *cudaGraphNode_t;
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1 };
 struct cudaGraphExecUpdateResultInfo {
     int result;
@@ -144,6 +155,7 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
@@ -187,6 +199,11 @@ static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { 
  * breaks a launch limit of sm_90. */
 typedef void (*Body)(void *);
 bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx);
+/* While c.stream is captured: checks the configuration as launch does and
+ * appends a kernel node that owns ctx. */
+bool capturing(cudaStream_t s);
+void record(const Config &c, const char *name, const void *func, Body body,
+            std::shared_ptr<void> ctx);
 
 template <class... P, class... A>
 void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...args) {
@@ -194,11 +211,19 @@ void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...ar
     struct Ctx {
         void (*k)(P...);
         std::tuple<typename std::decay<P>::type...> a;
-    } ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
-    launch(c, name, (const void *)k, [](void *p) {
+    };
+    const Body body = [](void *p) {
         Ctx *x = (Ctx *)p;
         std::apply(x->k, x->a);
-    }, &ctx);
+    };
+    if (capturing(c.stream)) {
+        std::shared_ptr<Ctx> ctx = std::make_shared<Ctx>(
+            Ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)});
+        record(c, name, (const void *)k, body, ctx);
+        return;
+    }
+    Ctx ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
+    launch(c, name, (const void *)k, body, &ctx);
 }
 
 } /* namespace emu */
