@@ -58,6 +58,7 @@ static void cu_free(void *p) {
 }
 
 static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
+    c->op_seq++;
     cudaError_t err = cudaSetDevice(c->device);
     return err == cudaSuccess ? 0 : cu_fail(e, err, "%s: select device %d", op, c->device);
 }
@@ -359,6 +360,7 @@ static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weig
         rec_weight(&r->w[0], w);
         r->dim = dim;
         r->eps = eps;
+        if (dim % 32 == 0) rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, dim));
         return 0;
     }
     return cu_rmsnorm(c, out, x, (const float *)w->data, n, dim, eps, e);
@@ -567,6 +569,7 @@ static cu_graph *graph_find(sd_cuda *c) {
  * position the kernels read from pos_word (the cache bases as they are). */
 static int cu_issue(sd_cuda *c, const cu_rec *r, void *const *ptr, sd_err *e) {
     const size_t off = c->pos_dev ? 0 : (size_t)r->pos * rec_row_bytes(&r->s);
+    c->op_seq++;
     switch (r->op) {
     case CU_OP_EMBED: return cu_embed_staged(c, r->out, &r->w[0], r->n, e);
     case CU_OP_RMSNORM:

@@ -79,6 +79,16 @@ typedef struct sd_cuda {
     int *pos_host, *pos_word;
     const int *pos_dev;
     sd_cuda_graph_stats gstats;
+    /* Ops counted as they start (cu_enter, and each op graph_end issues);
+     * qtag: the rows whose int8 blocks the last fused RMSNorm left in the
+     * QACT scratch, valid for the op after it (seq + 1 == op_seq), qact.cu */
+    long op_seq;
+    struct {
+        const float *x;
+        int n;
+        int64_t cols;
+        long seq;
+    } qtag;
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -171,10 +181,14 @@ int cu_check_weight(const sd_weight *w, const char *op, sd_err *e);
 /* ---- launchers (one file each) -------------------------------------------- */
 /* repack.cu: GGUF rows on the device (row_bytes apart) -> the layout above. */
 int cu_repack(sd_cuda *c, void *dst, const void *raw, const sd_weight *w, sd_err *e);
-/* qact.cu: the scratch bytes cu_qact takes for n rows of cols. */
+/* qact.cu: the scratch bytes cu_qact takes for n rows of cols, and the
+ * scratch split into its q, d and s arrays (grown as needed). */
 size_t cu_qact_bytes(int n, int64_t cols);
+int cu_qact_buffers(sd_cuda *c, int n, int64_t cols, int8_t **q, float **d, float **s,
+                    sd_err *e);
 /* qact.cu: x[n][cols] -> int8 activations in the scratch: q [n][cols] and
- * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]. */
+ * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]; no
+ * launch when the RMSNorm of the op before left them (qact.cu). */
 int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
             sd_err *e);
 /* matvec.cu */
@@ -194,7 +208,7 @@ int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *co
 /* ffn.cu */
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
                   const float *x, int n, sd_err *e);
-/* norm.cu */
+/* norm.cu (also quantises out into the scratch when dim % 32 == 0, see qact.cu) */
 int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim, float eps,
                sd_err *e);
 /* attention.cu (the position from c->pos_dev while it is set); the split counters cover this many (kv head, query tile) pairs */
