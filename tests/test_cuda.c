@@ -1009,3 +1009,53 @@ Test(cuda, decode_graph) {
     sd_model_free(m);
     free(bytes);
 }
+
+/* Attention's key split holds for a length bucket (plan.h): decode steps
+ * across the bucket boundary at 256 give the plain path's ids, and the
+ * graph is captured at the first step and at the first step of the next
+ * bucket, the others replayed. The 250-token prompt runs plainly (more
+ * rows than one graph step takes). */
+enum { GB_PROMPT = 250, GB_STEPS = 12 };
+
+static void bucket_script(sd_model *m, int32_t *out) {
+    sd_err e = {{0}};
+    int32_t prompt[GB_PROMPT], tok;
+    for (int i = 0; i < GB_PROMPT; i++) prompt[i] = 1 + i * 7 % 300;
+    cr_assert(sd_forward_top_k(m, m->kv, prompt, GB_PROMPT, 0, 0, 1, 1, &tok, &e) == 0, "%s",
+              e.msg);
+    for (int i = 0; i < GB_STEPS; i++) {
+        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, GB_PROMPT + i, 0, 1, 1, &out[i], &e) == 0,
+                  "%s", e.msg);
+        tok = out[i];
+    }
+}
+
+Test(cuda, decode_graph_bucket) {
+    synth_cfg c = synth_default();
+    c.wtype = SD_Q8_0;
+    c.dim = 128;
+    c.ffn = 256;
+    c.ctx = 512;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    sd_err e = {{0}};
+    cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
+    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {.n_ctx = 300};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
+    cr_assert(m, "%s", e.msg);
+    int32_t plain[GB_STEPS], graphed[GB_STEPS];
+    cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
+    bucket_script(m, plain);
+    cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
+    bucket_script(m, graphed);
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode across 256 gave other ids");
+    cr_expect(st.captures == 2 && st.replays == GB_STEPS - 2 && st.fallbacks == 0,
+              "graphs: %ld captured, %ld replayed, %ld fallbacks", st.captures, st.replays,
+              st.fallbacks);
+    sd_model_free(m);
+    free(bytes);
+}

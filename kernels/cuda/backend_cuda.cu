@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/plan.h"
 
 /* ---- errors -----------------------------------------------------------------
  * The runtime keeps the last failed call's error until cudaGetLastError reads
@@ -224,6 +225,8 @@ struct cu_rec {
     float *tmp;    /* ffn */
     char *kc, *vc; /* qkv: rows of position 0; attention: the layer caches */
     int ptr0;      /* beams: their n K then n V rows of position 0 at cur.ptr[ptr0] */
+    int kps, splits; /* attention: the key split planned for the position's length bucket,
+                        which a replay keeps (so a new bucket captures anew) */
     int accumulate, dim;
     float eps;
     sd_weight w[3];
@@ -458,6 +461,12 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
         r->vc = (char *)vc;
         rec_shape(&r->s, s);
         rec_pos(c, r, pos);
+        sd_attn_plan pl;
+        if (s->n_kv > 0 && s->n_head % s->n_kv == 0 &&
+            sd_attn_plan_bucket(n, pos, s->n_kv, s->n_head / s->n_kv, c->sms, &pl) == 0) {
+            r->kps = pl.kps;
+            r->splits = pl.n_splits;
+        }
         rec_need(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos));
         return 0;
     }
@@ -535,6 +544,8 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
  *     (c->pos_dev), writing K/V rows at the cache bases plus pos rows;
  *   - attention plans its key split for the length bucket of the position
  *     (plan.h sd_attn_plan_bucket), so the launch shapes hold across it;
+ *     the split is part of the attention record, so the first step of a
+ *     new bucket captures anew;
  *   - while recording, the ops only append records (see "graph recording"),
  *     which hold every argument but the position; graph_end looks for a
  *     kept graph whose records are byte-equal and that was captured against
