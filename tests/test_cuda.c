@@ -967,6 +967,9 @@ static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
 }
 
 Test(cuda, decode_graph) {
+    /* with programmatic dependent launch (cuda_int.h cu_launch_cfg), which
+     * the emulator checks every block of the launched kernels waits for */
+    cr_assert(setenv("SD_CUDA_PDL", "1", 1) == 0);
     synth_cfg c = synth_default();
     c.wtype = SD_Q4_K;
     c.dim = 256;

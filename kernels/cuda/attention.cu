@@ -66,6 +66,7 @@ __device__ __forceinline__ float at_warp_sum(float v) {
 /* D = ceil(hd / 32): head dims per lane. */
 template <int D>
 __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
+    cu_grid_wait();
     extern __shared__ float sm[];
     const int hd = a.hd, kstride = hd | 1;
     float *Ks = sm;                    /* [AT_KEYS][kstride] */
@@ -223,8 +224,10 @@ size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int
 }
 
 template <int D>
-static void attn_launch(dim3 grid, size_t smem, cudaStream_t s, const AttnArgs &a) {
-    attn_kernel<D><<<grid, AT_THREADS, smem, s>>>(a);
+static void attn_launch(dim3 grid, size_t smem, const sd_cuda *c, const AttnArgs &a) {
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cu_launch_cfg(c, grid, AT_THREADS, smem, &at);
+    cudaLaunchKernelEx(&cfg, attn_kernel<D>, a);
 }
 
 int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
@@ -270,10 +273,10 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     const dim3 grid((unsigned)a.n_splits, (unsigned)s->n_kv, (unsigned)qtiles);
     const size_t smem = (size_t)(AT_KEYS * (hd | 1) + AT_KEYS * hd + AT_QV * hd) * sizeof(float);
     switch ((hd + 31) / 32) {
-    case 1: attn_launch<1>(grid, smem, c->stream, a); break;
-    case 2: attn_launch<2>(grid, smem, c->stream, a); break;
-    case 3: attn_launch<3>(grid, smem, c->stream, a); break;
-    default: attn_launch<4>(grid, smem, c->stream, a); break;
+    case 1: attn_launch<1>(grid, smem, c, a); break;
+    case 2: attn_launch<2>(grid, smem, c, a); break;
+    case 3: attn_launch<3>(grid, smem, c, a); break;
+    default: attn_launch<4>(grid, smem, c, a); break;
     }
     if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
                         s->n_kv, hd))

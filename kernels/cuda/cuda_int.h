@@ -83,6 +83,7 @@ typedef struct sd_cuda {
      * qtag: the rows whose int8 blocks the last fused RMSNorm left in the
      * QACT scratch, valid for the op after it (seq + 1 == op_seq), qact.cu */
     long op_seq;
+    int pdl; /* programmatic dependent launch (see cu_launch_cfg) */
     struct {
         const float *x;
         int n;
@@ -92,6 +93,43 @@ typedef struct sd_cuda {
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
+
+/* ---- programmatic dependent launch (sm_90) ---------------------------------
+ * With c->pdl (SD_CUDA_PDL=1 at sd_backend_cuda, on a device of compute
+ * capability 9.0 or newer) the kernels of a decode step (embed, rmsnorm,
+ * qact, the matrix-vector family of mv.cuh, attention) are launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization: such a kernel may be
+ * launched and its blocks scheduled while the kernel before it in the
+ * stream still runs, and waits in cu_grid_wait(), its first statement,
+ * until that kernel has completed and its writes are visible. What overlaps
+ * is one kernel's launch latency with the tail of the one before; since
+ * each waits before it touches memory, and the one before waited for its
+ * own predecessor, the stream's order is kept. Kernels launched plainly
+ * wait as always; in a captured graph the attribute becomes a programmatic
+ * edge. Off unless asked for: it has not been measured on a GPU yet
+ * (scripts/gpu-check.sh). at: the attribute's storage, alive until the
+ * launch. */
+static inline cudaLaunchConfig_t cu_launch_cfg(const sd_cuda *c, dim3 grid, dim3 block,
+                                               size_t smem, cudaLaunchAttribute *at) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    return cfg;
+}
+
+/* The wait of a kernel launched with cu_launch_cfg (a no-op before sm_90,
+ * where no launch carries the attribute). */
+__device__ __forceinline__ void cu_grid_wait(void) {
+#if defined(CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    cudaGridDependencySynchronize();
+#endif
+}
 
 /* "cuda: <what>: <error string>" into e; returns -1. */
 int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

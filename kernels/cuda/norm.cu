@@ -25,6 +25,7 @@ rmsnorm_kernel(float *out, const float *x, const float *w, int dim, float eps, i
     typedef cub::BlockReduce<double, RN_THREADS> Reduce;
     __shared__ typename Reduce::TempStorage tmp;
     __shared__ float scale;
+    cu_grid_wait();
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *o = out + (size_t)blockIdx.x * dim;
     double ss = 0;
@@ -47,7 +48,9 @@ int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, in
     int8_t *q = NULL;
     float *d = NULL, *s = NULL;
     if (dim % 32 == 0 && cu_qact_buffers(c, n, dim, &q, &d, &s, e)) return -1;
-    rmsnorm_kernel<<<(unsigned)n, RN_THREADS, 0, c->stream>>>(out, x, w, dim, eps, q, d, s);
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)n, RN_THREADS, 0, &at);
+    cudaLaunchKernelEx(&cfg, rmsnorm_kernel, out, x, w, dim, eps, q, d, s);
     if (cu_check_launch(c, e, "rmsnorm %dx%d", n, dim)) return -1;
     if (q) {
         c->qtag.x = out;

@@ -20,6 +20,7 @@ enum { QA_WARPS = 8 };
 
 __global__ void __launch_bounds__(32 * QA_WARPS)
 qact_kernel(const float *x, int8_t *q, float *d, float *s, int64_t blocks) {
+    cu_grid_wait();
     const int64_t b = (int64_t)blockIdx.x * QA_WARPS + (threadIdx.x >> 5);
     if (b >= blocks) return;
     qa_block(x[b * 32 + (threadIdx.x & 31)], b, q, d, s);
@@ -47,6 +48,8 @@ int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float *
     if (c->qtag.x == x && c->qtag.n == n && c->qtag.cols == cols && c->qtag.seq + 1 == c->op_seq)
         return 0; /* the op before made them (see the top) */
     const int64_t grid = (blocks + QA_WARPS - 1) / QA_WARPS;
-    qact_kernel<<<(unsigned)grid, 32 * QA_WARPS, 0, c->stream>>>(x, *q, *d, *s, blocks);
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)grid, 32 * QA_WARPS, 0, &at);
+    cudaLaunchKernelEx(&cfg, qact_kernel, x, *q, *d, *s, blocks);
     return cu_check_launch(c, e, "quantize activations %dx%lld", n, (long long)cols);
 }

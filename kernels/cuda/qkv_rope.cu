@@ -71,6 +71,7 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
  * struct to each thread's local memory). */
 template <int T, int NT, class P>
 __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
+    cu_grid_wait();
     const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
@@ -118,8 +119,10 @@ template <class P>
 struct QkvLaunch {
     typedef P Args;
     template <int T, int NT>
-    static void run(const MvPlan &pl, cudaStream_t s, const P &a) {
-        qkv_rope_kernel<T, NT, P><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    static void run(const MvPlan &pl, const sd_cuda *c, const P &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        cudaLaunchKernelEx(&cfg, qkv_rope_kernel<T, NT, P>, a);
     }
 };
 
@@ -149,7 +152,7 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
         return -1;
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
-    mv_launch<QkvLaunch<P> >(w->type, pl, c->stream, *args);
+    mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);
 }

@@ -514,6 +514,17 @@ static bool check_config(const Config &c, const char *name, const void *func) {
     return true;
 }
 
+static bool pdl_waited; /* a thread of the running block called cudaGridDependencySynchronize */
+
+void grid_dependency_sync(void) {
+    if (!t_cur) fail("cudaGridDependencySynchronize outside a kernel");
+    pdl_waited = true;
+}
+
+void fail_attr(const char *name, int id) {
+    fail("launch of %s: launch attribute %d is not emulated", name, id);
+}
+
 bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
     if (!check_config(c, name, func)) return false;
     const dim3 g = c.grid, b = c.block;
@@ -571,7 +582,12 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
                     memset(smem, 0xff, c.smem);
                 }
                 dyn_smem = smem;
+                pdl_waited = false;
                 run_block(nblock & 1);
+                if (c.pdl && !pdl_waited)
+                    fail("kernel %s, block (%u,%u,%u): launched with programmatic stream "
+                         "serialization, but no thread of the block called "
+                         "cudaGridDependencySynchronize", name, x, y, z);
                 free(smem);
                 dyn_smem = NULL;
             }

@@ -107,6 +107,27 @@ enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureM
 struct cudaGraphExecUpdateResultInfo {
     int result;
 };
+/* Launch attributes (cudaLaunchKernelEx, which translate.py turns into
+ * emu::launch_kernel_ex to pass the kernel's name): only programmatic
+ * stream serialization. Kernels run one after another, so the dependency
+ * it relaxes always holds; the emulator checks that every block of a kernel
+ * launched with it calls cudaGridDependencySynchronize. */
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
+union cudaLaunchAttributeValue {
+    int programmaticStreamSerializationAllowed;
+    char pad[64];
+};
+struct cudaLaunchAttribute {
+    cudaLaunchAttributeID id;
+    cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
+};
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
 
@@ -191,8 +212,12 @@ struct Config {
     dim3 grid, block;
     size_t smem;
     cudaStream_t stream;
+    bool pdl; /* programmatic stream serialization: each block must wait */
 };
-static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s}; }
+static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s, false}; }
+/* cudaGridDependencySynchronize: marks the running block as having waited. */
+void grid_dependency_sync(void);
+[[noreturn]] void fail_attr(const char *name, int id);
 
 /* Runs body once per thread of every block (blocks one after another);
  * false (with the error set for cudaGetLastError) when the configuration
@@ -226,15 +251,30 @@ void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...ar
     launch(c, name, (const void *)k, body, &ctx);
 }
 
+template <class... P, class... A>
+cudaError_t launch_kernel_ex(const cudaLaunchConfig_t *c, const char *name, void (*k)(P...),
+                             A &&...args) {
+    Config x = cfg(c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream);
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization)
+            fail_attr(name, (int)c->attrs[i].id);
+        x.pdl = c->attrs[i].val.programmaticStreamSerializationAllowed != 0;
+    }
+    launch_kernel(x, name, k, std::forward<A>(args)...);
+    return cudaPeekAtLastError();
+}
+
 } /* namespace emu */
 
 #define threadIdx (emu::thread_idx())
 #define blockIdx (emu::t_block)
-#define blockDim (emu::t_bdim)
-#define gridDim (emu::t_gdim)
+/* references, not macros: cudaLaunchConfig_t has members of these names */
+inline const uint3 &blockDim = emu::t_bdim;
+inline const uint3 &gridDim = emu::t_gdim;
 #define warpSize 32
 
 #define __syncthreads() emu::syncthreads(__FILE__, __LINE__)
+static inline void cudaGridDependencySynchronize(void) { emu::grid_dependency_sync(); }
 #define __syncwarp(...) ((void)emu::warp_op(emu::OP_SYNCWARP, emu_mask_or_full(__VA_ARGS__), 0, 0, 32, __FILE__, __LINE__))
 static inline unsigned emu_mask_or_full(unsigned m = 0xffffffffu) { return m; }
 
