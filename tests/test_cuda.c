@@ -1062,3 +1062,39 @@ Test(cuda, decode_graph_bucket) {
     sd_model_free(m);
     free(bytes);
 }
+
+/* Two embeds in one recorded step stage their ids apart in the pinned
+ * staging (backend_cuda.cu, "graph recording"): captured, then replayed with
+ * other ids, each gives the rows of plain embeds. */
+Test(cuda, graph_two_embeds) {
+    rng_state = 48;
+    const int dim = 64;
+    wpair w;
+    wpair_rand(&w, SD_F32, 50, dim, 1.0f);
+    float *x1 = dbuf(2 * (size_t)dim, NULL), *x2 = dbuf(dim, NULL), *y1 = dbuf(2 * (size_t)dim, NULL),
+          *y2 = dbuf(dim, NULL);
+    const int32_t ids[2][3] = {{3, 7, 11}, {40, 2, 49}};
+    cr_assert(sd_cuda_set_graph(gpu, 1) == 0);
+    for (int step = 0; step < 2; step++) {
+        const int32_t *a = ids[step], *b = ids[step] + 2;
+        sd_err err = {{0}};
+        cr_assert_eq(gpu->graph_begin(gpu, &err), 1, "graph_begin: %s", err.msg);
+        OK(gpu->embed(gpu, x1, &w.g, a, 2, e));
+        OK(gpu->embed(gpu, x2, &w.g, b, 1, e));
+        OK(gpu->graph_end(gpu, 1, e));
+        OK(gpu->embed(gpu, y1, &w.g, a, 2, e));
+        OK(gpu->embed(gpu, y2, &w.g, b, 1, e));
+        float *g1 = fetch(x1, 2 * (size_t)dim), *g2 = fetch(x2, dim), *p1 = fetch(y1, 2 * (size_t)dim),
+              *p2 = fetch(y2, dim);
+        cr_expect(!memcmp(g1, p1, 2 * (size_t)dim * 4) && !memcmp(g2, p2, (size_t)dim * 4),
+                  "step %d: recorded embeds differ from plain ones", step);
+        free(g1), free(g2), free(p1), free(p2);
+    }
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(gpu, &st) == 0);
+    cr_expect(st.captures == 1 && st.replays == 1, "%ld captures, %ld replays", st.captures,
+              st.replays);
+    cr_assert(sd_cuda_set_graph(gpu, 0) == 0);
+    gpu->release(gpu, x1), gpu->release(gpu, x2), gpu->release(gpu, y1), gpu->release(gpu, y2);
+    wpair_free(&w);
+}

@@ -224,7 +224,8 @@ struct cu_rec {
     const float *x; /* rmsnorm/qkv/matmul/ffn x, attention q */
     float *tmp;    /* ffn */
     char *kc, *vc; /* qkv: rows of position 0; attention: the layer caches */
-    int ptr0;      /* beams: their n K then n V rows of position 0 at cur.ptr[ptr0] */
+    int ptr0;      /* beams: their n K then n V rows of position 0 at cur.ptr[ptr0];
+                      embed: its ids at ids_host[ptr0] */
     int kps, splits; /* attention: the key split planned for the position's length bucket,
                         which a replay keeps (so a new bucket captures anew) */
     int accumulate, dim;
@@ -297,13 +298,15 @@ static void rec_qact(sd_cuda *c, int n, const sd_weight *w, int quant) {
 }
 
 /* ---- ops -------------------------------------------------------------------------- */
-/* Embeds the n ids already in the pinned staging: one copy of them to the
- * device, then the kernel. Outside a capture the copy's end is marked
- * (ids_copied) for the next writer of the staging. */
-static int cu_embed_staged(sd_cuda *c, float *x, const sd_weight *emb, int n, sd_err *e) {
-    int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)n * sizeof *dev, e);
+/* Embeds the n ids already in the pinned staging at ids_host[i0]: one copy
+ * of them to the device (the same offset of the ids scratch), then the
+ * kernel. Outside a capture the copy's end is marked (ids_copied) for the
+ * next writer of the staging. */
+static int cu_embed_staged(sd_cuda *c, float *x, const sd_weight *emb, int i0, int n, sd_err *e) {
+    int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)(i0 + n) * sizeof *dev, e);
     if (!dev) return -1;
-    cudaError_t err = cudaMemcpyAsync(dev, c->ids_host, (size_t)n * sizeof *dev,
+    dev += i0;
+    cudaError_t err = cudaMemcpyAsync(dev, c->ids_host + i0, (size_t)n * sizeof *dev,
                                       cudaMemcpyHostToDevice, c->stream);
     if (err == cudaSuccess && !c->capturing) err = cudaEventRecord(c->ids_copied, c->stream);
     if (err != cudaSuccess) return cu_fail(e, err, "embed: copy %d token ids", n);
@@ -321,15 +324,18 @@ static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32
                            (long long)emb->rows);
     /* recorded: graph_begin has waited for the last copy out of the staging */
     if (c->recording) {
-        if (n > c->ids_cap)
-            return sd_fail(e, "cuda: embed: %d ids are more than a graph step stages (%d)", n,
-                           c->ids_cap);
-        memcpy(c->ids_host, ids, (size_t)n * sizeof *ids);
+        const int i0 = c->rec_ids;
+        if (n > c->ids_cap - i0)
+            return sd_fail(e, "cuda: embed: %d ids are more than a graph step stages (%d of %d)",
+                           n, c->ids_cap - i0, c->ids_cap);
+        memcpy(c->ids_host + i0, ids, (size_t)n * sizeof *ids);
         cu_rec *r = rec_add(c, CU_OP_EMBED, n, e);
         if (!r) return -1;
         r->out = x;
+        r->ptr0 = i0;
         rec_weight(&r->w[0], emb);
-        rec_need(c, CU_SCRATCH_IDS, (size_t)n * sizeof *ids);
+        c->rec_ids = i0 + n;
+        rec_need(c, CU_SCRATCH_IDS, (size_t)c->rec_ids * sizeof *ids);
         return 0;
     }
     /* the ids go through pinned staging (one DMA, no pageable copy); the
@@ -346,7 +352,7 @@ static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32
         c->ids_cap = cap;
     }
     memcpy(c->ids_host, ids, (size_t)n * sizeof *ids);
-    return cu_embed_staged(c, x, emb, n, e);
+    return cu_embed_staged(c, x, emb, 0, n, e);
 }
 
 static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weight *w, int n,
@@ -582,7 +588,7 @@ static int cu_issue(sd_cuda *c, const cu_rec *r, void *const *ptr, sd_err *e) {
     const size_t off = c->pos_dev ? 0 : (size_t)r->pos * rec_row_bytes(&r->s);
     c->op_seq++;
     switch (r->op) {
-    case CU_OP_EMBED: return cu_embed_staged(c, r->out, &r->w[0], r->n, e);
+    case CU_OP_EMBED: return cu_embed_staged(c, r->out, &r->w[0], r->ptr0, r->n, e);
     case CU_OP_RMSNORM:
         return cu_rmsnorm(c, r->out, r->x, (const float *)r->w[0].data, r->n, r->dim, r->eps, e);
     case CU_OP_QKV:
@@ -697,6 +703,7 @@ static int cuda_graph_begin(sd_backend *b, sd_err *e) {
     c->cur.nrec = c->cur.nptr = 0;
     c->rec_pos = -1;
     c->rec_mixed = 0;
+    c->rec_ids = 0;
     memset(c->rec_need, 0, sizeof c->rec_need);
     return 1;
 }

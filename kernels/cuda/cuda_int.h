@@ -72,6 +72,7 @@ typedef struct sd_cuda {
      * like ids_host it is written again only after ids_copied. */
     int graph_on, recording, capturing;
     int rec_pos, rec_mixed;      /* the recorded step's position; 1: calls disagree on it */
+    int rec_ids;                 /* token ids the recorded embeds staged, end to end */
     size_t rec_need[CU_SCRATCH_N]; /* scratch the recorded calls need */
     cu_graph cur;
     cu_graph graphs[CU_GRAPHS];
