@@ -686,6 +686,59 @@ Test(cuda, qkv_rope_same_pos) {
             check_qkv_same_pos(all_types[t], fits(all_types[t], 576) ? s : sk, ns[k], 17);
 }
 
+/* The same op recorded in graph steps (backend_cuda.cu "graphs"): captured at
+ * position 17, replayed at 18 with the same buffers, each step's K/V rows
+ * land at its position of each beam's cache and match the CPU op. */
+Test(cuda, qkv_rope_same_pos_graph) {
+    rng_state = 32;
+    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
+    enum { N = 4, DIM = 576, KV = 192, LEN = 20 };
+    wpair wq, wk, wv;
+    wpair_rand(&wq, SD_Q8_0, DIM, DIM, 1.0f);
+    wpair_rand(&wk, SD_Q8_0, KV, DIM, 1.0f);
+    wpair_rand(&wv, SD_Q8_0, KV, DIM, 1.0f);
+    float *x = hrand((size_t)N * DIM, 1.0f), *q_ref = malloc((size_t)N * DIM * 4);
+    float *href = malloc(2 * (size_t)N * KV * 4);
+    cr_assert(q_ref && href);
+    float *dx = dbuf((size_t)N * DIM, x), *dq = dbuf((size_t)N * DIM, NULL), *dcache[2 * N];
+    for (int i = 0; i < 2 * N; i++) dcache[i] = dbuf((size_t)LEN * KV, NULL);
+    cr_assert(sd_cuda_set_graph(gpu, 1) == 0);
+    for (int step = 0; step < 2; step++) {
+        const int pos = 17 + step;
+        void *dk[N], *dv[N], *hk[N], *hv[N];
+        for (int i = 0; i < N; i++) {
+            dk[i] = dcache[2 * i] + (size_t)pos * KV;
+            dv[i] = dcache[2 * i + 1] + (size_t)pos * KV;
+            hk[i] = href + (size_t)(2 * i) * KV;
+            hv[i] = href + (size_t)(2 * i + 1) * KV;
+        }
+        sd_err err = {{0}};
+        cr_assert_eq(gpu->graph_begin(gpu, &err), 1, "graph_begin: %s", err.msg);
+        OK(gpu->qkv_rope_same_pos(gpu, &s, dq, dk, dv, &wq.g, &wk.g, &wv.g, dx, N, pos, e));
+        OK(gpu->graph_end(gpu, 1, e));
+        OK(cpu->qkv_rope_same_pos(cpu, &s, q_ref, hk, hv, &wq.c, &wk.c, &wv.c, x, N, pos, e));
+        float *q = fetch(dq, (size_t)N * DIM);
+        double worst = rel_err(q, q_ref, (size_t)N * DIM);
+        for (int i = 0; i < 2 * N; i++) {
+            float *row = fetch(dcache[i] + (size_t)pos * KV, KV);
+            const double r = rel_err(row, href + (size_t)i * KV, KV);
+            if (r > worst) worst = r;
+            free(row);
+        }
+        cr_expect(worst <= 1e-3, "graphed qkv_rope_same_pos at %d: error %.3g", pos, worst);
+        free(q);
+    }
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(gpu, &st) == 0);
+    cr_expect(st.captures == 1 && st.replays == 1, "%ld captures, %ld replays", st.captures,
+              st.replays);
+    cr_assert(sd_cuda_set_graph(gpu, 0) == 0);
+    for (int i = 0; i < 2 * N; i++) gpu->release(gpu, dcache[i]);
+    gpu->release(gpu, dx), gpu->release(gpu, dq);
+    free(x), free(q_ref), free(href);
+    wpair_free(&wq), wpair_free(&wk), wpair_free(&wv);
+}
+
 /* ---- errors --------------------------------------------------------------------------------- */
 Test(cuda, errors_name_the_op) {
     sd_err e = {{0}};
