@@ -277,6 +277,50 @@ Test(cuda, rmsnorm) {
             }
 }
 
+/* RMSNorm quantises the rows it writes, and a quantised matmul right after
+ * takes those blocks (qact.cu): its result is bit for bit the one of the
+ * same matmul over a copy of the rows (quantised by its own launch), and
+ * within the usual bound of the CPU's rmsnorm + matmul. */
+Test(cuda, rmsnorm_fused_qact) {
+    rng_state = 12;
+    static const int dims[] = {64, 576};
+    static const int ns[] = {1, 9};
+    static const uint32_t types[] = {SD_Q8_0, SD_Q4_0};
+    for (size_t d = 0; d < 2; d++)
+        for (size_t k = 0; k < 2; k++)
+            for (size_t t = 0; t < 2; t++) {
+                const int dim = dims[d], n = ns[k], rows = 96;
+                float *wf = hrand((size_t)dim, 0.5f);
+                for (int i = 0; i < dim; i++) wf[i] += 1.0f;
+                wpair nw, mw;
+                wpair_from(&nw, SD_F32, 1, dim, wf);
+                wpair_rand(&mw, types[t], rows, dim, 1.0f);
+                float *x = hrand((size_t)n * dim, 3.0f), *xn = malloc((size_t)n * dim * 4),
+                      *ref = malloc((size_t)n * rows * 4);
+                cr_assert(xn && ref);
+                OK(cpu->rmsnorm(cpu, xn, x, &nw.c, n, dim, 1e-5f, e));
+                OK(cpu->matmul(cpu, ref, &mw.c, xn, n, 0, e));
+                float *dx = dbuf((size_t)n * dim, x), *dn = dbuf((size_t)n * dim, NULL),
+                      *dcopy = dbuf((size_t)n * dim, NULL), *fused = dbuf((size_t)n * rows, NULL),
+                      *plain = dbuf((size_t)n * rows, NULL);
+                OK(gpu->rmsnorm(gpu, dn, dx, &nw.g, n, dim, 1e-5f, e));
+                OK(gpu->matmul(gpu, fused, &mw.g, dn, n, 0, e));
+                OK(gpu->copy(gpu, dcopy, dn, (size_t)n * dim * 4, e));
+                OK(gpu->matmul(gpu, plain, &mw.g, dcopy, n, 0, e));
+                float *a = fetch(fused, (size_t)n * rows), *b = fetch(plain, (size_t)n * rows);
+                cr_expect(!memcmp(a, b, (size_t)n * rows * 4),
+                          "rmsnorm + matmul %s n=%d dim=%d: the fused blocks differ from qact's",
+                          sd_wtype_name(types[t]), n, dim);
+                const double err = rel_err(a, ref, (size_t)n * rows);
+                cr_expect(err <= mm_tol(types[t]), "rmsnorm + matmul %s n=%d dim=%d: error %.3g",
+                          sd_wtype_name(types[t]), n, dim, err);
+                gpu->release(gpu, dx), gpu->release(gpu, dn), gpu->release(gpu, dcopy);
+                gpu->release(gpu, fused), gpu->release(gpu, plain);
+                free(wf), free(x), free(xn), free(ref), free(a), free(b);
+                wpair_free(&nw), wpair_free(&mw);
+            }
+}
+
 /* A llama-style attention shape (no biases, rotation of (2j, 2j+1) pairs). */
 #define SHAPE(heads, kv, hd, rd, base) \
     {.n_head = heads, .n_kv = kv, .head_dim = hd, .rope_dim = rd, .rope_base = base}
@@ -642,6 +686,59 @@ Test(cuda, qkv_rope_same_pos) {
             check_qkv_same_pos(all_types[t], fits(all_types[t], 576) ? s : sk, ns[k], 17);
 }
 
+/* The same op recorded in graph steps (backend_cuda.cu "graphs"): captured at
+ * position 17, replayed at 18 with the same buffers, each step's K/V rows
+ * land at its position of each beam's cache and match the CPU op. */
+Test(cuda, qkv_rope_same_pos_graph) {
+    rng_state = 32;
+    const sd_attn_shape s = SHAPE(9, 3, 64, 64, 10000.0f);
+    enum { N = 4, DIM = 576, KV = 192, LEN = 20 };
+    wpair wq, wk, wv;
+    wpair_rand(&wq, SD_Q8_0, DIM, DIM, 1.0f);
+    wpair_rand(&wk, SD_Q8_0, KV, DIM, 1.0f);
+    wpair_rand(&wv, SD_Q8_0, KV, DIM, 1.0f);
+    float *x = hrand((size_t)N * DIM, 1.0f), *q_ref = malloc((size_t)N * DIM * 4);
+    float *href = malloc(2 * (size_t)N * KV * 4);
+    cr_assert(q_ref && href);
+    float *dx = dbuf((size_t)N * DIM, x), *dq = dbuf((size_t)N * DIM, NULL), *dcache[2 * N];
+    for (int i = 0; i < 2 * N; i++) dcache[i] = dbuf((size_t)LEN * KV, NULL);
+    cr_assert(sd_cuda_set_graph(gpu, 1) == 0);
+    for (int step = 0; step < 2; step++) {
+        const int pos = 17 + step;
+        void *dk[N], *dv[N], *hk[N], *hv[N];
+        for (int i = 0; i < N; i++) {
+            dk[i] = dcache[2 * i] + (size_t)pos * KV;
+            dv[i] = dcache[2 * i + 1] + (size_t)pos * KV;
+            hk[i] = href + (size_t)(2 * i) * KV;
+            hv[i] = href + (size_t)(2 * i + 1) * KV;
+        }
+        sd_err err = {{0}};
+        cr_assert_eq(gpu->graph_begin(gpu, &err), 1, "graph_begin: %s", err.msg);
+        OK(gpu->qkv_rope_same_pos(gpu, &s, dq, dk, dv, &wq.g, &wk.g, &wv.g, dx, N, pos, e));
+        OK(gpu->graph_end(gpu, 1, e));
+        OK(cpu->qkv_rope_same_pos(cpu, &s, q_ref, hk, hv, &wq.c, &wk.c, &wv.c, x, N, pos, e));
+        float *q = fetch(dq, (size_t)N * DIM);
+        double worst = rel_err(q, q_ref, (size_t)N * DIM);
+        for (int i = 0; i < 2 * N; i++) {
+            float *row = fetch(dcache[i] + (size_t)pos * KV, KV);
+            const double r = rel_err(row, href + (size_t)i * KV, KV);
+            if (r > worst) worst = r;
+            free(row);
+        }
+        cr_expect(worst <= 1e-3, "graphed qkv_rope_same_pos at %d: error %.3g", pos, worst);
+        free(q);
+    }
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(gpu, &st) == 0);
+    cr_expect(st.captures == 1 && st.replays == 1, "%ld captures, %ld replays", st.captures,
+              st.replays);
+    cr_assert(sd_cuda_set_graph(gpu, 0) == 0);
+    for (int i = 0; i < 2 * N; i++) gpu->release(gpu, dcache[i]);
+    gpu->release(gpu, dx), gpu->release(gpu, dq);
+    free(x), free(q_ref), free(href);
+    wpair_free(&wq), wpair_free(&wk), wpair_free(&wv);
+}
+
 /* ---- errors --------------------------------------------------------------------------------- */
 Test(cuda, errors_name_the_op) {
     sd_err e = {{0}};
@@ -882,23 +979,50 @@ Test(cuda, model_q4_k) { model_type(SD_Q4_K); }
 Test(cuda, model_q6_k) { model_type(SD_Q6_K); }
 
 /* ---- decode steps as CUDA graphs (backend.h graph_begin/graph_end) --------------------------
- * A synthetic model greedy-decoded on CUDA with graphs on gives the ids of
- * the same decode with graphs off, and the graphs really ran: launched,
- * later steps updated in place (the plain run grew the scratch first; a
- * step that would grow it while recorded falls back, counted). */
-static void greedy(sd_model *m, int32_t *out, int n) {
+ * A synthetic model decoded greedily, with two verification steps of 4 rows
+ * in between (as speculative decoding makes them), gives the same ids with
+ * graphs on as with plain launches; and with graphs on each shape is
+ * captured once, when it first runs (the 3-token prompt, the decode step,
+ * the verification), every other step is a replay of a kept graph at its
+ * new position, and nothing falls back (the plain run grew the scratch). */
+enum { GR_STEPS = 40, GR_VERIFY = 4, GR_CALLS = GR_STEPS + 3, GR_IDS = GR_STEPS + 2 * GR_VERIFY };
+
+/* The ids of the script into out; the graph captures after each of its
+ * GR_CALLS forward calls into caps, and the nodes of the decode step's
+ * graph into nodes. */
+static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
     sd_err e = {{0}};
     const int32_t prompt[3] = {1, 300, 301};
     int32_t tok;
+    sd_cuda_graph_stats st;
+    int call = 0, k = 0, pos = 3;
     cr_assert(sd_forward_top_k(m, m->kv, prompt, 3, 0, 0, 1, 1, &tok, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < n; i++) {
-        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, 3 + i, 0, 1, 1, &out[i], &e) == 0, "%s",
-                  e.msg);
-        tok = out[i];
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    caps[call++] = st.captures;
+    for (int i = 0; i < GR_STEPS; i++) {
+        if (i == 15 || i == 30) {
+            const int32_t draft[GR_VERIFY] = {tok, 5, 6, 7};
+            cr_assert(sd_forward_top_k(m, m->kv, draft, GR_VERIFY, pos, 0, GR_VERIFY, 1, out + k,
+                                       &e) == 0, "%s", e.msg);
+            cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+            caps[call++] = st.captures;
+            tok = out[k + GR_VERIFY - 1];
+            k += GR_VERIFY;
+            pos += GR_VERIFY;
+        }
+        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, pos, 0, 1, 1, &out[k], &e) == 0, "%s", e.msg);
+        cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+        if (i == 0) *nodes = st.nodes;
+        caps[call++] = st.captures;
+        tok = out[k++];
+        pos++;
     }
 }
 
 Test(cuda, decode_graph) {
+    /* with programmatic dependent launch (cuda_int.h cu_launch_cfg), which
+     * the emulator checks every block of the launched kernels waits for */
+    cr_assert(setenv("SD_CUDA_PDL", "1", 1) == 0);
     synth_cfg c = synth_default();
     c.wtype = SD_Q4_K;
     c.dim = 256;
@@ -913,24 +1037,117 @@ Test(cuda, decode_graph) {
     sd_model_opts o = {.n_ctx = 200};
     sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
-    enum { STEPS = 150 }; /* long enough for attention to split its keys */
-    int32_t plain[STEPS], graphed[STEPS];
+    int32_t plain[GR_IDS], graphed[GR_IDS];
+    long caps[GR_CALLS], nodes = 0;
     cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
-    greedy(m, plain, STEPS);
+    decode_script(m, plain, caps, &nodes);
     cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
-    greedy(m, graphed, STEPS);
+    decode_script(m, graphed, caps, &nodes);
     sd_cuda_graph_stats st;
     cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
     cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode gave other ids");
-#ifdef SD_CUDA_EMULATED
-    /* the emulator refuses stream capture: every step takes the fallback */
-    cr_expect(st.launched == 0 && st.fallbacks == STEPS,
-              "graphs under the emulator: %ld launched, %ld fallbacks", st.launched, st.fallbacks);
-#else
-    cr_expect(st.launched + st.fallbacks == STEPS && st.launched > STEPS / 2 && st.updated > 0,
-              "graphs: %ld launched (%ld updated, %ld instantiated), %ld fallbacks", st.launched,
-              st.updated, st.instantiated, st.fallbacks);
-#endif
+    /* captures: the prompt, the first decode step, the first verification (call 16) */
+    for (int i = 0; i < GR_CALLS; i++) {
+        const long want = i == 0 ? 1 : i < 16 ? 2 : 3;
+        cr_expect(caps[i] == want, "after forward call %d: %ld captures, expected %ld", i, caps[i],
+                  want);
+    }
+    cr_expect(st.launched == GR_CALLS && st.captures == 3 && st.replays == GR_CALLS - 3 &&
+                  st.fallbacks == 0 && st.updated + st.instantiated == st.captures,
+              "graphs: %ld launched (%ld captured: %ld updated, %ld instantiated; %ld replayed), "
+              "%ld fallbacks",
+              st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks);
+    /* the decode step's launches: the position and id copies, embed; per
+     * layer rmsnorm (quantising), qkv_rope, attention, qact + wo, rmsnorm
+     * (quantising), ffn_swiglu, qact + w_down; the head's rmsnorm and matmul */
+    cr_expect(nodes == 3 + 9 * c.n_layers + 2, "decode step of %d layers: %ld graph nodes",
+              c.n_layers, nodes);
     sd_model_free(m);
     free(bytes);
+}
+
+/* Attention's key split holds for a length bucket (plan.h): decode steps
+ * across the bucket boundary at 256 give the plain path's ids, and the
+ * graph is captured at the first step and at the first step of the next
+ * bucket, the others replayed. The 250-token prompt runs plainly (more
+ * rows than one graph step takes). */
+enum { GB_PROMPT = 250, GB_STEPS = 12 };
+
+static void bucket_script(sd_model *m, int32_t *out) {
+    sd_err e = {{0}};
+    int32_t prompt[GB_PROMPT], tok;
+    for (int i = 0; i < GB_PROMPT; i++) prompt[i] = 1 + i * 7 % 300;
+    cr_assert(sd_forward_top_k(m, m->kv, prompt, GB_PROMPT, 0, 0, 1, 1, &tok, &e) == 0, "%s",
+              e.msg);
+    for (int i = 0; i < GB_STEPS; i++) {
+        cr_assert(sd_forward_top_k(m, m->kv, &tok, 1, GB_PROMPT + i, 0, 1, 1, &out[i], &e) == 0,
+                  "%s", e.msg);
+        tok = out[i];
+    }
+}
+
+Test(cuda, decode_graph_bucket) {
+    synth_cfg c = synth_default();
+    c.wtype = SD_Q8_0;
+    c.dim = 128;
+    c.ffn = 256;
+    c.ctx = 512;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    sd_err e = {{0}};
+    cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
+    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {.n_ctx = 300};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
+    cr_assert(m, "%s", e.msg);
+    int32_t plain[GB_STEPS], graphed[GB_STEPS];
+    cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
+    bucket_script(m, plain);
+    cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
+    bucket_script(m, graphed);
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    cr_expect(!memcmp(plain, graphed, sizeof plain), "graphed decode across 256 gave other ids");
+    cr_expect(st.captures == 2 && st.replays == GB_STEPS - 2 && st.fallbacks == 0,
+              "graphs: %ld captured, %ld replayed, %ld fallbacks", st.captures, st.replays,
+              st.fallbacks);
+    sd_model_free(m);
+    free(bytes);
+}
+
+/* Two embeds in one recorded step stage their ids apart in the pinned
+ * staging (backend_cuda.cu, "graph recording"): captured, then replayed with
+ * other ids, each gives the rows of plain embeds. */
+Test(cuda, graph_two_embeds) {
+    rng_state = 48;
+    const int dim = 64;
+    wpair w;
+    wpair_rand(&w, SD_F32, 50, dim, 1.0f);
+    float *x1 = dbuf(2 * (size_t)dim, NULL), *x2 = dbuf(dim, NULL), *y1 = dbuf(2 * (size_t)dim, NULL),
+          *y2 = dbuf(dim, NULL);
+    const int32_t ids[2][3] = {{3, 7, 11}, {40, 2, 49}};
+    cr_assert(sd_cuda_set_graph(gpu, 1) == 0);
+    for (int step = 0; step < 2; step++) {
+        const int32_t *a = ids[step], *b = ids[step] + 2;
+        sd_err err = {{0}};
+        cr_assert_eq(gpu->graph_begin(gpu, &err), 1, "graph_begin: %s", err.msg);
+        OK(gpu->embed(gpu, x1, &w.g, a, 2, e));
+        OK(gpu->embed(gpu, x2, &w.g, b, 1, e));
+        OK(gpu->graph_end(gpu, 1, e));
+        OK(gpu->embed(gpu, y1, &w.g, a, 2, e));
+        OK(gpu->embed(gpu, y2, &w.g, b, 1, e));
+        float *g1 = fetch(x1, 2 * (size_t)dim), *g2 = fetch(x2, dim), *p1 = fetch(y1, 2 * (size_t)dim),
+              *p2 = fetch(y2, dim);
+        cr_expect(!memcmp(g1, p1, 2 * (size_t)dim * 4) && !memcmp(g2, p2, (size_t)dim * 4),
+                  "step %d: recorded embeds differ from plain ones", step);
+        free(g1), free(g2), free(p1), free(p2);
+    }
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(gpu, &st) == 0);
+    cr_expect(st.captures == 1 && st.replays == 1, "%ld captures, %ld replays", st.captures,
+              st.replays);
+    cr_assert(sd_cuda_set_graph(gpu, 0) == 0);
+    gpu->release(gpu, x1), gpu->release(gpu, x2), gpu->release(gpu, y1), gpu->release(gpu, y2);
+    wpair_free(&w);
 }

@@ -110,6 +110,30 @@ Test(cuda_plan, attention_sweep) {
                 }
 }
 
+/* The bucketed plan covers every length of its bucket with the same launch
+ * shape, and the next bucket starts where it ends. */
+Test(cuda_plan, attention_bucket) {
+    const int ns[] = {1, 4, 128};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++) {
+        const int n = ns[a];
+        sd_attn_plan first, p;
+        cr_assert_eq(sd_attn_plan_bucket(n, 0, 3, 3, H200_SMS, &first), 0);
+        for (int pos = 0; pos + n <= SD_AT_BUCKET_MIN; pos++) {
+            cr_assert_eq(sd_attn_plan_bucket(n, pos, 3, 3, H200_SMS, &p), 0);
+            cr_assert(p.kps == first.kps && p.n_splits == first.n_splits && p.qtiles == first.qtiles,
+                      "n %d pos %d: %d splits of %d, at 0 %d of %d", n, pos, p.n_splits, p.kps,
+                      first.n_splits, first.kps);
+            cr_assert((int64_t)p.n_splits * p.kps >= pos + n);
+        }
+        cr_assert_eq(sd_attn_plan_bucket(n, SD_AT_BUCKET_MIN - n + 1, 3, 3, H200_SMS, &p), 0);
+        cr_assert((int64_t)p.n_splits * p.kps >= 2 * SD_AT_BUCKET_MIN);
+    }
+    /* Qwen2.5-Coder 0.5B decode at 8191: the bucket is 8192, as planned exactly */
+    sd_attn_plan q;
+    cr_assert_eq(sd_attn_plan_bucket(1, 8190, 2, 7, H200_SMS, &q), 0);
+    cr_assert(q.n_splits == 128 && q.kps == 64, "%d splits of %d", q.n_splits, q.kps);
+}
+
 Test(cuda_plan, attention_too_many_rows) {
     sd_attn_plan p;
     cr_assert_eq(sd_attn_plan_make(65536 * 16, 0, 1, 2, H200_SMS, &p), -1);

@@ -228,9 +228,10 @@ static int graph_check(sd_model *m, sd_err *e) {
     sd_cuda_graph_stats st;
     sd_cuda_graph_stats_get(m->be, &st);
     int same = !memcmp(a, b, sizeof a);
-    printf("S   graphs: %ld steps launched (%ld updated, %ld instantiated), %ld fell back; "
-           "64 ids %s those of plain launches\n",
-           st.launched, st.updated, st.instantiated, st.fallbacks, same ? "equal" : "DIFFER from");
+    printf("S   graphs: %ld steps launched (%ld captured: %ld updated, %ld instantiated; %ld "
+           "replayed), %ld fell back, %ld nodes a step; 64 ids %s those of plain launches\n",
+           st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks,
+           st.nodes, same ? "equal" : "DIFFER from");
     return same && st.launched > 0 ? 0 : -1;
 }
 

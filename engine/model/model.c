@@ -387,20 +387,21 @@ static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos
             return sd_fail(e, "forward: token id %d is outside the vocabulary [0, %d)", tokens[i],
                            hp->vocab);
     kv->n = pos;
-    /* A greedy decode step (one token, only ids back) is recorded and run
-     * as one unit where the backend can (backend.h graph_begin: the CUDA
-     * backend's graphs); when recording fails nothing has run, and the step
-     * runs again the plain way. */
+    /* A step of one chunk that returns only ids (a greedy decode step, a
+     * verification of drafted tokens) is recorded and run as one unit where
+     * the backend can (backend.h graph_begin: the CUDA backend's graphs);
+     * when recording fails nothing has run, and the step runs again the
+     * plain way. */
     sd_backend *b = m->be;
-    if (n == 1 && n_out == 1 && o->ids && b->graph_begin) {
+    if (n <= m->max_batch && n_out >= 1 && o->ids && b->graph_begin) {
         int g = b->graph_begin(b, e);
         if (g < 0) return -1;
         if (g == 1) {
             fwd_out og = *o;
             og.graph = 1;
-            if (run_layers(m, &kv, 1, tokens, 1, pos, n_layers, e) == 0 &&
-                head(m, 0, 1, &og, 0, e) == 0) {
-                kv->n = pos + 1;
+            if (run_layers(m, &kv, 1, tokens, n, pos, n_layers, e) == 0 &&
+                head(m, n - n_out, n_out, &og, 0, e) == 0) {
+                kv->n = pos + n;
                 return 0;
             }
             sd_err ignored;

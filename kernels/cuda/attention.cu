@@ -26,7 +26,12 @@
  * (__threadfence, then one atomicAdd), and the last of the n_splits blocks
  * merges the tile (reading the partials from L2) and sets the counter back
  * to 0 for the next launch. attn_combine, a launch of its own, remains for
- * calls with more (kv head, tile) pairs than the counters cover. */
+ * calls with more (kv head, tile) pairs than the counters cover.
+ *
+ * The key split is planned for the length bucket of pos + n
+ * (sd_attn_plan_bucket, plan.h), and while a graph is captured
+ * (c->pos_dev set) the kernel reads pos from that device word, so a
+ * captured step stays valid at the later positions of its bucket. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_int.h"
@@ -41,6 +46,7 @@ struct AttnArgs {
     float *part_ml;  /* [splits][n*n_head][2]: m, l */
     unsigned *ctr;   /* [qtiles][n_kv] finished splits, all 0 between launches; NULL: attn_combine merges */
     int n, pos, n_head, group, hd, kv_dim;
+    const int *pos_dev; /* non-NULL: pos is *pos_dev (graph capture) */
     int kps, n_splits; /* keys per split, splits */
     float scale;
 };
@@ -60,6 +66,7 @@ __device__ __forceinline__ float at_warp_sum(float v) {
 /* D = ceil(hd / 32): head dims per lane. */
 template <int D>
 __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
+    cu_grid_wait();
     extern __shared__ float sm[];
     const int hd = a.hd, kstride = hd | 1;
     float *Ks = sm;                    /* [AT_KEYS][kstride] */
@@ -69,6 +76,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int q_dim = a.n_head * hd;
     const int nq = min(AT_QV, a.n * a.group - qv0);
+    const int pos = a.pos_dev ? *a.pos_dev : a.pos;
 
     for (int idx = tid; idx < nq * hd; idx += AT_THREADS) {
         const int v = idx / hd, d = idx - v * hd, qv = qv0 + v;
@@ -77,7 +85,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     }
     /* this split's keys, cut at the last position the tile's queries see */
     const int ks = split * a.kps;
-    const int ke = min(ks + a.kps, a.pos + (qv0 + nq - 1) / a.group + 1);
+    const int ke = min(ks + a.kps, pos + (qv0 + nq - 1) / a.group + 1);
 
     float m[4], l[4], acc[4][D];
     int qpos[4];
@@ -86,7 +94,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         const int v = warp + 4 * j;
         m[j] = -INFINITY;
         l[j] = 0.f;
-        qpos[j] = v < nq ? a.pos + (qv0 + v) / a.group : -1;
+        qpos[j] = v < nq ? pos + (qv0 + v) / a.group : -1;
 #pragma unroll
         for (int k = 0; k < D; k++) acc[j][k] = 0.f;
     }
@@ -206,9 +214,20 @@ __global__ void attn_combine(const AttnArgs a) {
     a.out[qh * a.hd + d] = o / L;
 }
 
+size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int pos) {
+    sd_attn_plan pl;
+    if (n <= 0 || pos < 0 || s->n_kv <= 0 || s->n_head <= 0 || s->n_head % s->n_kv ||
+        s->head_dim <= 0 || sd_attn_plan_bucket(n, pos, s->n_kv, s->n_head / s->n_kv, c->sms, &pl) ||
+        pl.n_splits == 1)
+        return 0;
+    return (size_t)pl.n_splits * n * s->n_head * (s->head_dim + 2) * sizeof(float);
+}
+
 template <int D>
-static void attn_launch(dim3 grid, size_t smem, cudaStream_t s, const AttnArgs &a) {
-    attn_kernel<D><<<grid, AT_THREADS, smem, s>>>(a);
+static void attn_launch(dim3 grid, size_t smem, const sd_cuda *c, const AttnArgs &a) {
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cu_launch_cfg(c, grid, AT_THREADS, smem, &at);
+    cudaLaunchKernelEx(&cfg, attn_kernel<D>, a);
 }
 
 int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
@@ -228,6 +247,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.out = out;
     a.n = n;
     a.pos = pos;
+    a.pos_dev = c->pos_dev;
     a.n_head = s->n_head;
     a.group = s->n_head / s->n_kv;
     a.hd = hd;
@@ -235,7 +255,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.scale = 1.0f / sqrtf((float)hd);
 
     sd_attn_plan pl; /* kernels/cuda/plan.h */
-    if (sd_attn_plan_make(n, pos, s->n_kv, a.group, c->sms, &pl))
+    if (sd_attn_plan_bucket(n, pos, s->n_kv, a.group, c->sms, &pl))
         return sd_fail(e, "cuda: attention: %d rows x %d heads is too many for one call", n,
                        s->n_head);
     const int64_t qtiles = pl.qtiles;
@@ -245,7 +265,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS ? c->attn_ctr : NULL;
     if (a.n_splits > 1) {
         const size_t slots = (size_t)a.n_splits * n * s->n_head;
-        float *buf = (float *)cu_scratch(c, CU_SCRATCH_ATTN, slots * (hd + 2) * sizeof(float), e);
+        float *buf = (float *)cu_scratch(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos), e);
         if (!buf) return -1;
         a.part_acc = buf;
         a.part_ml = buf + slots * hd;
@@ -253,10 +273,10 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     const dim3 grid((unsigned)a.n_splits, (unsigned)s->n_kv, (unsigned)qtiles);
     const size_t smem = (size_t)(AT_KEYS * (hd | 1) + AT_KEYS * hd + AT_QV * hd) * sizeof(float);
     switch ((hd + 31) / 32) {
-    case 1: attn_launch<1>(grid, smem, c->stream, a); break;
-    case 2: attn_launch<2>(grid, smem, c->stream, a); break;
-    case 3: attn_launch<3>(grid, smem, c->stream, a); break;
-    default: attn_launch<4>(grid, smem, c->stream, a); break;
+    case 1: attn_launch<1>(grid, smem, c, a); break;
+    case 2: attn_launch<2>(grid, smem, c, a); break;
+    case 3: attn_launch<3>(grid, smem, c, a); break;
+    default: attn_launch<4>(grid, smem, c, a); break;
     }
     if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
                         s->n_kv, hd))

@@ -7,11 +7,13 @@
  * so a steady decode loop allocates nothing. Every op first makes the
  * backend's device current (two models may live on two devices). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/plan.h"
 
 /* ---- errors -----------------------------------------------------------------
  * The runtime keeps the last failed call's error until cudaGetLastError reads
@@ -57,15 +59,22 @@ static void cu_free(void *p) {
 }
 
 static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
+    c->op_seq++;
     cudaError_t err = cudaSetDevice(c->device);
     return err == cudaSuccess ? 0 : cu_fail(e, err, "%s: select device %d", op, c->device);
+}
+
+/* Ops that wait for the device or copy outside the stream's order cannot
+ * sit inside a recorded step. */
+static int cu_unrecordable(const sd_cuda *c, const char *op, sd_err *e) {
+    return c->recording ? sd_fail(e, "cuda: %s cannot be recorded in a graph step", op) : 0;
 }
 
 /* ---- scratch ----------------------------------------------------------------- */
 void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e) {
     if (bytes <= c->scratch_size[slot] && c->scratch[slot]) return c->scratch[slot];
     if (c->capturing) {
-        sd_fail(e, "cuda: scratch %d must grow to %zu bytes while a graph is recorded", slot, bytes);
+        sd_fail(e, "cuda: scratch %d must grow to %zu bytes while a graph is captured", slot, bytes);
         return NULL;
     }
     /* 1.5x growth: a context that grows one position a step reallocates rarely */
@@ -177,7 +186,7 @@ static void cuda_release(sd_backend *b, void *p) {
 
 static int cuda_to_host(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "to_host", e)) return -1;
+    if (cu_enter(c, "to_host", e) || cu_unrecordable(c, "to_host", e)) return -1;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
     if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
     if (err != cudaSuccess)
@@ -188,7 +197,7 @@ static int cuda_to_host(sd_backend *b, void *dst, const void *src, size_t bytes,
 
 static int cuda_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "copy", e)) return -1;
+    if (cu_enter(c, "copy", e) || cu_unrecordable(c, "copy", e)) return -1;
     const char *d = (const char *)dst, *s = (const char *)src;
     if (dst != src && d < s + bytes && s < d + bytes)
         return sd_fail(e, "cuda: copy: %zu bytes between overlapping regions", bytes);
@@ -196,7 +205,114 @@ static int cuda_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd
     return err == cudaSuccess ? 0 : cu_fail(e, err, "copy %zu bytes", bytes);
 }
 
+/* ---- graph recording ---------------------------------------------------------------
+ * Between graph_begin and graph_end (see "graphs" below) the ops launch
+ * nothing: each appends one cu_rec to c->cur, its arguments by value, and
+ * notes the scratch it will take. A record is the op's signature as well as
+ * what re-issues it: everything but the position, which sits last (pos),
+ * and with the position taken out of the cache pointers: qkv_rope's K/V
+ * rows are stored as the rows of position 0 of the same cache (k_rows -
+ * pos * row bytes), qkv_rope_same_pos's per-beam rows likewise in c->cur.ptr.
+ * Records are zero-filled and filled field by field, so the padding is
+ * zero and two steps that make the same calls at different positions give
+ * byte-equal records up to pos. */
+enum { CU_OP_EMBED, CU_OP_RMSNORM, CU_OP_QKV, CU_OP_QKV_BEAMS, CU_OP_ATTENTION, CU_OP_MATMUL, CU_OP_FFN };
+
+struct cu_rec {
+    int op, n;
+    float *out;    /* embed x, rmsnorm/matmul out, qkv q, attention out, ffn h */
+    const float *x; /* rmsnorm/qkv/matmul/ffn x, attention q */
+    float *tmp;    /* ffn */
+    char *kc, *vc; /* qkv: rows of position 0; attention: the layer caches */
+    int ptr0;      /* beams: their n K then n V rows of position 0 at cur.ptr[ptr0];
+                      embed: its ids at ids_host[ptr0] */
+    int kps, splits; /* attention: the key split planned for the position's length bucket,
+                        which a replay keeps (so a new bucket captures anew) */
+    int accumulate, dim;
+    float eps;
+    sd_weight w[3];
+    sd_attn_shape s;
+    int pos; /* last: compared up to here (offsetof) */
+};
+
+static void rec_weight(sd_weight *d, const sd_weight *w) {
+    d->type = w->type;
+    d->rows = w->rows;
+    d->cols = w->cols;
+    d->row_bytes = w->row_bytes;
+    d->data = w->data;
+}
+
+static void rec_shape(sd_attn_shape *d, const sd_attn_shape *s) {
+    d->n_head = s->n_head;
+    d->n_kv = s->n_kv;
+    d->head_dim = s->head_dim;
+    d->rope_dim = s->rope_dim;
+    d->rope_base = s->rope_base;
+    d->neox = s->neox;
+    d->bq = s->bq;
+    d->bk = s->bk;
+    d->bv = s->bv;
+    d->kv_type = s->kv_type;
+}
+
+/* Bytes of one F32 cache row of shape s. */
+static size_t rec_row_bytes(const sd_attn_shape *s) {
+    return (size_t)s->n_kv * (size_t)s->head_dim * sizeof(float);
+}
+
+/* A zeroed record appended to c->cur; NULL with e filled when out of memory. */
+static cu_rec *rec_add(sd_cuda *c, int op, int n, sd_err *e) {
+    cu_graph *g = &c->cur;
+    if (g->nrec == g->rec_cap) {
+        const int cap = g->rec_cap ? 2 * g->rec_cap : 256;
+        cu_rec *r = (cu_rec *)realloc(g->rec, (size_t)cap * sizeof *r);
+        if (!r) {
+            sd_fail(e, "cuda: graph: out of memory for %d op records", cap);
+            return NULL;
+        }
+        g->rec = r;
+        g->rec_cap = cap;
+    }
+    cu_rec *r = &g->rec[g->nrec++];
+    memset(r, 0, sizeof *r);
+    r->op = op;
+    r->n = n;
+    return r;
+}
+
+/* The call's position: the step's, or the step mixes positions. */
+static void rec_pos(sd_cuda *c, cu_rec *r, int pos) {
+    r->pos = pos;
+    if (c->rec_pos < 0) c->rec_pos = pos;
+    else if (c->rec_pos != pos) c->rec_mixed = 1;
+}
+
+static void rec_need(sd_cuda *c, int slot, size_t bytes) {
+    if (bytes > c->rec_need[slot]) c->rec_need[slot] = bytes;
+}
+
+/* The int8 activations of n rows of w's input, when a weight is quantised. */
+static void rec_qact(sd_cuda *c, int n, const sd_weight *w, int quant) {
+    if (quant) rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, w->cols));
+}
+
 /* ---- ops -------------------------------------------------------------------------- */
+/* Embeds the n ids already in the pinned staging at ids_host[i0]: one copy
+ * of them to the device (the same offset of the ids scratch), then the
+ * kernel. Outside a capture the copy's end is marked (ids_copied) for the
+ * next writer of the staging. */
+static int cu_embed_staged(sd_cuda *c, float *x, const sd_weight *emb, int i0, int n, sd_err *e) {
+    int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)(i0 + n) * sizeof *dev, e);
+    if (!dev) return -1;
+    dev += i0;
+    cudaError_t err = cudaMemcpyAsync(dev, c->ids_host + i0, (size_t)n * sizeof *dev,
+                                      cudaMemcpyHostToDevice, c->stream);
+    if (err == cudaSuccess && !c->capturing) err = cudaEventRecord(c->ids_copied, c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "embed: copy %d token ids", n);
+    return cu_embed(c, x, emb, dev, n, e);
+}
+
 static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32_t *ids, int n,
                       sd_err *e) {
     sd_cuda *c = cu_ctx(b);
@@ -206,15 +322,26 @@ static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32
         if (ids[i] < 0 || ids[i] >= emb->rows)
             return sd_fail(e, "embed: token id %d out of range [0, %lld)", (int)ids[i],
                            (long long)emb->rows);
-    int32_t *dev = (int32_t *)cu_scratch(c, CU_SCRATCH_IDS, (size_t)n * sizeof *ids, e);
-    if (!dev) return -1;
+    /* recorded: graph_begin has waited for the last copy out of the staging */
+    if (c->recording) {
+        const int i0 = c->rec_ids;
+        if (n > c->ids_cap - i0)
+            return sd_fail(e, "cuda: embed: %d ids are more than a graph step stages (%d of %d)",
+                           n, c->ids_cap - i0, c->ids_cap);
+        memcpy(c->ids_host + i0, ids, (size_t)n * sizeof *ids);
+        cu_rec *r = rec_add(c, CU_OP_EMBED, n, e);
+        if (!r) return -1;
+        r->out = x;
+        r->ptr0 = i0;
+        rec_weight(&r->w[0], emb);
+        c->rec_ids = i0 + n;
+        rec_need(c, CU_SCRATCH_IDS, (size_t)c->rec_ids * sizeof *ids);
+        return 0;
+    }
     /* the ids go through pinned staging (one DMA, no pageable copy); the
-     * previous copy out of it must be done before it is written again
-     * (graph_begin waits for it before recording starts) */
-    cudaError_t err = c->capturing ? cudaSuccess : cudaEventSynchronize(c->ids_copied);
+     * previous copy out of it must be done before it is written again */
+    cudaError_t err = cudaEventSynchronize(c->ids_copied);
     if (err != cudaSuccess) return cu_fail(e, err, "embed: wait for the last ids copy");
-    if (n > c->ids_cap && c->capturing)
-        return sd_fail(e, "cuda: embed: %d ids need more pinned staging while a graph is recorded", n);
     if (n > c->ids_cap) {
         if (c->ids_host && cudaFreeHost(c->ids_host) != cudaSuccess) cudaGetLastError();
         c->ids_host = NULL;
@@ -225,12 +352,7 @@ static int cuda_embed(sd_backend *b, float *x, const sd_weight *emb, const int32
         c->ids_cap = cap;
     }
     memcpy(c->ids_host, ids, (size_t)n * sizeof *ids);
-    err = cudaMemcpyAsync(dev, c->ids_host, (size_t)n * sizeof *ids, cudaMemcpyHostToDevice,
-                          c->stream);
-    /* recorded: graph_end marks the copy's end after the graph's launch */
-    if (err == cudaSuccess && !c->capturing) err = cudaEventRecord(c->ids_copied, c->stream);
-    if (err != cudaSuccess) return cu_fail(e, err, "embed: copy %d token ids", n);
-    return cu_embed(c, x, emb, dev, n, e);
+    return cu_embed_staged(c, x, emb, 0, n, e);
 }
 
 static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weight *w, int n,
@@ -239,6 +361,17 @@ static int cuda_rmsnorm(sd_backend *b, float *out, const float *x, const sd_weig
     if (cu_enter(c, "rmsnorm", e)) return -1;
     if (!w || !w->data || w->type != SD_F32 || w->cols != dim)
         return sd_fail(e, "cuda: rmsnorm: the weight must be F32 of %d elements", dim);
+    if (c->recording) {
+        cu_rec *r = rec_add(c, CU_OP_RMSNORM, n, e);
+        if (!r) return -1;
+        r->out = out;
+        r->x = x;
+        rec_weight(&r->w[0], w);
+        r->dim = dim;
+        r->eps = eps;
+        if (dim % 32 == 0) rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, dim));
+        return 0;
+    }
     return cu_rmsnorm(c, out, x, (const float *)w->data, n, dim, eps, e);
 }
 
@@ -255,6 +388,25 @@ static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *
                          const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (cu_enter(c, "qkv_rope", e) || cu_kv_f32(s, "qkv_rope", e)) return -1;
+    if (c->recording) {
+        if (cu_check_weight(wq, "qkv_rope", e) || cu_check_weight(wk, "qkv_rope", e) ||
+            cu_check_weight(wv, "qkv_rope", e))
+            return -1;
+        cu_rec *r = rec_add(c, CU_OP_QKV, n, e);
+        if (!r) return -1;
+        const size_t off = (size_t)pos * rec_row_bytes(s);
+        r->out = q;
+        r->x = x;
+        r->kc = (char *)k_rows - off;
+        r->vc = (char *)v_rows - off;
+        rec_weight(&r->w[0], wq);
+        rec_weight(&r->w[1], wk);
+        rec_weight(&r->w[2], wv);
+        rec_shape(&r->s, s);
+        rec_pos(c, r, pos);
+        rec_qact(c, n, wq, cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type));
+        return 0;
+    }
     return cu_qkv_rope(c, s, q, (float *)k_rows, (float *)v_rows, wq, wk, wv, x, n, pos, e);
 }
 
@@ -264,6 +416,40 @@ static int cuda_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *
                                   int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (cu_enter(c, "qkv_rope_same_pos", e) || cu_kv_f32(s, "qkv_rope_same_pos", e)) return -1;
+    if (c->recording) {
+        if (n < 1 || n > SD_MAX_ROWS)
+            return sd_fail(e, "cuda: qkv_rope_same_pos: %d rows (1 to %d)", n, SD_MAX_ROWS);
+        if (cu_check_weight(wq, "qkv_rope_same_pos", e) ||
+            cu_check_weight(wk, "qkv_rope_same_pos", e) ||
+            cu_check_weight(wv, "qkv_rope_same_pos", e))
+            return -1;
+        cu_graph *g = &c->cur;
+        if (g->nptr + 2 * n > g->ptr_cap) {
+            const int cap = g->ptr_cap ? 2 * g->ptr_cap + 2 * n : 4 * SD_MAX_ROWS;
+            void **p = (void **)realloc(g->ptr, (size_t)cap * sizeof *p);
+            if (!p) return sd_fail(e, "cuda: graph: out of memory for %d cache rows", cap);
+            g->ptr = p;
+            g->ptr_cap = cap;
+        }
+        cu_rec *r = rec_add(c, CU_OP_QKV_BEAMS, n, e);
+        if (!r) return -1;
+        const size_t off = (size_t)pos * rec_row_bytes(s);
+        r->ptr0 = g->nptr;
+        for (int i = 0; i < n; i++) {
+            g->ptr[g->nptr + i] = (char *)k_dst[i] - off;
+            g->ptr[g->nptr + n + i] = (char *)v_dst[i] - off;
+        }
+        g->nptr += 2 * n;
+        r->out = q;
+        r->x = x;
+        rec_weight(&r->w[0], wq);
+        rec_weight(&r->w[1], wk);
+        rec_weight(&r->w[2], wv);
+        rec_shape(&r->s, s);
+        rec_pos(c, r, pos);
+        rec_qact(c, n, wq, cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type));
+        return 0;
+    }
     return cu_qkv_rope_same_pos(c, s, q, (float *const *)k_dst, (float *const *)v_dst, wq, wk, wv,
                                 x, n, pos, e);
 }
@@ -272,6 +458,24 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
                           const void *kc, const void *vc, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (cu_enter(c, "attention", e) || cu_kv_f32(s, "attention", e)) return -1;
+    if (c->recording) {
+        cu_rec *r = rec_add(c, CU_OP_ATTENTION, n, e);
+        if (!r) return -1;
+        r->out = out;
+        r->x = q;
+        r->kc = (char *)kc;
+        r->vc = (char *)vc;
+        rec_shape(&r->s, s);
+        rec_pos(c, r, pos);
+        sd_attn_plan pl;
+        if (s->n_kv > 0 && s->n_head % s->n_kv == 0 &&
+            sd_attn_plan_bucket(n, pos, s->n_kv, s->n_head / s->n_kv, c->sms, &pl) == 0) {
+            r->kps = pl.kps;
+            r->splits = pl.n_splits;
+        }
+        rec_need(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos));
+        return 0;
+    }
     return cu_attention(c, s, out, q, (const float *)kc, (const float *)vc, n, pos, e);
 }
 
@@ -279,6 +483,17 @@ static int cuda_matmul(sd_backend *b, float *out, const sd_weight *w, const floa
                        int accumulate, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (cu_enter(c, "matmul", e)) return -1;
+    if (c->recording) {
+        if (cu_check_weight(w, "matmul", e)) return -1;
+        cu_rec *r = rec_add(c, CU_OP_MATMUL, n, e);
+        if (!r) return -1;
+        r->out = out;
+        r->x = x;
+        rec_weight(&r->w[0], w);
+        r->accumulate = accumulate;
+        rec_qact(c, n, w, cu_is_quant(w->type));
+        return 0;
+    }
     return cu_matmul(c, out, w, x, n, accumulate, e);
 }
 
@@ -286,6 +501,18 @@ static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight 
                            const sd_weight *w3, const float *x, int n, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (cu_enter(c, "ffn_swiglu", e)) return -1;
+    if (c->recording) {
+        if (cu_check_weight(w1, "ffn_swiglu", e) || cu_check_weight(w3, "ffn_swiglu", e)) return -1;
+        cu_rec *r = rec_add(c, CU_OP_FFN, n, e);
+        if (!r) return -1;
+        r->out = h;
+        r->tmp = tmp;
+        r->x = x;
+        rec_weight(&r->w[0], w1);
+        rec_weight(&r->w[1], w3);
+        rec_qact(c, n, w1, cu_is_quant(w1->type) || cu_is_quant(w3->type));
+        return 0;
+    }
     return cu_ffn_swiglu(c, h, tmp, w1, w3, x, n, e);
 }
 
@@ -298,7 +525,8 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
     if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
         return sd_fail(e, "cuda: top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
                        n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
-    if (cu_enter(c, "top_k_rows", e) || cu_top_k_rows(c, c->top_k_dev, x, n_rows, cols, k, e))
+    if (cu_enter(c, "top_k_rows", e) || cu_unrecordable(c, "top_k_rows", e) ||
+        cu_top_k_rows(c, c->top_k_dev, x, n_rows, cols, k, e))
         return -1;
     const size_t bytes = (size_t)n_rows * (size_t)k * sizeof *ids_host;
     cudaError_t err =
@@ -310,69 +538,193 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
 }
 
 /* ---- graphs ----------------------------------------------------------------------
- * A decode step is recorded with stream capture and run as one graph
- * launch. Its kernels' arguments (position, cache rows) change every step,
- * so each step is captured anew, but the executable graph is kept and
- * updated in place (cudaGraphExecUpdate: new parameters, same topology),
- * which costs far less than an instantiation; when the update is refused
- * (another kernel variant or split, say a longer context), the step is
- * instantiated anew. The token id is read by the graph's copy node from
- * the pinned staging at launch, which embed filled before recording. */
+ * A decode step is one graph launch, captured once and replayed. Capturing
+ * a step (stream capture of its 100-365 launches) costs the host about as
+ * much as launching them, so it must not happen every step; what changes
+ * between steps is only the position, the token id and the K/V rows of the
+ * position. So:
+ *   - the token ids and the position are read by the graph from pinned
+ *     staging (ids_host, pos_host) by its copy nodes; the position's copy
+ *     is the graph's first node, into pos_word, which qkv_rope,
+ *     qkv_rope_same_pos and attention read while they are captured
+ *     (c->pos_dev), writing K/V rows at the cache bases plus pos rows;
+ *   - attention plans its key split for the length bucket of the position
+ *     (plan.h sd_attn_plan_bucket), so the launch shapes hold across it;
+ *     the split is part of the attention record, so the first step of a
+ *     new bucket captures anew;
+ *   - while recording, the ops only append records (see "graph recording"),
+ *     which hold every argument but the position; graph_end looks for a
+ *     kept graph whose records are byte-equal and that was captured against
+ *     the same scratch buffers, and replays it: the position into the
+ *     staging, one cudaGraphLaunch, nothing captured.
+ * Otherwise (first step, other rows, other layers or weights, a new length
+ * bucket, scratch that grew) graph_end captures the records, re-issuing
+ * them through the launchers with c->pos_dev set, into the least recently
+ * used of CU_GRAPHS slots (updating that slot's executable graph in place
+ * when the topology allows, else instantiating), and launches it. Scratch
+ * the records need is grown before the capture (growing waits for the
+ * stream, which a capture forbids). Work is never lost: when a capture
+ * fails, or the records disagree on the position, they are issued as plain
+ * launches (a fallback). Several slots keep a decode step, a verification
+ * step and a drafter's shallow step from evicting each other. */
+static cu_graph *graph_find(sd_cuda *c) {
+    const cu_graph *r = &c->cur;
+    for (int k = 0; k < CU_GRAPHS; k++) {
+        cu_graph *g = &c->graphs[k];
+        if (!g->exec || g->nrec != r->nrec || g->nptr != r->nptr ||
+            memcmp(g->scratch, c->scratch, sizeof g->scratch) ||
+            (r->nptr && memcmp(g->ptr, r->ptr, (size_t)r->nptr * sizeof *r->ptr)))
+            continue;
+        int i = 0;
+        while (i < r->nrec && !memcmp(&g->rec[i], &r->rec[i], offsetof(cu_rec, pos))) i++;
+        if (i == r->nrec) return g;
+    }
+    return NULL;
+}
+
+/* Launches record r: at its own position, or while captured at the
+ * position the kernels read from pos_word (the cache bases as they are). */
+static int cu_issue(sd_cuda *c, const cu_rec *r, void *const *ptr, sd_err *e) {
+    const size_t off = c->pos_dev ? 0 : (size_t)r->pos * rec_row_bytes(&r->s);
+    c->op_seq++;
+    switch (r->op) {
+    case CU_OP_EMBED: return cu_embed_staged(c, r->out, &r->w[0], r->ptr0, r->n, e);
+    case CU_OP_RMSNORM:
+        return cu_rmsnorm(c, r->out, r->x, (const float *)r->w[0].data, r->n, r->dim, r->eps, e);
+    case CU_OP_QKV:
+        return cu_qkv_rope(c, &r->s, r->out, (float *)(r->kc + off), (float *)(r->vc + off),
+                           &r->w[0], &r->w[1], &r->w[2], r->x, r->n, r->pos, e);
+    case CU_OP_QKV_BEAMS: {
+        float *k[SD_MAX_ROWS], *v[SD_MAX_ROWS];
+        for (int i = 0; i < r->n; i++) {
+            k[i] = (float *)((char *)ptr[r->ptr0 + i] + off);
+            v[i] = (float *)((char *)ptr[r->ptr0 + r->n + i] + off);
+        }
+        return cu_qkv_rope_same_pos(c, &r->s, r->out, k, v, &r->w[0], &r->w[1], &r->w[2], r->x,
+                                    r->n, r->pos, e);
+    }
+    case CU_OP_ATTENTION:
+        return cu_attention(c, &r->s, r->out, r->x, (const float *)r->kc, (const float *)r->vc,
+                            r->n, r->pos, e);
+    case CU_OP_MATMUL: return cu_matmul(c, r->out, &r->w[0], r->x, r->n, r->accumulate, e);
+    default: return cu_ffn_swiglu(c, r->out, r->tmp, &r->w[0], &r->w[1], r->x, r->n, e);
+    }
+}
+
+/* The recorded step as plain launches. */
+static int graph_plain(sd_cuda *c, sd_err *e) {
+    c->gstats.fallbacks++;
+    for (int i = 0; i < c->cur.nrec; i++)
+        if (cu_issue(c, &c->cur.rec[i], c->cur.ptr, e)) return -1;
+    return 0;
+}
+
+static int graph_launch(sd_cuda *c, cu_graph *g, sd_err *e) {
+    *c->pos_host = c->rec_pos < 0 ? 0 : c->rec_pos;
+    cudaError_t err = cudaGraphLaunch(g->exec, c->stream);
+    if (err == cudaSuccess) err = cudaEventRecord(c->ids_copied, c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "graph: launch");
+    g->used = ++c->clock;
+    c->gstats.launched++;
+    return 0;
+}
+
+/* Captures the records into the least recently used slot and launches it. */
+static int graph_capture(sd_cuda *c, sd_err *e) {
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return graph_plain(c, e);
+    }
+    c->capturing = 1;
+    c->pos_dev = c->pos_word;
+    cudaError_t err = cudaMemcpyAsync(c->pos_word, c->pos_host, sizeof *c->pos_word,
+                                      cudaMemcpyHostToDevice, c->stream);
+    int rc = err == cudaSuccess ? 0 : -1;
+    for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, e);
+    cudaGraph_t gr = NULL;
+    err = cudaStreamEndCapture(c->stream, &gr);
+    c->capturing = 0;
+    c->pos_dev = NULL;
+    if (rc || err != cudaSuccess) {
+        if (gr) cudaGraphDestroy(gr);
+        cudaGetLastError();
+        return graph_plain(c, e);
+    }
+    size_t nodes = 0;
+    if (cudaGraphGetNodes(gr, NULL, &nodes) != cudaSuccess) cudaGetLastError();
+    cu_graph *g = &c->graphs[0];
+    for (int k = 1; k < CU_GRAPHS; k++)
+        if (c->graphs[k].used < g->used) g = &c->graphs[k];
+    int fresh = 1;
+    if (g->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(g->exec, gr, &info) == cudaSuccess) {
+            fresh = 0;
+        } else {
+            cudaGetLastError();
+            cudaGraphExecDestroy(g->exec);
+            g->exec = NULL;
+        }
+    }
+    err = fresh ? cudaGraphInstantiate(&g->exec, gr, 0) : cudaSuccess;
+    cudaGraphDestroy(gr);
+    if (err != cudaSuccess) {
+        g->exec = NULL;
+        g->used = 0;
+        cudaGetLastError();
+        return graph_plain(c, e);
+    }
+    /* the slot keeps these records as its signature; cur takes its old arrays */
+    const cu_graph mine = c->cur;
+    c->cur.rec = g->rec, c->cur.rec_cap = g->rec_cap, c->cur.nrec = 0;
+    c->cur.ptr = g->ptr, c->cur.ptr_cap = g->ptr_cap, c->cur.nptr = 0;
+    g->rec = mine.rec, g->rec_cap = mine.rec_cap, g->nrec = mine.nrec;
+    g->ptr = mine.ptr, g->ptr_cap = mine.ptr_cap, g->nptr = mine.nptr;
+    memcpy(g->scratch, c->scratch, sizeof g->scratch);
+    c->gstats.captures++;
+    if (fresh) c->gstats.instantiated++;
+    else c->gstats.updated++;
+    c->gstats.nodes = (long)nodes;
+    return graph_launch(c, g, e);
+}
+
 static int cuda_graph_begin(sd_backend *b, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (!c->graph_on || c->sync_each || c->capturing) return 0;
+    if (!c->graph_on || c->sync_each || c->recording) return 0;
     if (cu_enter(c, "graph", e)) return -1;
+    /* the recorded ops write the staging: the last copies out of it are done */
     cudaError_t err = cudaEventSynchronize(c->ids_copied);
     if (err == cudaSuccess && c->ids_cap == 0) {
         err = cudaMallocHost(&c->ids_host, (size_t)SD_MAX_ROWS * sizeof(int32_t));
         if (err == cudaSuccess) c->ids_cap = SD_MAX_ROWS;
     }
     if (err != cudaSuccess) return cu_fail(e, err, "graph: ids staging");
-    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        cudaGetLastError(); /* no recording: the step runs plainly */
-        c->gstats.fallbacks++;
-        return 0;
-    }
-    c->capturing = 1;
+    c->recording = 1;
+    c->cur.nrec = c->cur.nptr = 0;
+    c->rec_pos = -1;
+    c->rec_mixed = 0;
+    c->rec_ids = 0;
+    memset(c->rec_need, 0, sizeof c->rec_need);
     return 1;
 }
 
 static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (!c->capturing) return 0;
-    cudaGraph_t g = NULL;
-    cudaError_t err = cudaStreamEndCapture(c->stream, &g);
-    c->capturing = 0;
-    if (!ok || err != cudaSuccess) {
-        if (g) cudaGraphDestroy(g);
-        cudaGetLastError();
+    if (!c->recording) return 0;
+    c->recording = 0;
+    if (!ok) {
         c->gstats.fallbacks++;
-        return ok ? cu_fail(e, err, "graph: end recording") : 0;
+        return 0;
     }
-    int fresh = 1;
-    if (c->exec) {
-        cudaGraphExecUpdateResultInfo info;
-        if (cudaGraphExecUpdate(c->exec, g, &info) == cudaSuccess) {
-            fresh = 0;
-        } else {
-            cudaGetLastError();
-            cudaGraphExecDestroy(c->exec);
-            c->exec = NULL;
-        }
-    }
-    if (fresh) err = cudaGraphInstantiate(&c->exec, g, 0);
-    cudaGraphDestroy(g);
-    if (err != cudaSuccess) {
-        c->exec = NULL;
-        return cu_fail(e, err, "graph: instantiate");
-    }
-    err = cudaGraphLaunch(c->exec, c->stream);
-    if (err == cudaSuccess) err = cudaEventRecord(c->ids_copied, c->stream);
-    if (err != cudaSuccess) return cu_fail(e, err, "graph: launch");
-    c->gstats.launched++;
-    if (fresh) c->gstats.instantiated++;
-    else c->gstats.updated++;
-    return 0;
+    if (c->cur.nrec == 0) return 0;
+    if (cu_enter(c, "graph", e)) return -1;
+    for (int k = 0; k < CU_SCRATCH_N; k++)
+        if (c->rec_need[k] && !cu_scratch(c, k, c->rec_need[k], e)) return -1;
+    if (c->rec_mixed) return graph_plain(c, e);
+    cu_graph *g = graph_find(c);
+    if (!g) return graph_capture(c, e);
+    c->gstats.replays++;
+    return graph_launch(c, g, e);
 }
 
 /* ---- backend lifetime ------------------------------------------------------------ */
@@ -389,9 +741,16 @@ static void cuda_destroy(sd_backend *b) {
             if (c->top_k_host && cudaFreeHost(c->top_k_host) != cudaSuccess) cudaGetLastError();
             if (c->ids_host && cudaFreeHost(c->ids_host) != cudaSuccess) cudaGetLastError();
             if (c->ids_copied && cudaEventDestroy(c->ids_copied) != cudaSuccess) cudaGetLastError();
-            if (c->exec && cudaGraphExecDestroy(c->exec) != cudaSuccess) cudaGetLastError();
+            for (int k = 0; k < CU_GRAPHS; k++)
+                if (c->graphs[k].exec && cudaGraphExecDestroy(c->graphs[k].exec) != cudaSuccess)
+                    cudaGetLastError();
+            cu_free(c->pos_word);
+            if (c->pos_host && cudaFreeHost(c->pos_host) != cudaSuccess) cudaGetLastError();
             if (c->stream) cudaStreamDestroy(c->stream);
         }
+        for (int k = 0; k < CU_GRAPHS; k++) free(c->graphs[k].rec), free(c->graphs[k].ptr);
+        free(c->cur.rec);
+        free(c->cur.ptr);
         free(c);
     }
     free(b);
@@ -462,11 +821,15 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     c->sync_each = sync && strcmp(sync, "0") != 0;
     const char *graph = getenv("SD_CUDA_GRAPH");
     c->graph_on = graph && strcmp(graph, "1") == 0;
+    const char *pdl = getenv("SD_CUDA_PDL");
+    c->pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_part, cu_top_k_part_bytes())) != cudaSuccess ||
         (err = cudaMalloc(&c->attn_ctr, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
+        (err = cudaMalloc(&c->pos_word, sizeof *c->pos_word)) != cudaSuccess ||
+        (err = cudaMallocHost(&c->pos_host, sizeof *c->pos_host)) != cudaSuccess ||
         (err = cudaMemset(c->attn_ctr, 0, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
         (err = cudaEventCreateWithFlags(&c->ids_copied, cudaEventDisableTiming)) != cudaSuccess) {
         cu_fail(e, err, "backend: set up device %d", device);

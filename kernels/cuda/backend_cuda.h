@@ -34,11 +34,14 @@ sd_backend *sd_backend_cuda(int device, sd_err *e);
  * the environment has SD_CUDA_GRAPH=1 at sd_backend_cuda, or as set here.
  * 0, or -1 when b is not a CUDA backend. */
 int sd_cuda_set_graph(sd_backend *b, int on);
-/* What the graphs did: steps launched as graphs, of those the updates of
- * the previous executable graph and the new instantiations, and steps that
- * fell back to plain launches. */
+/* What the graphs did: steps launched as graphs; of those the steps
+ * captured (recorded with stream capture, then made executable by updating
+ * a kept executable graph in place or by a new instantiation) and the steps
+ * replayed (a kept graph launched as it is, nothing captured); steps that
+ * fell back to plain launches; and the nodes (kernels and copies) of the
+ * last graph captured. */
 typedef struct sd_cuda_graph_stats {
-    long launched, updated, instantiated, fallbacks;
+    long launched, captures, replays, updated, instantiated, fallbacks, nodes;
 } sd_cuda_graph_stats;
 int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out);
 /* Copies bytes from host memory into device memory of backend b (tests,

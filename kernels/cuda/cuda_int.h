@@ -26,6 +26,24 @@ extern "C" {
 /* Scratch slots grown on demand (see cu_scratch). */
 enum { CU_SCRATCH_QACT = 0, CU_SCRATCH_ATTN = 1, CU_SCRATCH_IDS = 2, CU_SCRATCH_N = 3 };
 
+/* A decode step as graph_end sees it (backend_cuda.cu, "graphs"): the op
+ * calls recorded (cu_rec, defined there), the beams' cache bases of its
+ * qkv_rope_same_pos calls, and, once captured, the executable graph with
+ * the scratch buffers it was captured against and a use stamp. */
+typedef struct cu_rec cu_rec;
+typedef struct cu_graph {
+    cudaGraphExec_t exec; /* NULL: nothing captured */
+    cu_rec *rec;
+    int nrec, rec_cap;
+    void **ptr;
+    int nptr, ptr_cap;
+    void *scratch[CU_SCRATCH_N];
+    long used;
+} cu_graph;
+/* Executable graphs kept: a decode step, a verification step, a drafter's
+ * shallow step (self-speculation) and one spare. */
+enum { CU_GRAPHS = 4 };
+
 typedef struct sd_cuda {
     int device;
     int sms;           /* multiprocessors, for sizing grids */
@@ -44,17 +62,75 @@ typedef struct sd_cuda {
     int32_t *ids_host;
     int ids_cap;
     cudaEvent_t ids_copied;
-    /* graph_begin/graph_end (backend.h): graph_on switches them (starts as
-     * SD_CUDA_GRAPH=1 says; sd_cuda_set_graph), capturing while ops are
-     * recorded; exec, the last step's executable graph, is updated in place
-     * with the next step's (new positions and pointers) and instantiated
-     * anew only when the update is refused (other kernels or launch shapes) */
-    int graph_on, capturing;
-    cudaGraphExec_t exec;
+    /* graph_begin/graph_end (backend.h), backend_cuda.cu "graphs": graph_on
+     * switches them (starts as SD_CUDA_GRAPH=1 says; sd_cuda_set_graph).
+     * While recording, op calls only append to cur; graph_end replays the
+     * graph of graphs[] whose calls equal them, or captures them (capturing
+     * set, pos_dev pointing at pos_word so the position kernels read it)
+     * into the least recently used slot. pos_host is the pinned staging of
+     * the step's position, copied to pos_word by each graph's first node;
+     * like ids_host it is written again only after ids_copied. */
+    int graph_on, recording, capturing;
+    int rec_pos, rec_mixed;      /* the recorded step's position; 1: calls disagree on it */
+    int rec_ids;                 /* token ids the recorded embeds staged, end to end */
+    size_t rec_need[CU_SCRATCH_N]; /* scratch the recorded calls need */
+    cu_graph cur;
+    cu_graph graphs[CU_GRAPHS];
+    long clock;                  /* stamps cu_graph.used */
+    int *pos_host, *pos_word;
+    const int *pos_dev;
     sd_cuda_graph_stats gstats;
+    /* Ops counted as they start (cu_enter, and each op graph_end issues);
+     * qtag: the rows whose int8 blocks the last fused RMSNorm left in the
+     * QACT scratch, valid for the op after it (seq + 1 == op_seq), qact.cu */
+    long op_seq;
+    int pdl; /* programmatic dependent launch (see cu_launch_cfg) */
+    struct {
+        const float *x;
+        int n;
+        int64_t cols;
+        long seq;
+    } qtag;
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
+
+/* ---- programmatic dependent launch (sm_90) ---------------------------------
+ * With c->pdl (SD_CUDA_PDL=1 at sd_backend_cuda, on a device of compute
+ * capability 9.0 or newer) the kernels of a decode step (embed, rmsnorm,
+ * qact, the matrix-vector family of mv.cuh, attention) are launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization: such a kernel may be
+ * launched and its blocks scheduled while the kernel before it in the
+ * stream still runs, and waits in cu_grid_wait(), its first statement,
+ * until that kernel has completed and its writes are visible. What overlaps
+ * is one kernel's launch latency with the tail of the one before; since
+ * each waits before it touches memory, and the one before waited for its
+ * own predecessor, the stream's order is kept. Kernels launched plainly
+ * wait as always; in a captured graph the attribute becomes a programmatic
+ * edge. Off unless asked for: it has not been measured on a GPU yet
+ * (scripts/gpu-check.sh). at: the attribute's storage, alive until the
+ * launch. */
+static inline cudaLaunchConfig_t cu_launch_cfg(const sd_cuda *c, dim3 grid, dim3 block,
+                                               size_t smem, cudaLaunchAttribute *at) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    return cfg;
+}
+
+/* The wait of a kernel launched with cu_launch_cfg (a no-op before sm_90,
+ * where no launch carries the attribute). */
+__device__ __forceinline__ void cu_grid_wait(void) {
+#if defined(CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    cudaGridDependencySynchronize();
+#endif
+}
 
 /* "cuda: <what>: <error string>" into e; returns -1. */
 int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -144,14 +220,22 @@ int cu_check_weight(const sd_weight *w, const char *op, sd_err *e);
 /* ---- launchers (one file each) -------------------------------------------- */
 /* repack.cu: GGUF rows on the device (row_bytes apart) -> the layout above. */
 int cu_repack(sd_cuda *c, void *dst, const void *raw, const sd_weight *w, sd_err *e);
+/* qact.cu: the scratch bytes cu_qact takes for n rows of cols, and the
+ * scratch split into its q, d and s arrays (grown as needed). */
+size_t cu_qact_bytes(int n, int64_t cols);
+int cu_qact_buffers(sd_cuda *c, int n, int64_t cols, int8_t **q, float **d, float **s,
+                    sd_err *e);
 /* qact.cu: x[n][cols] -> int8 activations in the scratch: q [n][cols] and
- * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]. */
+ * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]; no
+ * launch when the RMSNorm of the op before left them (qact.cu). */
 int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
             sd_err *e);
 /* matvec.cu */
 int cu_matmul(sd_cuda *c, float *out, const sd_weight *w, const float *x, int n, int accumulate,
               sd_err *e);
-/* qkv_rope.cu */
+/* qkv_rope.cu. While c->pos_dev is set (graph capture) the kernels read the
+ * position from it, and k_rows/v_rows (k_dst/v_dst) are the rows of
+ * position 0, the cache bases; pos only checks. */
 int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, float *v_rows,
                 const sd_weight *wq, const sd_weight *wk, const sd_weight *wv, const float *x,
                 int n, int pos, sd_err *e);
@@ -163,13 +247,15 @@ int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *co
 /* ffn.cu */
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
                   const float *x, int n, sd_err *e);
-/* norm.cu */
+/* norm.cu (also quantises out into the scratch when dim % 32 == 0, see qact.cu) */
 int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim, float eps,
                sd_err *e);
-/* attention.cu; the split counters cover this many (kv head, query tile) pairs */
+/* attention.cu (the position from c->pos_dev while it is set); the split counters cover this many (kv head, query tile) pairs */
 enum { CU_ATTN_COUNTERS = 65536 };
 int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
                  const float *vc, int n, int pos, sd_err *e);
+/* The scratch bytes cu_attention takes for its split partials (0: none). */
+size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int pos);
 /* embed.cu (ids already on the device, checked by the caller) */
 int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev, int n,
              sd_err *e);

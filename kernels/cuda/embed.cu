@@ -26,6 +26,7 @@ __device__ __forceinline__ int em_nibble(const uint8_t *rq, int64_t b, int64_t j
 __global__ void __launch_bounds__(EM_THREADS)
 embed_kernel(float *x, const uint8_t *q, const uint8_t *hb, const uint8_t *sc, const int32_t *ids,
              int64_t cols, size_t qrow, size_t hrow, size_t srow, int type) {
+    cu_grid_wait();
     const int64_t r = ids[blockIdx.y];
     const uint8_t *rq = q + (size_t)r * qrow, *rh = hb + (size_t)r * hrow, *rs = sc + (size_t)r * srow;
     float *o = x + (size_t)blockIdx.y * cols;
@@ -86,7 +87,9 @@ int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev,
     if (gx > 1024) gx = 1024;
     const dim3 grid((unsigned)gx, (unsigned)n);
     const uint32_t t = emb->type;
-    embed_kernel<<<grid, EM_THREADS, 0, c->stream>>>(
+    cudaLaunchAttribute at;
+    const cudaLaunchConfig_t cfg = cu_launch_cfg(c, grid, EM_THREADS, 0, &at);
+    cudaLaunchKernelEx(&cfg, embed_kernel,
         x, base, base + cu_high_offset(t, emb->rows, cols), base + cu_scale_offset(t, emb->rows, cols),
         ids_dev, cols, cu_qrow_bytes(t, cols), cu_hrow_bytes(t, cols), cu_srow_bytes(t, cols), (int)t);
     return cu_check_launch(c, e, "embed %s %lldx%lld", sd_wtype_name(emb->type),

@@ -22,6 +22,7 @@ struct FfnArgs {
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p) {
+    cu_grid_wait();
     int i0, r, slice;
     mv_place(p.ntiles, p.ks, NT, i0, r, slice);
     float acc[2][NT], g, u;
@@ -35,8 +36,10 @@ __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p)
 struct FfnLaunch {
     typedef FfnArgs Args;
     template <int T, int NT>
-    static void run(const MvPlan &pl, cudaStream_t s, const FfnArgs &a) {
-        ffn_swiglu_kernel<T, NT><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    static void run(const MvPlan &pl, const sd_cuda *c, const FfnArgs &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        cudaLaunchKernelEx(&cfg, ffn_swiglu_kernel<T, NT>, a);
     }
 };
 
@@ -75,7 +78,7 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
     p.h = h;
     p.ntiles = pl.ntiles;
     p.ks = pl.ks;
-    mv_launch<FfnLaunch>(w1->type, pl, c->stream, p);
+    mv_launch<FfnLaunch>(w1->type, pl, c, p);
     return cu_check_launch(c, e, "ffn_swiglu %s %lldx%lld", sd_wtype_name(w1->type),
                            (long long)w1->rows, (long long)w1->cols);
 }

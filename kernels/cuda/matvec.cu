@@ -15,6 +15,7 @@ struct MmArgs {
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) mm_plain_kernel(const MmArgs p) {
+    cu_grid_wait();
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
     const int r0 = 2 * pair, r1 = r0 + 1;
@@ -31,8 +32,10 @@ __global__ void __launch_bounds__(MV_THREADS) mm_plain_kernel(const MmArgs p) {
 struct MmLaunch {
     typedef MmArgs Args;
     template <int T, int NT>
-    static void run(const MvPlan &pl, cudaStream_t s, const MmArgs &a) {
-        mm_plain_kernel<T, NT><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    static void run(const MvPlan &pl, const sd_cuda *c, const MmArgs &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        cudaLaunchKernelEx(&cfg, mm_plain_kernel<T, NT>, a);
     }
 };
 
@@ -49,7 +52,7 @@ int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int 
     p.accumulate = accumulate;
     p.ntiles = pl.ntiles;
     p.ks = pl.ks;
-    mv_launch<MmLaunch>(w->type, pl, c->stream, p);
+    mv_launch<MmLaunch>(w->type, pl, c, p);
     return cu_check_launch(c, e, "matmul %s %lldx%lld", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols);
 }

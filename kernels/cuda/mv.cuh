@@ -324,32 +324,33 @@ static inline int mv_plan(int n, int64_t units, int64_t nch, int sms, MvPlan *p,
     return 0;
 }
 
-/* Calls L::run<T, NT>(plan, stream, args) for the run-time type and tile. */
+/* Calls L::run<T, NT>(plan, c, args) for the run-time type and tile (the
+ * kernels wait with cu_grid_wait and launch with cu_launch_cfg). */
 template <typename L, int NT>
-static inline void mv_launch_t(uint32_t type, const MvPlan &p, cudaStream_t s,
+static inline void mv_launch_t(uint32_t type, const MvPlan &p, const sd_cuda *c,
                                const typename L::Args &a) {
     switch (type) {
-    case SD_F32: L::template run<SD_F32, NT>(p, s, a); break;
-    case SD_F16: L::template run<SD_F16, NT>(p, s, a); break;
-    case SD_BF16: L::template run<SD_BF16, NT>(p, s, a); break;
-    case SD_Q8_0: L::template run<SD_Q8_0, NT>(p, s, a); break;
-    case SD_Q4_0: L::template run<SD_Q4_0, NT>(p, s, a); break;
-    case SD_Q4_1: L::template run<SD_Q4_1, NT>(p, s, a); break;
-    case SD_Q5_0: L::template run<SD_Q5_0, NT>(p, s, a); break;
-    case SD_Q4_K: L::template run<SD_Q4_K, NT>(p, s, a); break;
-    case SD_Q6_K: L::template run<SD_Q6_K, NT>(p, s, a); break;
+    case SD_F32: L::template run<SD_F32, NT>(p, c, a); break;
+    case SD_F16: L::template run<SD_F16, NT>(p, c, a); break;
+    case SD_BF16: L::template run<SD_BF16, NT>(p, c, a); break;
+    case SD_Q8_0: L::template run<SD_Q8_0, NT>(p, c, a); break;
+    case SD_Q4_0: L::template run<SD_Q4_0, NT>(p, c, a); break;
+    case SD_Q4_1: L::template run<SD_Q4_1, NT>(p, c, a); break;
+    case SD_Q5_0: L::template run<SD_Q5_0, NT>(p, c, a); break;
+    case SD_Q4_K: L::template run<SD_Q4_K, NT>(p, c, a); break;
+    case SD_Q6_K: L::template run<SD_Q6_K, NT>(p, c, a); break;
     default: break; /* cu_check_weight admitted only these */
     }
 }
 
 template <typename L>
-static inline void mv_launch(uint32_t type, const MvPlan &p, cudaStream_t s,
+static inline void mv_launch(uint32_t type, const MvPlan &p, const sd_cuda *c,
                              const typename L::Args &a) {
     switch (p.nt) {
-    case 1: mv_launch_t<L, 1>(type, p, s, a); break;
-    case 2: mv_launch_t<L, 2>(type, p, s, a); break;
-    case 4: mv_launch_t<L, 4>(type, p, s, a); break;
-    default: mv_launch_t<L, 8>(type, p, s, a); break;
+    case 1: mv_launch_t<L, 1>(type, p, c, a); break;
+    case 2: mv_launch_t<L, 2>(type, p, c, a); break;
+    case 4: mv_launch_t<L, 4>(type, p, c, a); break;
+    default: mv_launch_t<L, 8>(type, p, c, a); break;
     }
 }
 

@@ -63,4 +63,26 @@ static inline int sd_attn_plan_make(int n, int pos, int n_kv, int group, int sms
     return 0;
 }
 
+/* The plan attention.cu launches: the one for the length bucket of pos + n,
+ * the next power of two of at least SD_AT_BUCKET_MIN. A decode step that
+ * runs as a CUDA graph is replayed at later positions with the launch
+ * shapes it was captured with (backend_cuda.cu, "graphs"), so the split
+ * must stay valid while the length grows: it covers the whole bucket, the
+ * splits past the real length find no key and leave empty partials that
+ * the merge skips, and a graph is captured anew only when the length
+ * crosses into the next bucket (log2 of the context times in a decode).
+ * Planning for the exact length instead would change the split every
+ * SD_AT_MIN_SPLIT keys and force a capture each time. Plain launches use
+ * the same plan, so a step gives the same bits either way. The cost: up
+ * to half the splits of a step are empty blocks, against about two blocks
+ * per multiprocessor in the grid. */
+enum { SD_AT_BUCKET_MIN = 256 };
+static inline int sd_attn_plan_bucket(int n, int pos, int n_kv, int group, int sms,
+                                      sd_attn_plan *p) {
+    int64_t bucket = SD_AT_BUCKET_MIN;
+    while (bucket < (int64_t)pos + n) bucket *= 2;
+    if (bucket - n > 0x7fffffff) return -1;
+    return sd_attn_plan_make(n, (int)(bucket - n), n_kv, group, sms, p);
+}
+
 #endif

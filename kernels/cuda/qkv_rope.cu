@@ -14,7 +14,13 @@
  * row i's key and value belong to cache i, so the kernel takes the n
  * destination pointers by value in its argument struct (QkvScatterArgs,
  * 2 x SD_MAX_ROWS pointers = 2 KB, within the 4 KB kernel-argument limit):
- * nothing is staged, and no pointer table is copied to the device. */
+ * nothing is staged, and no pointer table is copied to the device.
+ *
+ * Graph capture (c->pos_dev set, backend_cuda.cu "graphs"): the kernel reads
+ * the position from that device word, and the K/V destinations it is given
+ * are the rows of position 0 (the cache bases); it writes row i at row
+ * pos + i of them (beams: at row pos of each base), so one capture serves
+ * every position. */
 #include <math.h>
 
 #include "kernels/cuda/mv.cuh"
@@ -34,6 +40,7 @@ struct QkvArgs {
     int nm;
     int ntiles, ks;
     int pos, pos_step; /* row i stands at pos + i * pos_step */
+    const int *pos_dev; /* non-NULL: pos is *pos_dev, K/V outs are cache bases (see the top) */
     int head_dim, rope_dim;
     int neox;          /* pairs (j, j + rope_dim/2) instead of (2j, 2j+1) */
     float theta_scale; /* freq_base^(-2/rope_dim), computed on the host as the CPU does */
@@ -48,12 +55,15 @@ struct QkvScatterArgs {
 __device__ __forceinline__ const QkvArgs &qkv_args(const QkvArgs &p) { return p; }
 __device__ __forceinline__ const QkvArgs &qkv_args(const QkvScatterArgs &p) { return p.a; }
 
-/* Where row i of matrix M goes. */
-__device__ __forceinline__ float *qkv_out(const QkvArgs &, const QkvMat &M, int i) {
-    return M.out + (size_t)i * M.w.rows;
+/* Where row i of matrix M goes; kv_row: the cache row of the block's first
+ * row past its K/V destination pointers (0 unless they are cache bases). */
+__device__ __forceinline__ float *qkv_out(const QkvArgs &, const QkvMat &M, int i, int kv_row) {
+    return M.out + (size_t)(i + (M.which ? kv_row : 0)) * M.w.rows;
 }
-__device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat &M, int i) {
-    return M.which == 1 ? p.k[i] : M.which == 2 ? p.v[i] : M.out + (size_t)i * M.w.rows;
+__device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat &M, int i,
+                                          int kv_row) {
+    const size_t off = (size_t)kv_row * M.w.rows;
+    return M.which == 1 ? p.k[i] + off : M.which == 2 ? p.v[i] + off : M.out + (size_t)i * M.w.rows;
 }
 
 /* __grid_constant__: args is read in place in parameter memory (the
@@ -61,6 +71,7 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
  * struct to each thread's local memory). */
 template <int T, int NT, class P>
 __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
+    cu_grid_wait();
     const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
@@ -89,16 +100,17 @@ __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_const
         v0 += M.bias[r0];
         if (r1 < M.w.rows) v1 += M.bias[r1];
     }
+    const int pos = p.pos_dev ? *p.pos_dev : p.pos;
     if (M.rope && j >= 0) {
         /* the CPU's angle: theta_j = p * s^j by repeated multiplication
          * (ggml_rope_cache_init), rotation without fused multiply-adds */
-        float theta = (float)(p.pos + i * p.pos_step);
+        float theta = (float)(pos + i * p.pos_step);
         for (int k = 0; k < j; k++) theta *= p.theta_scale;
         const float co = cosf(theta), si = sinf(theta), a = v0, b = v1;
         v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
         v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(b, co));
     }
-    float *o = qkv_out(args, M, i);
+    float *o = qkv_out(args, M, i, p.pos_dev ? pos : 0);
     o[r0] = v0;
     if (r1 < M.w.rows) o[r1] = v1;
 }
@@ -107,8 +119,10 @@ template <class P>
 struct QkvLaunch {
     typedef P Args;
     template <int T, int NT>
-    static void run(const MvPlan &pl, cudaStream_t s, const P &a) {
-        qkv_rope_kernel<T, NT, P><<<pl.blocks, MV_THREADS, 0, s>>>(a);
+    static void run(const MvPlan &pl, const sd_cuda *c, const P &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        cudaLaunchKernelEx(&cfg, qkv_rope_kernel<T, NT, P>, a);
     }
 };
 
@@ -138,7 +152,7 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
         return -1;
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
-    mv_launch<QkvLaunch<P> >(w->type, pl, c->stream, *args);
+    mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);
 }
@@ -169,6 +183,7 @@ static int qkv_run(sd_cuda *c, P *args, const sd_attn_shape *s, float *const *ou
     if (mv_act(c, &p->a, x, n, wq->cols, need_q, e)) return -1;
     p->pos = pos;
     p->pos_step = pos_step;
+    p->pos_dev = c->pos_dev;
     p->head_dim = s->head_dim;
     p->rope_dim = s->rope_dim < s->head_dim ? s->rope_dim : s->head_dim;
     p->neox = s->neox;

@@ -488,7 +488,8 @@ static size_t stack_size(void) {
     return (size_t)(kb >= 16 ? kb : 256) * 1024;
 }
 
-bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
+/* The launch limits of sm_90 (README.md); false with the error set. */
+static bool check_config(const Config &c, const char *name, const void *func) {
     if (t_cur) fail("kernel %s launched from inside a kernel", name);
     static pthread_t owner;
     static bool owned;
@@ -510,6 +511,24 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
         if (it == max_dyn_smem.end() || (size_t)it->second < c.smem)
             return refuse(cudaErrorInvalidValue, name, "%zu bytes of dynamic shared memory: above 48 KiB needs cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, >= %zu) first", c.smem, c.smem);
     }
+    return true;
+}
+
+static bool pdl_waited; /* a thread of the running block called cudaGridDependencySynchronize */
+
+void grid_dependency_sync(void) {
+    if (!t_cur) fail("cudaGridDependencySynchronize outside a kernel");
+    pdl_waited = true;
+}
+
+void fail_attr(const char *name, int id) {
+    fail("launch of %s: launch attribute %d is not emulated", name, id);
+}
+
+bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
+    if (!check_config(c, name, func)) return false;
+    const dim3 g = c.grid, b = c.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
     if (!stack_bytes) stack_bytes = stack_size();
 #ifdef EMU_ASAN
     if (!main_lo) { /* the launching thread's stack, for ASan's fiber switches */
@@ -563,7 +582,12 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
                     memset(smem, 0xff, c.smem);
                 }
                 dyn_smem = smem;
+                pdl_waited = false;
                 run_block(nblock & 1);
+                if (c.pdl && !pdl_waited)
+                    fail("kernel %s, block (%u,%u,%u): launched with programmatic stream "
+                         "serialization, but no thread of the block called "
+                         "cudaGridDependencySynchronize", name, x, y, z);
                 free(smem);
                 dyn_smem = NULL;
             }
@@ -596,6 +620,63 @@ static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKi
 
 using namespace emu;
 
+/* ---- graphs (cuda_runtime.h: stream capture) ------------------------------------------ */
+namespace emu {
+enum NodeKind { NODE_KERNEL, NODE_COPY, NODE_SET };
+struct Node {
+    NodeKind kind;
+    Config cfg; /* kernel */
+    const char *name;
+    const void *func;
+    Body body;
+    std::shared_ptr<void> ctx;
+    void *dst; /* copy, memset */
+    const void *src;
+    size_t n;
+    int value;
+    cudaMemcpyKind k;
+};
+} /* namespace emu */
+
+struct emu_graph { std::vector<emu::Node> nodes; };
+struct emu_graph_exec { std::vector<emu::Node> nodes; };
+struct emu_stream {
+    int flags;
+    emu_graph *cap; /* capturing into it */
+    bool invalid;   /* the capture broke: EndCapture fails */
+};
+
+bool emu::capturing(cudaStream_t s) { return s && s->cap; }
+
+void emu::record(const Config &c, const char *name, const void *func, Body body,
+                 std::shared_ptr<void> ctx) {
+    if (!check_config(c, name, func)) {
+        c.stream->invalid = true;
+        return;
+    }
+    Node n{};
+    n.kind = NODE_KERNEL;
+    n.cfg = c;
+    n.name = name;
+    n.func = func;
+    n.body = body;
+    n.ctx = ctx;
+    c.stream->cap->nodes.push_back(n);
+}
+
+static void record_copy(cudaStream_t s, NodeKind kind, void *dst, const void *src, size_t n,
+                        int value, cudaMemcpyKind k) {
+    Node x{};
+    x.kind = kind;
+    x.dst = dst;
+    x.src = src;
+    x.n = n;
+    x.value = value;
+    x.k = k;
+    s->cap->nodes.push_back(x);
+}
+struct emu_event { int recorded; };
+
 static cudaError_t ret(cudaError_t e) {
     if (e != cudaSuccess) last_error = e;
     return e;
@@ -609,7 +690,10 @@ const char *cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotSupported: return "operation not supported (the emulator does not capture streams)";
+    case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorGraphExecUpdateFailure: return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     default: return "unknown error (cuda-emu)";
     }
@@ -682,8 +766,12 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
     if (n) memmove(dst, src, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
     check_copy(dst, src, n, k, "cudaMemcpyAsync");
+    if (capturing(s)) {
+        record_copy(s, NODE_COPY, dst, src, n, 0, k);
+        return cudaSuccess;
+    }
     if (n) memmove(dst, src, n);
     return cudaSuccess;
 }
@@ -701,37 +789,94 @@ cudaError_t cudaMemset(void *p, int v, size_t n) {
     memset(p, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
-
-struct emu_stream { int flags; };
-struct emu_event { int recorded; };
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new emu_stream{(int)flags};
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    if (!capturing(s)) return cudaMemset(p, v, n);
+    if (n && !is_device(p, n)) fail("cudaMemsetAsync of %zu bytes at %p: not inside one cudaMalloc allocation", n, p);
+    record_copy(s, NODE_SET, p, NULL, n, v, cudaMemcpyDeviceToDevice);
     return cudaSuccess;
 }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    *s = new emu_stream{(int)flags, NULL, false};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (s) delete s->cap;
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (!capturing(s)) return cudaSuccess;
+    s->invalid = true; /* as on a GPU: not allowed while capturing, and the capture is lost */
+    return ret(cudaErrorStreamCaptureUnsupported);
+}
 cudaError_t cudaEventCreate(cudaEvent_t *ev) { *ev = new emu_event{0}; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t ev) { delete ev; return cudaSuccess; }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned) { return cudaEventCreate(ev); }
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-    return ret(cudaErrorNotSupported);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+    if (!s || s->cap) return ret(cudaErrorInvalidValue);
+    s->cap = new emu_graph;
+    s->invalid = false;
+    return cudaSuccess;
 }
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     *g = NULL;
-    return ret(cudaErrorNotSupported);
+    if (!capturing(s)) return ret(cudaErrorInvalidValue);
+    emu_graph *x = s->cap;
+    s->cap = NULL;
+    if (s->invalid) {
+        delete x;
+        return ret(cudaErrorStreamCaptureInvalidated);
+    }
+    *g = x;
+    return cudaSuccess;
 }
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t, unsigned long long) {
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count) {
+    if (!g || !count) return ret(cudaErrorInvalidValue);
+    if (nodes)
+        for (size_t i = 0; i < *count && i < g->nodes.size(); i++) nodes[i] = (cudaGraphNode_t)&g->nodes[i];
+    *count = g->nodes.size();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
     *x = NULL;
-    return ret(cudaErrorNotSupported);
+    if (!g) return ret(cudaErrorInvalidValue);
+    *x = new emu_graph_exec{g->nodes};
+    return cudaSuccess;
 }
-cudaError_t cudaGraphExecUpdate(cudaGraphExec_t, cudaGraph_t, cudaGraphExecUpdateResultInfo *) {
-    return ret(cudaErrorNotSupported);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphExecUpdateResultInfo *info) {
+    bool same = x && g && x->nodes.size() == g->nodes.size();
+    for (size_t i = 0; same && i < g->nodes.size(); i++)
+        same = x->nodes[i].kind == g->nodes[i].kind && x->nodes[i].func == g->nodes[i].func;
+    if (info) info->result = same ? 0 : 1;
+    if (!same) return ret(cudaErrorGraphExecUpdateFailure);
+    x->nodes = g->nodes;
+    return cudaSuccess;
 }
-cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return ret(cudaErrorNotSupported); }
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
-cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
+    if (!x) return ret(cudaErrorInvalidValue);
+    if (capturing(s)) fail("cudaGraphLaunch into a stream being captured (not emulated)");
+    for (const Node &n : x->nodes) {
+        if (n.kind == NODE_KERNEL) {
+            if (!launch(n.cfg, n.name, n.func, n.body, n.ctx.get())) return ret(cudaErrorLaunchFailure);
+        } else if (n.kind == NODE_COPY) {
+            check_copy(n.dst, n.src, n.n, n.k, "graph copy node");
+            if (n.n) memmove(n.dst, n.src, n.n);
+        } else {
+            cudaMemset(n.dst, n.value, n.n);
+        }
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
+    delete x;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
+    return cudaSuccess;
+}
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { ev->recorded = 1; return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {

@@ -72,6 +72,12 @@ __global__ void missing_barrier(float *out) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = stage[0];
 }
 
+/* Launched with programmatic stream serialization: block 1 skips the wait. */
+__global__ void pdl_wait(float *out) {
+    if (blockIdx.x == 0) cudaGridDependencySynchronize();
+    out[threadIdx.x] = 1.0f;
+}
+
 __global__ void fine(float *out) {
     extern __shared__ float big[];
     big[threadIdx.x] = 2.0f;
@@ -103,6 +109,16 @@ extern "C" int planted_run(const char *which, int *nan) {
     } else if (!strcmp(which, "smem_over_227k")) {
         cudaFuncSetAttribute(fine, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
         fine<<<1, 64, 228 * 1024>>>(out);
+    } else if (!strcmp(which, "pdl_no_wait") || !strcmp(which, "pdl_waits")) {
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = !strcmp(which, "pdl_waits") ? 1 : 2;
+        cfg.blockDim = 32;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        cudaLaunchKernelEx(&cfg, pdl_wait, out);
     } else if (!strcmp(which, "missing_barrier")) {
         missing_barrier<<<4, 64, sizeof(float)>>>(out);
         float h[4 * 64];

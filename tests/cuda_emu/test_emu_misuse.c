@@ -74,6 +74,13 @@ Test(emu_misuse, smem_with_opt_in_runs) {
     int st = run_child("smem_opt_in", buf, sizeof buf);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
 }
+Test(emu_misuse, pdl_block_without_wait) {
+    expect_report("pdl_no_wait", "block (1,0,0): launched with programmatic stream serialization, "
+                                 "but no thread of the block called cudaGridDependencySynchronize");
+    static char buf[4096];
+    int st = run_child("pdl_waits", buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
+}
 Test(emu_misuse, missing_barrier_shows_in_reversed_blocks) {
     static char buf[4096];
     int st = run_child("missing_barrier", buf, sizeof buf);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """cuda-emu: turns a .cu/.cuh file into C++ that builds against
-tests/cuda_emu/include (README.md here). Two rewrites, line numbers kept
+tests/cuda_emu/include (README.md here). Three rewrites, line numbers kept
 (a #line directive names the original file):
   kernel<<<grid, block[, smem[, stream]]>>>(args)
       -> emu::launch_kernel(emu::cfg(grid, block, ...), "kernel", kernel, args)
+  cudaLaunchKernelEx(cfg, kernel, args)
+      -> emu::launch_kernel_ex(cfg, "kernel", kernel, args)
   extern __shared__ T name[];  ->  T *name = (T *)emu::dynamic_smem();
 Usage: translate.py IN OUT"""
 import re
@@ -70,6 +72,35 @@ def launches(s):
         pos = end
 
 
+def launches_ex(s):
+    """cudaLaunchKernelEx(cfg, kernel, args) -> emu::launch_kernel_ex(cfg,
+    "kernel", kernel, args): the kernel expression ends at the first comma
+    outside parentheses and template brackets."""
+    out = []
+    pos = 0
+    while True:
+        i = s.find('cudaLaunchKernelEx(', pos)
+        if i < 0:
+            out.append(s[pos:])
+            return ''.join(out)
+        k = i + len('cudaLaunchKernelEx')
+        end = balanced(s, k)
+        first = s.find(',', k)
+        j = first + 1
+        depth = 0
+        while j < end - 1 and not (depth == 0 and s[j] == ','):
+            if s[j] in '(<':
+                depth += 1
+            elif s[j] in ')>':
+                depth -= 1
+            j += 1
+        kernel = s[first + 1:j].strip()
+        label = re.sub(r'\s+', ' ', kernel)
+        out.append(s[pos:i])
+        out.append('emu::launch_kernel_ex(%s, "%s", %s%s' % (s[k + 1:first], label, kernel, s[j:end]))
+        pos = end
+
+
 SHARED = re.compile(r'extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?'
                     r'([A-Za-z_][\w:]*(?:\s*\*)*)\s+(?:__align__\(\s*\d+\s*\)\s+)?'
                     r'(\w+)\s*\[\s*\]\s*;')
@@ -81,6 +112,7 @@ def main():
         s = f.read()
     s = SHARED.sub(lambda m: '%s *%s = (%s *)emu::dynamic_smem();' % (m[1], m[2], m[1]), s)
     s = launches(s)
+    s = launches_ex(s)
     with open(dst, 'w') as f:
         f.write('#line 1 "%s"\n' % src)
         f.write(s)

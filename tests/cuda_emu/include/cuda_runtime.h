@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -70,6 +71,9 @@ enum cudaError {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotSupported = 801,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorGraphExecUpdateFailure = 910,
 };
 typedef enum cudaError cudaError_t;
 enum cudaMemcpyKind {
@@ -87,14 +91,42 @@ enum cudaFuncAttribute {
 #define cudaStreamNonBlocking 0x01
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
-/* Stream capture is not emulated: cudaStreamBeginCapture fails with
- * cudaErrorNotSupported (the backend then runs each step plainly), and
- * the graph calls, never reached, fail the same way. */
+/* Stream capture: between cudaStreamBeginCapture and cudaStreamEndCapture
+ * the stream's launches, copies and memsets are recorded as graph nodes
+ * (a kernel's arguments copied, as a GPU's graph keeps them) instead of
+ * run; cudaStreamSynchronize on it fails and invalidates the capture, as
+ * on a GPU. An executable graph runs its nodes in order at
+ * cudaGraphLaunch; a copy node reads its source then, so pinned staging
+ * written between launches is what a replay sees. cudaGraphExecUpdate
+ * takes a graph of the same node kinds and kernels, else fails with
+ * cudaErrorGraphExecUpdateFailure. */
 typedef struct emu_graph *cudaGraph_t;
 typedef struct emu_graph_exec *cudaGraphExec_t;
+typedef struct emu_graph_node *cudaGraphNode_t;
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1 };
 struct cudaGraphExecUpdateResultInfo {
     int result;
+};
+/* Launch attributes (cudaLaunchKernelEx, which translate.py turns into
+ * emu::launch_kernel_ex to pass the kernel's name): only programmatic
+ * stream serialization. Kernels run one after another, so the dependency
+ * it relaxes always holds; the emulator checks that every block of a kernel
+ * launched with it calls cudaGridDependencySynchronize. */
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
+union cudaLaunchAttributeValue {
+    int programmaticStreamSerializationAllowed;
+    char pad[64];
+};
+struct cudaLaunchAttribute {
+    cudaLaunchAttributeID id;
+    cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim;
+    size_t dynamicSmemBytes;
+    cudaStream_t stream;
+    cudaLaunchAttribute *attrs;
+    unsigned numAttrs;
 };
 #define cudaEventDefault 0x00
 #define cudaEventDisableTiming 0x02
@@ -144,6 +176,7 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
@@ -179,14 +212,23 @@ struct Config {
     dim3 grid, block;
     size_t smem;
     cudaStream_t stream;
+    bool pdl; /* programmatic stream serialization: each block must wait */
 };
-static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s}; }
+static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s, false}; }
+/* cudaGridDependencySynchronize: marks the running block as having waited. */
+void grid_dependency_sync(void);
+[[noreturn]] void fail_attr(const char *name, int id);
 
 /* Runs body once per thread of every block (blocks one after another);
  * false (with the error set for cudaGetLastError) when the configuration
  * breaks a launch limit of sm_90. */
 typedef void (*Body)(void *);
 bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx);
+/* While c.stream is captured: checks the configuration as launch does and
+ * appends a kernel node that owns ctx. */
+bool capturing(cudaStream_t s);
+void record(const Config &c, const char *name, const void *func, Body body,
+            std::shared_ptr<void> ctx);
 
 template <class... P, class... A>
 void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...args) {
@@ -194,22 +236,45 @@ void launch_kernel(const Config &c, const char *name, void (*k)(P...), A &&...ar
     struct Ctx {
         void (*k)(P...);
         std::tuple<typename std::decay<P>::type...> a;
-    } ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
-    launch(c, name, (const void *)k, [](void *p) {
+    };
+    const Body body = [](void *p) {
         Ctx *x = (Ctx *)p;
         std::apply(x->k, x->a);
-    }, &ctx);
+    };
+    if (capturing(c.stream)) {
+        std::shared_ptr<Ctx> ctx = std::make_shared<Ctx>(
+            Ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)});
+        record(c, name, (const void *)k, body, ctx);
+        return;
+    }
+    Ctx ctx{k, std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...)};
+    launch(c, name, (const void *)k, body, &ctx);
+}
+
+template <class... P, class... A>
+cudaError_t launch_kernel_ex(const cudaLaunchConfig_t *c, const char *name, void (*k)(P...),
+                             A &&...args) {
+    Config x = cfg(c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream);
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization)
+            fail_attr(name, (int)c->attrs[i].id);
+        x.pdl = c->attrs[i].val.programmaticStreamSerializationAllowed != 0;
+    }
+    launch_kernel(x, name, k, std::forward<A>(args)...);
+    return cudaPeekAtLastError();
 }
 
 } /* namespace emu */
 
 #define threadIdx (emu::thread_idx())
 #define blockIdx (emu::t_block)
-#define blockDim (emu::t_bdim)
-#define gridDim (emu::t_gdim)
+/* references, not macros: cudaLaunchConfig_t has members of these names */
+inline const uint3 &blockDim = emu::t_bdim;
+inline const uint3 &gridDim = emu::t_gdim;
 #define warpSize 32
 
 #define __syncthreads() emu::syncthreads(__FILE__, __LINE__)
+static inline void cudaGridDependencySynchronize(void) { emu::grid_dependency_sync(); }
 #define __syncwarp(...) ((void)emu::warp_op(emu::OP_SYNCWARP, emu_mask_or_full(__VA_ARGS__), 0, 0, 32, __FILE__, __LINE__))
 static inline unsigned emu_mask_or_full(unsigned m = 0xffffffffu) { return m; }
 
