@@ -752,22 +752,7 @@ static void run_q6k512(int A, const uint8_t *const *w, const qx *x, float (*res)
     QCASES(C)
 #undef C
 }
-/* Q4_1 (SmolLM2's layers): four blocks of a row a step, 80 bytes (a block
- * is 20 bytes = 5 dwords: d and m as two f16, then 16 bytes of nibbles).
- * A 64-byte and a 16-byte load hold them; vpermt2d gathers the nibble
- * dwords (5j+1..5j+4 of block j) so that 128-bit lane j is block j: low
- * nibbles elements 0..15, high nibbles 16..31, against activations of two
- * pairs of the pair layout (cpu.h: xl = the first halves of pairs 2q and
- * 2q+1, xh their second halves). Each row's (d, m) dwords are 0, 5, 10, 15
- * of the first load: two vpermt2d and a blend put them in lanes (j, r) for
- * the 4 rows, vpmovdw (and a shift for m) and one vcvtph2ps each make D and
- * M. Two dot products a row a step (8 products an int32 lane, at most
- * 8*15*127 = 15240) fold over the 4 rows (fold4_512) to lanes (j, r), then
- * one cvt and two FMAs (D*d_x, M*s_x) serve 4 rows x 128 elements. Pairs
- * left after the last whole step of four blocks, and an odd last block, go
- * through the 256-bit tile (tile_q4p from that pair). Measured, 1 thread,
- * weights in cache (Zen 4): 1536x576 at 20.0 GB/s, the 256-bit tile 13.9. */
-/* dot2 on 512 bits */
+/* dot2 on 512 bits (codes <= 31: the non-VNNI int16 sums stay exact) */
 AI __m512i dot2_512(__m512i lo, __m512i hi, __m512i xl, __m512i xh) {
 #ifdef SD_VNNI
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl), hi, xh);
@@ -808,44 +793,6 @@ AI void quad_finish(const int A, const int kind, const __m512 *acc, const uint8_
         for (int a = 0; a < A; a++)
             for (int k = 0; k < 4; k++) res[a][k] += tail[a][k];
     }
-}
-AI void tile_q41_512(const int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                     const float *xds8, float (*res)[4], const int pf) {
-    const int64_t nb = x->nb, np = nb / 2, nq = nb / 4, cols = x->cols;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i inib = _mm512_setr_epi32(1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19);
-    const __m512i i01 = _mm512_setr_epi32(0, 16, 0, 0, 5, 21, 0, 0, 10, 26, 0, 0, 15, 31, 0, 0);
-    const __m512i i23 = _mm512_setr_epi32(0, 0, 0, 16, 0, 0, 5, 21, 0, 0, 10, 26, 0, 0, 15, 31);
-    __m512 acc[SD_QA];
-#pragma GCC unroll 8
-    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
-    const uint8_t *wp[4] = {w[0], w[1], w[2], w[3]};
-    for (int64_t q = 0; q < nq; q++) {
-        __m512i lo[4], hi[4], f[4];
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            f[k] = _mm512_loadu_si512((const void *)wp[k]);
-            const __m512i v = _mm512_permutex2var_epi32(
-                f[k], inib, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wp[k] + 64))));
-            lo[k] = _mm512_and_si512(v, m4);
-            hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
-        const __m512i dm = _mm512_mask_blend_epi32((__mmask16)0xcccc, _mm512_permutex2var_epi32(f[0], i01, f[1]),
-                                                   _mm512_permutex2var_epi32(f[2], i23, f[3]));
-        const __m512 D = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
-        const __m512 M = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-        if (pf) prefetch4(w, wp[0] - w[0], pf, 2);
-        quad_acc(A, lo, hi, D, M, xqp, xds8, cols, np, q, acc);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) wp[k] += 80;
-    }
-    quad_finish(A, K_Q41, acc, w, x, xqp, xds8, res);
-}
-static void run_q41_512(int A, const uint8_t *const *w, const qx *x, const int8_t *xqp,
-                        const float *xds8, float (*res)[4], int pf) {
-#define C(k) tile_q41_512(k, w, x, xqp, xds8, res, pf)
-    QCASES(C)
-#undef C
 }
 /* Q5_0 (most of the Qwen 0.5B drafter): blocks of 22 bytes = 11 words (d,
  * the 32 fifth bits qh, 16 bytes of nibbles), four a step (88 bytes: a
@@ -1053,8 +1000,7 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
         for (int i = 0; i < j->n;) {
             int A = j->n - i < amax ? j->n - i : amax;
 #ifdef SD_HAVE512
-            if (type == SD_Q4_K || type == SD_Q6_K || type == SD_Q8_0 || type == SD_Q4_1 ||
-                type == SD_Q5_0) { /* passes of balanced width */
+            if (type == SD_Q4_K || type == SD_Q6_K || type == SD_Q8_0 || type == SD_Q5_0) { /* passes of balanced width */
                 const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA;
                 A = (left + passes - 1) / passes;
             }
@@ -1072,7 +1018,6 @@ void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
                 const float *ds8 = paired ? j->xds8 + (size_t)i * (cols / 64) * 16 : NULL;
 #ifdef SD_HAVE512
                 if (type == SD_Q4_K) run_q4k512(A, wp, &xq, res, pf);
-                else if (type == SD_Q4_1) run_q41_512(A, wp, &xq, qp, ds8, res, pf);
                 else if (type == SD_Q5_0) run_q50_512(A, wp, &xq, qp, ds8, res, pf);
                 else if (type == SD_Q6_K) run_q6k512(A, wp, &xq, res, pf);
                 else if (type == SD_Q8_0 && A > 1) run_q80_512(A, wp, &xq, res, pf); /* n = 1: the 256-bit tile is cheaper */
