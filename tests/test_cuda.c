@@ -1019,6 +1019,20 @@ static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
     }
 }
 
+/* A synth_model GGUF of c (its bytes in *bytes, freed by the caller after
+ * the model) loaded on the CUDA backend with a cache of n_ctx. */
+static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
+    size_t n = 0;
+    sd_err e = {{0}};
+    cr_assert(synth_model_bytes(c, bytes, &n, &e) == 0, "%s", e.msg);
+    gguf_file *f = gguf_open_mem(*bytes, n, "synth", &e);
+    cr_assert(f, "%s", e.msg);
+    sd_model_opts o = {.n_ctx = n_ctx};
+    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
+    cr_assert(m, "%s", e.msg);
+    return m;
+}
+
 Test(cuda, decode_graph) {
     /* with programmatic dependent launch (cuda_int.h cu_launch_cfg), which
      * the emulator checks every block of the launched kernels waits for */
@@ -1029,14 +1043,7 @@ Test(cuda, decode_graph) {
     c.ffn = 512;
     c.n_layers = 3;
     uint8_t *bytes = NULL;
-    size_t n = 0;
-    sd_err e = {{0}};
-    cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
-    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
-    cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {.n_ctx = 200};
-    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
-    cr_assert(m, "%s", e.msg);
+    sd_model *m = graph_model(&c, 200, &bytes);
     int32_t plain[GR_IDS], graphed[GR_IDS];
     long caps[GR_CALLS], nodes = 0;
     cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
@@ -1093,14 +1100,7 @@ Test(cuda, decode_graph_bucket) {
     c.ffn = 256;
     c.ctx = 512;
     uint8_t *bytes = NULL;
-    size_t n = 0;
-    sd_err e = {{0}};
-    cr_assert(synth_model_bytes(&c, &bytes, &n, &e) == 0, "%s", e.msg);
-    gguf_file *f = gguf_open_mem(bytes, n, "synth", &e);
-    cr_assert(f, "%s", e.msg);
-    sd_model_opts o = {.n_ctx = 300};
-    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
-    cr_assert(m, "%s", e.msg);
+    sd_model *m = graph_model(&c, 300, &bytes);
     int32_t plain[GB_STEPS], graphed[GB_STEPS];
     cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
     bucket_script(m, plain);

@@ -383,6 +383,19 @@ static int cu_kv_f32(const sd_attn_shape *s, const char *op, sd_err *e) {
                       "CPU-only)", op, sd_wtype_name(s->kv_type));
 }
 
+/* The arguments both Q/K/V ops record besides their cache rows. */
+static void rec_qkv(sd_cuda *c, cu_rec *r, const sd_attn_shape *s, float *q, const sd_weight *wq,
+                    const sd_weight *wk, const sd_weight *wv, const float *x, int n, int pos) {
+    r->out = q;
+    r->x = x;
+    rec_weight(&r->w[0], wq);
+    rec_weight(&r->w[1], wk);
+    rec_weight(&r->w[2], wv);
+    rec_shape(&r->s, s);
+    rec_pos(c, r, pos);
+    rec_qact(c, n, wq, cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type));
+}
+
 static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *k_rows,
                          void *v_rows, const sd_weight *wq, const sd_weight *wk,
                          const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
@@ -395,16 +408,9 @@ static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *
         cu_rec *r = rec_add(c, CU_OP_QKV, n, e);
         if (!r) return -1;
         const size_t off = (size_t)pos * rec_row_bytes(s);
-        r->out = q;
-        r->x = x;
         r->kc = (char *)k_rows - off;
         r->vc = (char *)v_rows - off;
-        rec_weight(&r->w[0], wq);
-        rec_weight(&r->w[1], wk);
-        rec_weight(&r->w[2], wv);
-        rec_shape(&r->s, s);
-        rec_pos(c, r, pos);
-        rec_qact(c, n, wq, cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type));
+        rec_qkv(c, r, s, q, wq, wk, wv, x, n, pos);
         return 0;
     }
     return cu_qkv_rope(c, s, q, (float *)k_rows, (float *)v_rows, wq, wk, wv, x, n, pos, e);
@@ -440,14 +446,7 @@ static int cuda_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *
             g->ptr[g->nptr + n + i] = (char *)v_dst[i] - off;
         }
         g->nptr += 2 * n;
-        r->out = q;
-        r->x = x;
-        rec_weight(&r->w[0], wq);
-        rec_weight(&r->w[1], wk);
-        rec_weight(&r->w[2], wv);
-        rec_shape(&r->s, s);
-        rec_pos(c, r, pos);
-        rec_qact(c, n, wq, cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type));
+        rec_qkv(c, r, s, q, wq, wk, wv, x, n, pos);
         return 0;
     }
     return cu_qkv_rope_same_pos(c, s, q, (float *const *)k_dst, (float *const *)v_dst, wq, wk, wv,
