@@ -321,13 +321,12 @@ static void check_out(const float *out, const float *init, const refset *R, cons
         cr_assert_eq(out[n * rows + g], 12345.0f, "%s: wrote past the end", what);
 }
 
-static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *const *ctx) {
-    sd_weight w = make_weight(t, rows, cols);
-    float *x = malloc(sizeof(float) * n * cols);
-    fill(x, (size_t)n * cols, -1, 1);
-    for (int64_t c = 0; c < cols; c += 13) x[c] *= 4; /* uneven block maxima */
-    refset R = make_refs(&w, x, n);
-    size_t no = (size_t)n * rows;
+/* run (the weight as the kernels see it) against the references R of the
+ * file-layout weight ref on every ISA, 1 and 2 threads, with and without
+ * accumulate. */
+static void check_all_isas(sd_cpu *const *ctx, const sd_weight *run, const sd_weight *ref, const refset *R,
+                           const float *x, int n, const char *tag) {
+    size_t no = (size_t)n * run->rows;
     float *out = malloc(sizeof(float) * (no + 16)), *init = malloc(sizeof(float) * no);
     fill(init, no, -2, 2);
     sd_err e = {{0}};
@@ -340,13 +339,66 @@ static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *c
                 else for (size_t k = 0; k < no; k++) out[k] = NAN;
                 for (int g = 0; g < 16; g++) out[no + g] = 12345.0f;
                 char what[160];
-                snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", sd_wtype_name(t),
-                         (long long)rows, (long long)cols, n, sd_isa_name(isa), th + 1, acc);
-                cr_assert_eq(sd_cpu_matmul(c, out, &w, x, n, acc, &e), 0, "%s: %s", what, e.msg);
-                check_out(out, init, &R, &w, n, acc, what);
+                snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", tag,
+                         (long long)run->rows, (long long)run->cols, n, sd_isa_name(isa), th + 1, acc);
+                cr_assert_eq(sd_cpu_matmul(c, out, run, x, n, acc, &e), 0, "%s: %s", what, e.msg);
+                check_out(out, init, R, ref, n, acc, what);
             }
+    free(out), free(init);
+}
+
+static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *const *ctx) {
+    sd_weight w = make_weight(t, rows, cols);
+    float *x = malloc(sizeof(float) * n * cols);
+    fill(x, (size_t)n * cols, -1, 1);
+    for (int64_t c = 0; c < cols; c += 13) x[c] *= 4; /* uneven block maxima */
+    refset R = make_refs(&w, x, n);
+    check_all_isas(ctx, &w, &w, &R, x, n, sd_wtype_name(t));
     free_refs(&R);
-    free(out), free(init), free(x), free((void *)w.data);
+    free(x), free((void *)w.data);
+}
+
+/* ---- Q4_K and Q6_K repacked (cpu.h, SD_Q4_K_X16, SD_Q6_K_X16) ----------------------
+ * The references come from the file layout before the repack; the scalar
+ * path must give the same bits as the file layout's scalar path (the same
+ * sums in the same order), every SIMD path the reference's tolerance. */
+static void repacked_case(sd_weight w, int n, sd_cpu *const *ctx) {
+    const int64_t rows = w.rows, cols = w.cols;
+    float *x = malloc(sizeof(float) * n * cols);
+    fill(x, (size_t)n * cols, -1, 1);
+    for (int64_t c = 0; c < cols; c += 13) x[c] *= 4;
+    refset R = make_refs(&w, x, n);
+    size_t no = (size_t)n * rows;
+    float *out = malloc(sizeof(float) * no), *plain = malloc(sizeof(float) * no);
+    sd_err e = {{0}};
+    sd_cpu_set_isa(ctx[0], SD_ISA_SCALAR);
+    cr_assert_eq(sd_cpu_matmul(ctx[0], plain, &w, x, n, 0, &e), 0, "%s", e.msg);
+    sd_weight x16 = w;
+    const uint32_t want = w.type == SD_Q4_K ? SD_Q4_K_X16 : SD_Q6_K_X16;
+    const char *tn = sd_wtype_name(w.type);
+    cr_assert_eq(sd_cpu_repack(ctx[1], &x16, &e), 0, "%s", e.msg);
+    cr_assert_eq(x16.type, want, "%s %lldx%lld not repacked", tn, (long long)rows, (long long)cols);
+    cr_assert_eq(sd_cpu_matmul(ctx[0], out, &x16, x, n, 0, &e), 0, "%s", e.msg);
+    for (size_t k = 0; k < no; k++)
+        cr_assert_eq(out[k], plain[k], "scalar %s x16 %lldx%lld n=%d: out[%zu] %.9g, file layout %.9g", tn,
+                     (long long)rows, (long long)cols, n, k, out[k], plain[k]);
+    char tag[32];
+    snprintf(tag, sizeof tag, "%s x16", tn);
+    check_all_isas(ctx, &x16, &w, &R, x, n, tag);
+    /* the embedding lookup reads the repacked rows */
+    int32_t ids[3] = {0, (int32_t)rows / 2 + 1, (int32_t)rows - 1};
+    float *emb = malloc(sizeof(float) * 3 * cols);
+    double *ref = malloc(sizeof(double) * cols);
+    cr_assert_eq(sd_cpu_embed(ctx[0], emb, &x16, ids, 3, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 3; i++) {
+        ref_dequant_row(w.type, (const uint8_t *)w.data + ids[i] * w.row_bytes, ref, cols);
+        for (int64_t c = 0; c < cols; c++)
+            cr_assert_leq(fabs(emb[i * cols + c] - ref[c]), 1e-6 * fabs(ref[c]), "x16 embed row %d", ids[i]);
+    }
+    sd_cpu_repack_free(&x16);
+    cr_assert_eq(x16.type, w.type);
+    free_refs(&R);
+    free(emb), free(ref), free(out), free(plain), free(x);
 }
 
 static void ctx_pair(sd_cpu *ctx[2]) {
@@ -421,11 +473,107 @@ Test(matmul, q5_0) { matmul_qwen_type(SD_Q5_0); }
 Test(matmul, q4_k) { matmul_qwen_type(SD_Q4_K); }
 Test(matmul, q6_k) { matmul_qwen_type(SD_Q6_K); }
 
+/* Groups of 16 rows (1, 3, 21), 1, 3 and 6 super-blocks, every activation
+ * row count 1..10 (the 512-bit tile takes up to 8 a pass, balanced) and
+ * 17 and 64 (prefill), on every ISA, 1 and 2 threads, with and without
+ * accumulate. */
+static void repacked_type(uint32_t t) {
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    static const int64_t rows_l[] = {16, 48, 336}, cols_l[] = {256, 768, 1536};
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 64};
+    for (int ri = 0; ri < 3; ri++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int ni = 0; ni < 12; ni++) {
+                if (rows_l[ri] * cols_l[ci] * ns[ni] > 336 * 576 * 8) continue;
+                sd_weight w = make_weight(t, rows_l[ri], cols_l[ci]);
+                repacked_case(w, ns[ni], ctx);
+                free((void *)w.data);
+            }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
+}
+Test(matmul, q4_k_repacked) { repacked_type(SD_Q4_K); }
+Test(matmul, q6_k_repacked) { repacked_type(SD_Q6_K); }
+
+/* Only Q4_K and Q6_K weights of 16k rows are repacked; the others keep their data. */
+Test(matmul, repack_leaves_others) {
+    sd_err e = {{0}};
+    sd_cpu *c = sd_cpu_create(1, &e);
+    static const uint32_t types[] = {SD_Q4_K, SD_Q8_0, SD_Q4_1, SD_F16};
+    static const int64_t rows[] = {24, 32, 32, 32};
+    for (int k = 0; k < 4; k++) {
+        sd_weight w = make_weight(types[k], rows[k], 256), before = w;
+        cr_assert_eq(sd_cpu_repack(c, &w, &e), 0, "%s", e.msg);
+        cr_assert(w.type == before.type && w.data == before.data, "%s x %lld was repacked",
+                  sd_wtype_name(types[k]), (long long)rows[k]);
+        sd_cpu_repack_free(&w);
+        cr_assert(w.type == before.type && w.data == before.data);
+        free((void *)w.data);
+    }
+    sd_cpu_destroy(c);
+}
+
+/* sd_cpu_matmul_multi of nw weights (ws as the kernels see them, w the
+ * file-layout originals the references R came from) on every ISA and 1 and
+ * 2 threads, each output checked against its reference. */
+static void multi_check(sd_cpu *const *ctx, int nw, float *const *outs, const sd_weight *const *ws,
+                        const sd_weight *w, const refset *R, const float *x, int n, const char *tag) {
+    sd_err e = {{0}};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int th = 0; th < 2; th++) {
+            sd_cpu_set_isa(ctx[th], isa);
+            for (int k = 0; k < nw; k++) {
+                for (int64_t m = 0; m < n * w[k].rows; m++) outs[k][m] = NAN;
+                for (int g = 0; g < 16; g++) outs[k][n * w[k].rows + g] = 12345.0f;
+            }
+            cr_assert_eq(sd_cpu_matmul_multi(ctx[th], nw, outs, ws, x, n, &e), 0, "%s", e.msg);
+            for (int k = 0; k < nw; k++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s %s w%d n=%d isa=%s thr=%d", tag, sd_wtype_name(w[k].type), k, n,
+                         sd_isa_name(isa), th + 1);
+                check_out(outs[k], NULL, &R[k], &w[k], n, 0, what);
+            }
+        }
+}
+
+/* A repacked weight in one call with file-layout ones (its chunks cut on
+ * whole groups while the thread split crosses weights). */
+Test(matmul, multi_with_repacked) {
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    sd_err e = {{0}};
+    const uint32_t types[4] = {SD_Q4_1, SD_Q4_K, SD_Q6_K, SD_Q6_K};
+    const int64_t rows[4] = {21, 64, 19, 32}, cols = 768;
+    for (int n = 1; n <= 9; n += 4) {
+        sd_weight w[4], wr[4];
+        const sd_weight *wp[4];
+        float *outs[4], *x = malloc(sizeof(float) * n * cols);
+        refset R[4];
+        fill(x, (size_t)n * cols, -1, 1);
+        for (int k = 0; k < 4; k++) {
+            w[k] = wr[k] = make_weight(types[k], rows[k], cols);
+            R[k] = make_refs(&w[k], x, n);
+            cr_assert_eq(sd_cpu_repack(ctx[0], &wr[k], &e), 0, "%s", e.msg);
+            wp[k] = &wr[k];
+            outs[k] = malloc(sizeof(float) * (n * rows[k] + 16));
+        }
+        cr_assert(wr[1].type == SD_Q4_K_X16 && wr[2].type == SD_Q6_K && wr[3].type == SD_Q6_K_X16);
+        multi_check(ctx, 4, outs, wp, w, R, x, n, "multi+x16");
+        for (int k = 0; k < 4; k++) {
+            sd_cpu_repack_free(&wr[k]);
+            free_refs(&R[k]), free(outs[k]), free((void *)w[k].data);
+        }
+        free(x);
+    }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
+}
+
 /* Q/K/V-like: three weights over one x, outputs compared one by one. */
 Test(matmul, multi) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
-    sd_err e = {{0}};
     const int64_t rows[3] = {64, 21, 22};
     for (size_t ti = 0; ti < N_TYPES; ti++)
         for (int n = 1; n <= 9; n += 8) {
@@ -442,21 +590,7 @@ Test(matmul, multi) {
                 R[k] = make_refs(&w[k], x, n);
                 outs[k] = malloc(sizeof(float) * (n * rows[k] + 16));
             }
-            for (int isa = 0; isa < n_isas(); isa++)
-                for (int th = 0; th < 2; th++) {
-                    sd_cpu_set_isa(ctx[th], isa);
-                    for (int k = 0; k < 3; k++) {
-                        for (int64_t m = 0; m < n * rows[k]; m++) outs[k][m] = NAN;
-                        for (int g = 0; g < 16; g++) outs[k][n * rows[k] + g] = 12345.0f;
-                    }
-                    cr_assert_eq(sd_cpu_matmul_multi(ctx[th], 3, outs, wp, x, n, &e), 0, "%s", e.msg);
-                    for (int k = 0; k < 3; k++) {
-                        char what[96];
-                        snprintf(what, sizeof what, "multi %s w%d n=%d isa=%s thr=%d", sd_wtype_name(t), k, n,
-                                 sd_isa_name(isa), th + 1);
-                        check_out(outs[k], NULL, &R[k], &w[k], n, 0, what);
-                    }
-                }
+            multi_check(ctx, 3, outs, wp, w, R, x, n, "multi");
             for (int k = 0; k < 3; k++) free_refs(&R[k]), free(outs[k]), free((void *)w[k].data);
             free(x);
         }
@@ -532,6 +666,11 @@ Test(matmul, real_qwen_blocks) {
                         check_out(out, NULL, &R, &w, n, 0, what);
                     }
                 free_refs(&R), free(x), free(out);
+            }
+            if (gt->type != SD_Q5_0) { /* 32 rows of it repacked, as the CPU backend loads them */
+                sd_weight w32 = w;
+                w32.rows = 32;
+                for (int n = 1; n <= 5; n += 4) repacked_case(w32, n, ctx);
             }
             /* embedding rows 0, 5 and 12 of the slice */
             int32_t ids[3] = {0, 5, 12};

@@ -4,7 +4,9 @@
  * Q4_1 layers, Q8_0 head; F16/BF16/Q4_0 at 576x1536 for comparison), then
  * the Qwen2.5-Coder pair's: 1.5B (dim 1536, kv dim 256, ffn 8960, vocab
  * 151936; Q4_K layers, Q6_K down and head) and 0.5B (dim 896, ffn 4864;
- * Q5_0).
+ * Q5_0). Q4Kx and Q6Kx rows: the 1.5B's K-quant shapes in the 16-row
+ * interleaved layouts the CPU backend repacks them into at load (cpu.h),
+ * next to the same weights in the file's layout.
  *  n=1   (decode): time per matvec with the weights cold, i.e. streamed
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
@@ -58,8 +60,12 @@ static float frand(void) {
 
 static size_t row_bytes(uint32_t t, int64_t cols) {
     int el, by;
-    sd_cpu_type_block(t, &el, &by);
+    sd_cpu_type_block(sd_cpu_file_type(t), &el, &by);
     return (size_t)(cols / el) * by;
+}
+
+static const char *tname(uint32_t t) {
+    return t == SD_Q4_K_X16 ? "Q4Kx" : t == SD_Q6_K_X16 ? "Q6Kx" : sd_wtype_name(t);
 }
 
 #define POOL (256ull << 20)
@@ -77,7 +83,9 @@ static const shape shapes[] = {
     {"output", SD_Q8_0, 49152, 576},     {"ffn_down", SD_F16, 576, 1536},
     {"ffn_down", SD_BF16, 576, 1536},    {"ffn_down", SD_Q4_0, 576, 1536},
     {"1.5B_q/o", SD_Q4_K, 1536, 1536},   {"1.5B_k/v", SD_Q4_K, 256, 1536},
-    {"1.5B_gate/up", SD_Q4_K, 8960, 1536}, {"1.5B_down", SD_Q6_K, 1536, 8960},
+    {"1.5B_gate/up", SD_Q4_K, 8960, 1536}, {"1.5B_q/o", SD_Q4_K_X16, 1536, 1536},
+    {"1.5B_k/v", SD_Q4_K_X16, 256, 1536}, {"1.5B_gate/up", SD_Q4_K_X16, 8960, 1536},
+    {"1.5B_down", SD_Q6_K, 1536, 8960},   {"1.5B_down", SD_Q6_K_X16, 1536, 8960},
     {"1.5B_output", SD_Q6_K, 151936, 1536}, {"0.5B_q/o", SD_Q5_0, 896, 896},
     {"0.5B_gate/up", SD_Q5_0, 4864, 896},
 };
@@ -189,9 +197,15 @@ int main(void) {
         float *tmp = malloc(sizeof(float) * sh->cols);
         for (int64_t r = 0; r < sh->rows; r++) {
             for (int64_t c = 0; c < sh->cols; c++) tmp[c] = frand() * 0.1f;
-            sd_quantize_row(sh->type, tmp, a + r * rb, sh->cols);
+            sd_quantize_row(sd_cpu_file_type(sh->type), tmp, a + r * rb, sh->cols);
         }
         free(tmp);
+        if (sh->type != sd_cpu_file_type(sh->type)) { /* the layout the CPU backend loads it into */
+            sd_weight wr = {sd_cpu_file_type(sh->type), sh->rows, sh->cols, rb, a};
+            if (sd_cpu_repack(ctx[0], &wr, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+            memcpy(a, wr.data, wbytes);
+            sd_cpu_repack_free(&wr);
+        }
         size_t stride = (wbytes + 4095) & ~(size_t)4095;
         int copies = (int)(POOL / stride);
         if (copies < 1) copies = 1;
@@ -217,7 +231,7 @@ int main(void) {
                 double t1 = median(tt, reps);
                 if (n == 1) t_dec[s][th] = t_one = t1;
                 printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f", sh->name,
-                       sd_wtype_name(sh->type), (long long)sh->rows, (long long)sh->cols, n, th + 1,
+                       tname(sh->type), (long long)sh->rows, (long long)sh->cols, n, th + 1,
                        t1 * 1e6, wbytes / t1 / 1e9, 2.0 * sh->rows * sh->cols * n / t1 / 1e9, tt[0] * 1e6);
                 if (n > 1) printf("   (x%.2f)", t1 / t_one);
                 printf("\n");
@@ -235,10 +249,10 @@ int main(void) {
             double t2 = median(tt, reps);
             t_pre[s][th] = t2;
             const double gops = 2.0 * sh->rows * sh->cols * 128 / t2;
-            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f", sh->name, sd_wtype_name(sh->type),
+            printf("%-12s %-5s %6lld %6lld %4d %3d %10.1f %9.2f %9.2f %10.1f", sh->name, tname(sh->type),
                    (long long)sh->rows, (long long)sh->cols, 128, th + 1, t2 * 1e6, wbytes / t2 / 1e9,
                    gops / 1e9, tt[0] * 1e6);
-            if (sd_wtype_block(sh->type) > 1 && peak[th] > 0)
+            if (sd_wtype_block(sd_cpu_file_type(sh->type)) > 1 && peak[th] > 0)
                 printf("   (%.0f%% of int8 peak)", 100.0 * gops / peak[th]);
             printf("\n");
         }

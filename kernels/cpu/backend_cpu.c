@@ -1,6 +1,6 @@
 /* The CPU op table: thin adapters from kernels/backend.h onto the kernels in cpu.h.
- * Host memory is backend memory, so uploads are no-ops and to_host is a
- * memcpy. Q/K/V and gate/up share one activation quantization through
+ * Host memory is backend memory: uploads leave weights in place (Q4_K is
+ * repacked, see cpu_upload_weight) and to_host is a memcpy. Q/K/V and gate/up share one activation quantization through
  * sd_cpu_matmul_multi. */
 #include <stdlib.h>
 #include <string.h>
@@ -34,12 +34,16 @@ static void cpu_release(sd_backend *b, void *p) {
     free(p);
 }
 
+/* Weights stay in the mapped file except Q4_K, which is repacked for the
+ * multi-row products (cpu.h, SD_Q4_K_X16). */
 static int cpu_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
-    (void)b, (void)w, (void)e;
-    return 0;
+    return sd_cpu_repack(cpu(b), w, e);
 }
 
-static void cpu_release_weight(sd_backend *b, sd_weight *w) { (void)b, (void)w; }
+static void cpu_release_weight(sd_backend *b, sd_weight *w) {
+    (void)b;
+    sd_cpu_repack_free(w);
+}
 
 static int cpu_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
     (void)b, (void)e;

@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "kernels/common/error.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/wtype.h"
 #include "kernels/common/weight.h"
 
 typedef struct sd_cpu sd_cpu;
@@ -152,6 +154,7 @@ typedef struct sd_mm_job {
     const float *xd, *xs;
     const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
+    const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], 32 x the sum of each 16 codes of xq */
 } sd_mm_job;
 
 /* Rows [r0, r1) of one job; each ISA file provides one. */
@@ -204,6 +207,87 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
     u[0] &= 0x3f3f3f3fu;
     memcpy(out, u, 16);
 }
+/* ---- Q4_K repacked for the CPU (repack.c) ----------------------------------
+ * SD_Q4_K_X16 is a kernels-internal type: a Q4_K weight whose rows (a
+ * multiple of 16) are interleaved in groups of 16 by the CPU backend's
+ * upload_weight. The GGUF layout makes a multi-row product fold: one
+ * integer dot product covers one row, and 4 rows' partial sums must be
+ * transposed and added (vphaddd, unpacks) before a scale can apply, which
+ * cost more than the multiplies themselves at n > 1. Here one 32-bit lane
+ * is one row: a 64-byte load unpacks to 16 rows x 4 consecutive codes
+ * (low nibbles) and 16 rows x the next 4 (high nibbles), and vpdpbusd
+ * against 4 activation bytes broadcast to all lanes accumulates the 16
+ * rows' sub-block sums in place, so a sub-block of 16 rows is 8 vpdpbusd
+ * an activation row, then one convert and two FMAs. Same size as the 16
+ * rows it replaces (2304 = 16 x 144 bytes a super-block), so decode reads
+ * no more; group g (rows 16g..16g+15) starts at data + 16*g*row_bytes and
+ * holds its super-blocks in order, each:
+ *   [0, 32)      d of rows 0..15 (f16)
+ *   [32, 64)     dmin of rows 0..15 (f16)
+ *   [64, 192)    sub-block s (0..7) at 64 + 16s, byte r: low 4 bits of sc
+ *                | low 4 bits of mn << 4 (row r)
+ *   [192, 256)   sub-blocks (2k, 2k+1) at 192 + 16k, byte r: the top 2 bits
+ *                of sc(2k), mn(2k), sc(2k+1), mn(2k+1) from bit 0 up
+ *   [256, 2304)  sub-block s at 256 + 256s, 4 pieces of 64 bytes: piece q,
+ *                byte 4r + e (e < 4) = code of element 8q+e of row r in its
+ *                low nibble, of element 8q+4+e in its high nibble.
+ * Values are Q4_K's: x = d*sc*code - dmin*mn.
+ *
+ * SD_Q6_K_X16 is Q6_K the same way: 16 sub-blocks of 16 elements, one
+ * 32-bit lane per row, 3360 = 16 x 210 bytes a super-block:
+ *   [0, 32)      d of rows 0..15 (f16)
+ *   [32, 288)    sub-block j (0..15) at 32 + 16j, byte r: its int8 scale
+ *   [288, 3360)  sub-block j at 288 + 192j: two pieces of 64 bytes of low
+ *                4 bits of the codes (piece p, byte 4r + e: element 8p+e in
+ *                the low nibble, 8p+4+e in the high one), then 64 bytes of
+ *                top 2 bits (byte 4r + e: elements e, 4+e, 8+e, 12+e from
+ *                bit 0 up).
+ * Values are Q6_K's: x = d*scale*(code-32), codes 0..63; the kernels take
+ * sum((code-32)*x) as sum(code*x) - 32*sum(x), the second term per
+ * activation row and 16 elements (sd_mm_job.xo16).
+ *
+ * SD_REPACK=0 in the environment keeps the GGUF layout (for comparisons). */
+enum { SD_Q4_K_X16 = 0x100 + SD_Q4_K, SD_Q6_K_X16 = 0x100 + SD_Q6_K };
+/* The file's type of a weight the CPU backend may have repacked. */
+static inline uint32_t sd_cpu_file_type(uint32_t t) { return t > 0xff ? t - 0x100 : t; }
+/* Repacks w in place when it is a Q4_K or Q6_K weight of 16k rows (w->data
+ * then owned by the CPU backend, freed by sd_cpu_repack_free); other
+ * weights are left alone. -1 with e filled when out of memory. */
+int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e);
+void sd_cpu_repack_free(sd_weight *w);
+/* Row r of a repacked weight as F32 (cols values); -1 if w is not one or
+ * r is out of range. */
+int sd_repacked_row(const sd_weight *w, int64_t r, float *out);
+/* Fields of super-block G (its first byte) for lane r. */
+static inline float sd_q4_kx_d(const uint8_t *G, int r) {
+    uint16_t h;
+    memcpy(&h, G + 2 * r, 2);
+    return sd_f16_to_f32(h);
+}
+static inline float sd_q4_kx_dmin(const uint8_t *G, int r) {
+    uint16_t h;
+    memcpy(&h, G + 32 + 2 * r, 2);
+    return sd_f16_to_f32(h);
+}
+static inline int sd_q4_kx_sc(const uint8_t *G, int r, int s) {
+    return (G[64 + 16 * s + r] & 15) | ((G[192 + 16 * (s >> 1) + r] >> (4 * (s & 1))) & 3) << 4;
+}
+static inline int sd_q4_kx_mn(const uint8_t *G, int r, int s) {
+    return (G[64 + 16 * s + r] >> 4) | ((G[192 + 16 * (s >> 1) + r] >> (4 * (s & 1) + 2)) & 3) << 4;
+}
+static inline int sd_q4_kx_code(const uint8_t *G, int r, int i) {
+    const int s = i / 32, t = i % 32, e = t & 7;
+    const uint8_t b = G[256 + 256 * s + 64 * (t >> 3) + 4 * r + (e & 3)];
+    return e < 4 ? b & 15 : b >> 4;
+}
+static inline float sd_q6_kx_d(const uint8_t *G, int r) { return sd_q4_kx_d(G, r); }
+static inline int sd_q6_kx_scale(const uint8_t *G, int r, int j) { return (int8_t)G[32 + 16 * j + r]; }
+static inline int sd_q6_kx_code(const uint8_t *G, int r, int i) {
+    const int j = i / 16, t = i % 16, k = t >> 2, e = t & 3;
+    const uint8_t *P = G + 288 + 192 * j;
+    return ((P[64 * (k >> 1) + 4 * r + e] >> (4 * (k & 1))) & 15) | ((P[128 + 4 * r + e] >> (2 * k)) & 3) << 4;
+}
+
 /* Context scratch slot `slot` grown to at least bytes (64-byte aligned);
  * NULL with e filled when the allocation fails. */
 enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_N = 3 };

@@ -3,8 +3,9 @@
  * baseline the SIMD paths are tested against).
  *
  * Work split: the rows of all weights of one call (several for
- * sd_cpu_matmul_multi) are laid end to end and cut into groups of 4 (the
- * SIMD tile height), and the groups into chunks: about CHUNKS_PER_THREAD
+ * sd_cpu_matmul_multi) are laid end to end and cut into groups of 16 (a
+ * repacked weight's row group, cpu.h; 4 of the file layout's 4-row SIMD
+ * tiles), and the groups into chunks: about CHUNKS_PER_THREAD
  * per thread, none under MIN_CHUNK_BYTES of weights. Threads take chunks
  * from the pool's counter, so each streams contiguous slices of weight and
  * writes its own output columns, and a thread the OS has descheduled leaves
@@ -18,11 +19,11 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
 
-enum { MAX_MULTI = 16, GROUP = 4, CHUNKS_PER_THREAD = 4, MIN_CHUNK_BYTES = 16384 };
+enum { MAX_MULTI = 16, GROUP = 16, CHUNKS_PER_THREAD = 4, MIN_CHUNK_BYTES = 16384 };
 
 static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
-           t == SD_Q6_K;
+           t == SD_Q6_K || t == SD_Q4_K_X16 || t == SD_Q6_K_X16;
 }
 /* Types whose SIMD kernels read the pair layout of the activations (cpu.h). */
 static int uses_pairs(uint32_t t) {
@@ -47,6 +48,15 @@ static inline int sym_code(uint32_t type, const uint8_t *blk, int k) {
     if (type == SD_Q8_0) return (int8_t)blk[2 + k];
     if (type == SD_Q4_0) return (k < 16 ? blk[2 + k] & 15 : blk[2 + k - 16] >> 4) - 8;
     return sd_q5_0_code(blk, k) - 16;
+}
+
+/* Q6_K, one activation block: its two sub-blocks' sums of (code-32)*q,
+ * each times its int8 scale. */
+static int q6_sum(const int *c, int sc0, int sc1, const int8_t *q) {
+    int t0 = 0, t1 = 0;
+    for (int k = 0; k < 16; k++) t0 += (c[k] - 32) * q[k];
+    for (int k = 16; k < 32; k++) t1 += (c[k] - 32) * q[k];
+    return sc0 * t0 + sc1 * t1;
 }
 
 static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
@@ -126,14 +136,9 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
             const float d = sd_f16_to_f32(ld16(blk + 208));
             for (int a = 0; a < 8; a++) {
                 const int64_t b = 8 * sb + a;
-                int s = 0;
-                for (int half = 0; half < 2; half++) {
-                    int t = 0;
-                    for (int k = 16 * half; k < 16 * half + 16; k++)
-                        t += (sd_q6_k_code(blk, 32 * a + k) - 32) * q[32 * b + k];
-                    s += (int8_t)blk[192 + 2 * a + half] * t;
-                }
-                acc += d * xd[b] * (float)s;
+                int c[32];
+                for (int k = 0; k < 32; k++) c[k] = sd_q6_k_code(blk, 32 * a + k);
+                acc += d * xd[b] * (float)q6_sum(c, (int8_t)blk[192 + 2 * a], (int8_t)blk[193 + 2 * a], q + 32 * b);
             }
         }
         break;
@@ -143,12 +148,55 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
     return acc;
 }
 
+/* Row `lane` of the SD_Q4_K_X16 group at g (cpu.h): the Q4_K sums above
+ * in the same order, so the two layouts give the same bits. */
+static float dot_row_q4kx(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
+    const int64_t cols = j->w->cols, nb = cols / 32;
+    const int8_t *q = j->xq + (size_t)i * cols;
+    const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
+    float acc = 0;
+    for (int64_t sb = 0; sb < cols / 256; sb++) {
+        const uint8_t *G = g + 2304 * sb;
+        const float d = sd_q4_kx_d(G, lane), dmin = sd_q4_kx_dmin(G, lane);
+        for (int sub = 0; sub < 8; sub++) {
+            const int64_t b = 8 * sb + sub;
+            int s = 0;
+            for (int k = 0; k < 32; k++) s += sd_q4_kx_code(G, lane, 32 * sub + k) * q[32 * b + k];
+            acc += d * (float)sd_q4_kx_sc(G, lane, sub) * xd[b] * (float)s -
+                   dmin * (float)sd_q4_kx_mn(G, lane, sub) * xs[b];
+        }
+    }
+    return acc;
+}
+
+static float dot_row_q6kx(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
+    const int64_t cols = j->w->cols, nb = cols / 32;
+    const int8_t *q = j->xq + (size_t)i * cols;
+    const float *xd = j->xd + (size_t)i * nb;
+    float acc = 0;
+    for (int64_t sb = 0; sb < cols / 256; sb++) {
+        const uint8_t *G = g + 3360 * sb;
+        const float d = sd_q6_kx_d(G, lane);
+        for (int a = 0; a < 8; a++) {
+            const int64_t b = 8 * sb + a;
+            int c[32];
+            for (int k = 0; k < 32; k++) c[k] = sd_q6_kx_code(G, lane, 32 * a + k);
+            acc += d * xd[b] *
+                   (float)q6_sum(c, sd_q6_kx_scale(G, lane, 2 * a), sd_q6_kx_scale(G, lane, 2 * a + 1), q + 32 * b);
+        }
+    }
+    return acc;
+}
+
 void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const uint8_t *base = j->w->data;
+    const int x16 = j->w->type == SD_Q4_K_X16 || j->w->type == SD_Q6_K_X16;
     for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = base + (size_t)r * j->w->row_bytes;
+        const uint8_t *row = base + (size_t)(x16 ? r & ~(int64_t)15 : r) * j->w->row_bytes;
         for (int i = 0; i < j->n; i++) {
-            float v = dot_row_scalar(j, row, i);
+            float v = !x16 ? dot_row_scalar(j, row, i)
+                      : j->w->type == SD_Q4_K_X16 ? dot_row_q4kx(j, row, (int)(r & 15), i)
+                                                  : dot_row_q6kx(j, row, (int)(r & 15), i);
             float *o = j->out + (size_t)i * j->ldo + r;
             *o = j->accumulate ? *o + v : v;
         }
@@ -159,7 +207,12 @@ void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1) {
 static int check_weight(const sd_weight *w, int64_t cols, sd_err *e) {
     int el, by;
     if (!w || !w->data) return sd_fail(e, "matmul: missing weight");
-    if (!sd_cpu_type_block(w->type, &el, &by))
+    if (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16) {
+        el = 256, by = w->type == SD_Q4_K_X16 ? 144 : 210;
+        if (w->rows % 16)
+            return sd_fail(e, "matmul: repacked weight of %lld rows (a multiple of 16)",
+                           (long long)w->rows);
+    } else if (!sd_cpu_type_block(w->type, &el, &by))
         return sd_fail(e, "matmul: unsupported weight type %u", w->type);
     if (w->rows <= 0 || w->cols <= 0 || w->cols % el)
         return sd_fail(e, "matmul: bad weight shape %lld x %lld for type %u",
@@ -187,6 +240,7 @@ typedef struct {
     int64_t cols;
     int8_t *xq, *xqp;
     float *xd, *xs, *xds8;
+    int32_t *xo16;
 } mm_plan;
 
 /* Activation row i: 8-bit blocks, then the pair layout when a kernel
@@ -199,6 +253,15 @@ static void quant_task(void *v, int64_t i, int thread) {
     if (p->pair)
         p->pair(p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb, p->cols, p->xqp + i * p->cols,
                 p->xds8 + i * npair * 16);
+    if (p->xo16) {
+        const int8_t *q = p->xq + i * p->cols;
+        int32_t *o = p->xo16 + i * (p->cols / 16);
+        for (int64_t k = 0; k < p->cols / 16; k++) {
+            int32_t t = 0;
+            for (int m = 0; m < 16; m++) t += q[16 * k + m];
+            o[k] = 32 * t;
+        }
+    }
 }
 
 /* Chunk t: groups [t*chunk, (t+1)*chunk), cut where one weight ends and
@@ -241,21 +304,27 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
         : isa == SD_ISA_AVX2 ? sd_cpu_qact_avx2 : sd_cpu_qact_scalar;
 
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
-     * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16] */
+     * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16],
+     * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16] */
     const int64_t nb = cols / 32, npair = cols / 64;
     int need_pair = 0;
     for (int k = 0; k < n_w; k++)
         need_pair |= isa != SD_ISA_SCALAR && uses_pairs(ws[k]->type);
     void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *) =
         isa >= SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
+    int need_o16 = 0;
+    for (int k = 0; k < n_w; k++) need_o16 |= isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;
+    int32_t *xo16 = NULL;
     if (need_q) {
         size_t qbytes = ((size_t)n * (size_t)cols + 63) & ~(size_t)63;
         size_t dsbytes = ((2 * (size_t)n * nb * 4) + 63) & ~(size_t)63;
         size_t pbytes = need_pair ? qbytes + (size_t)n * npair * 64 : 0;
-        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes, e);
+        size_t obytes = need_o16 ? (size_t)n * (size_t)(cols / 16) * 4 : 0;
+        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes + obytes, e);
         if (!buf) return -1;
+        if (need_o16) xo16 = (int32_t *)(buf + qbytes + dsbytes + pbytes);
         xq = (int8_t *)buf;
         xd = (float *)(buf + qbytes);
         xs = xd + (size_t)n * nb;
@@ -265,13 +334,14 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
         }
     }
     mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
-                  .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8};
+                  .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8,
+                  .xo16 = xo16};
     pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
         pl.jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
                                  .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
-                                 .xqp = xqp, .xds8 = xds8};
+                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16};
         pl.gstart[k + 1] = pl.gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
         work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;
     }
@@ -294,7 +364,7 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     sd_pool_run(pool, mm_task, &pl, (groups + cg - 1) / cg, par);
     const double ns = sd_cpu_prof_add(c, SD_OP_MATMUL, t0);
     for (int k = 0; k < n_w && ns > 0; k++)
-        sd_cpu_prof_matmul_type(c, ws[k]->type,
+        sd_cpu_prof_matmul_type(c, sd_cpu_file_type(ws[k]->type),
                                 ns * (double)ws[k]->rows * (double)ws[k]->row_bytes * n / work);
     return 0;
 }

@@ -531,6 +531,146 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
 #undef C
 }
 
+/* ---- repacked Q4_K (SD_Q4_K_X16, cpu.h) ----------------------------------------
+ * One 32-bit lane per weight row, so a sub-block's integer sums need no
+ * fold: per 64-byte piece of codes, the low nibbles are 4 consecutive
+ * codes of each row and the high nibbles the next 4, each multiplied with
+ * 4 activation bytes broadcast to every lane. The 256-bit tile takes the
+ * 8 rows of one half h of a group (bytes 32h.. of each piece, lanes 8h..
+ * of the scale bytes). Without VNNI the 8 vpmaddubsw of a sub-block add
+ * in int16 (8 * 2 * 15 * 127 = 30480 < 32767) before one vpmaddwd. The
+ * scale and min apply per sub-block: two FMAs an activation row for 8
+ * rows x 32 elements. A group is one contiguous stream: prefetch runs
+ * SD_PF bytes ahead of it, never past lim (the end of the thread's rows). */
+AI void x16_prefetch_n(const uint8_t *G, const int bytes, const uint8_t *lim) {
+    for (int l = 0; l < bytes; l += 64)
+        if (G + SD_PF + l < lim) _mm_prefetch((const char *)G + SD_PF + l, SD_PFH);
+}
+AI void x16_prefetch(const uint8_t *G, const uint8_t *lim) { x16_prefetch_n(G, 2304, lim); }
+/* sc and mn bytes of sub-block s (16 rows) from its 16 + 16 scale bytes */
+AI void x16_scales(const uint8_t *G, const int s, __m128i *sc, __m128i *mn) {
+    const __m128i m4 = _mm_set1_epi8(0x0f), m30 = _mm_set1_epi8(0x30);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(G + 64 + 16 * s));
+    const __m128i h = _mm_loadu_si128((const __m128i *)(G + 192 + 16 * (s >> 1)));
+    const __m128i hs = s & 1 ? h : _mm_slli_epi16(h, 4), hm = s & 1 ? _mm_srli_epi16(h, 2) : _mm_slli_epi16(h, 2);
+    *sc = _mm_or_si128(_mm_and_si128(v, m4), _mm_and_si128(hs, m30));
+    *mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(hm, m30));
+}
+AI __m256i bc4(const int8_t *p) { return _mm256_set1_epi32((int)ld32((const uint8_t *)p)); }
+
+#if !(defined(__AVX512F__) && defined(__AVX512BW__)) /* the AVX-512 builds use tile_q4kx512 */
+AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
+                  const uint8_t *lim) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *G = g + 2304 * sb;
+        if (lim) x16_prefetch(G, lim);
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * hf)));
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            __m128i sc, mn;
+            x16_scales(G, s, &sc, &mn);
+            if (hf) sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8);
+            const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8);
+            const __m256 M = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8);
+            __m256i is[SD_QA];
+            for (int a = 0; a < A; a++) is[a] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 256 + 256 * s + 64 * q + 32 * hf));
+                const __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+#pragma GCC unroll 8
+                for (int a = 0; a < A; a++) {
+                    const int8_t *xp = x->q + a * cols + 256 * sb + 32 * s + 8 * q;
+#ifdef SD_VNNI
+                    is[a] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(is[a], lo, bc4(xp)), hi, bc4(xp + 4));
+#else
+                    is[a] = _mm256_add_epi16(is[a], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bc4(xp)),
+                                                                     _mm256_maddubs_epi16(hi, bc4(xp + 4))));
+#endif
+                }
+            }
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const int64_t b = a * nb + 8 * sb + s;
+#ifdef SD_VNNI
+                const __m256i i32 = is[a];
+#else
+                const __m256i i32 = _mm256_madd_epi16(is[a], _mm256_set1_epi16(1));
+#endif
+                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(D, _mm256_set1_ps(x->d[b])), acc[a]);
+                acc[a] = _mm256_fnmadd_ps(M, _mm256_set1_ps(x->s[b]), acc[a]);
+            }
+        }
+    }
+    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
+}
+static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q4kx(k, 0, g, x, res, lim), tile_q4kx(k, 1, g, x, res, NULL)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q6_K_X16, 8 rows (half hf of a group): per sub-block of 16, two
+ * pieces of low nibbles and one of top bits give 4 code vectors (elements
+ * 4k..4k+3 of each row); sum(code*x) - 32*sum(x) (xo16) is the sub-block's
+ * integer sum, which the row's scale times d times the activation block's
+ * d turns into float. Without VNNI two vpmaddubsw add in int16 (2 * 2 *
+ * 63 * 127 < 32767) before each vpmaddwd. */
+AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xo,
+                  float (*res)[16], const uint8_t *lim) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *G = g + 3360 * sb;
+        if (lim) x16_prefetch_n(G, 3360, lim);
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *P = G + 288 + 192 * j + 32 * hf;
+            const __m256i S = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(G + 32 + 16 * j + 8 * hf)));
+            const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(S), d8);
+            const __m256i A0 = _mm256_loadu_si256((const __m256i *)P), A1 = _mm256_loadu_si256((const __m256i *)(P + 64));
+            const __m256i H = _mm256_loadu_si256((const __m256i *)(P + 128));
+            const __m256i c0 = _mm256_or_si256(_mm256_and_si256(A0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+            const __m256i c1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+            const __m256i c2 = _mm256_or_si256(_mm256_and_si256(A1, m4), _mm256_and_si256(H, m30));
+            const __m256i c3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
+#ifdef SD_VNNI
+                __m256i t = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c0, bc4(xp));
+                t = _mm256_dpbusd_epi32(t, c1, bc4(xp + 4));
+                t = _mm256_dpbusd_epi32(t, c2, bc4(xp + 8));
+                t = _mm256_dpbusd_epi32(t, c3, bc4(xp + 12));
+#else
+                const __m256i one = _mm256_set1_epi16(1);
+                const __m256i t = _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))), one),
+                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
+#endif
+                const __m256i i32 = _mm256_sub_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
+                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(D, _mm256_set1_ps(x->d[a * nb + 8 * sb + j / 2])), acc[a]);
+            }
+        }
+    }
+    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
+}
+static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q6kx(k, 0, g, x, xo, res, lim), tile_q6kx(k, 1, g, x, xo, res, NULL)
+    QCASES(C)
+#undef C
+}
+#endif
+
+
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 /* ---- 512-bit K-quant tiles (the AVX-512 builds only) -------------------------
  * The 256-bit tiles above fold 4 weight rows with vphaddd and gather their
@@ -933,6 +1073,116 @@ static void run_q80_512(int A, const uint8_t *const *w, const qx *x, float (*res
     QCASES(C)
 #undef C
 }
+
+/* SD_Q4_K_X16 with all 16 rows of a group in one register (see tile_q4kx) */
+AI __m512i bc4z(const int8_t *p) { return _mm512_set1_epi32((int)ld32((const uint8_t *)p)); }
+AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *G = g + 2304 * sb;
+        if (lim) x16_prefetch(G, lim);
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+        const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)));
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            __m128i sc, mn;
+            x16_scales(G, s, &sc, &mn);
+            const __m512 D = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d16);
+            const __m512 M = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)), m16);
+            __m512i is[SD_QA];
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) is[a] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const __m512i c = _mm512_loadu_si512((const void *)(G + 256 + 256 * s + 64 * q));
+                const __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+#pragma GCC unroll 8
+                for (int a = 0; a < A; a++) {
+                    const int8_t *xp = x->q + a * cols + 256 * sb + 32 * s + 8 * q;
+#ifdef SD_VNNI
+                    is[a] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(is[a], lo, bc4z(xp)), hi, bc4z(xp + 4));
+#else
+                    is[a] = _mm512_add_epi16(is[a], _mm512_add_epi16(_mm512_maddubs_epi16(lo, bc4z(xp)),
+                                                                     _mm512_maddubs_epi16(hi, bc4z(xp + 4))));
+#endif
+                }
+            }
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const int64_t b = a * nb + 8 * sb + s;
+#ifdef SD_VNNI
+                const __m512i i32 = is[a];
+#else
+                const __m512i i32 = _mm512_madd_epi16(is[a], _mm512_set1_epi16(1));
+#endif
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(D, _mm512_set1_ps(x->d[b])), acc[a]);
+                acc[a] = _mm512_fnmadd_ps(M, _mm512_set1_ps(x->s[b]), acc[a]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
+}
+static void run_q4kx512(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q4kx512(k, g, x, res, lim)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q6_K_X16 with all 16 rows of a group in one register (see tile_q6kx) */
+AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16],
+                     const uint8_t *lim) {
+    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *G = g + 3360 * sb;
+        if (lim) x16_prefetch_n(G, 3360, lim);
+        const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *P = G + 288 + 192 * j;
+            const __m512i S = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * j)));
+            const __m512 D = _mm512_mul_ps(_mm512_cvtepi32_ps(S), d16);
+            const __m512i A0 = _mm512_loadu_si512((const void *)P), A1 = _mm512_loadu_si512((const void *)(P + 64));
+            const __m512i H = _mm512_loadu_si512((const void *)(P + 128));
+            const __m512i c0 = _mm512_or_si512(_mm512_and_si512(A0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+            const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+            const __m512i c2 = _mm512_or_si512(_mm512_and_si512(A1, m4), _mm512_and_si512(H, m30));
+            const __m512i c3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
+#ifdef SD_VNNI
+                __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, bc4z(xp));
+                t = _mm512_dpbusd_epi32(t, c1, bc4z(xp + 4));
+                t = _mm512_dpbusd_epi32(t, c2, bc4z(xp + 8));
+                t = _mm512_dpbusd_epi32(t, c3, bc4z(xp + 12));
+#else
+                const __m512i one = _mm512_set1_epi16(1);
+                const __m512i t = _mm512_add_epi32(
+                    _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c0, bc4z(xp)), _mm512_maddubs_epi16(c1, bc4z(xp + 4))), one),
+                    _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c2, bc4z(xp + 8)), _mm512_maddubs_epi16(c3, bc4z(xp + 12))), one));
+#endif
+                const __m512i i32 = _mm512_sub_epi32(t, _mm512_set1_epi32(xo[a * no + 16 * sb + j]));
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(D, _mm512_set1_ps(x->d[a * nb + 8 * sb + j / 2])), acc[a]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
+}
+static void run_q6kx512(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q6kx512(k, g, x, xo, res, lim)
+    QCASES(C)
+#undef C
+}
 #define SD_HAVE512 1
 #endif
 
@@ -966,8 +1216,48 @@ static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t col
 #undef C
 }
 
+/* SD_Q4_K_X16 and SD_Q6_K_X16: groups of 16 rows (r0, r1 multiples of
+ * 16), passes of balanced width over the activation rows; the first
+ * streams the group. */
+static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
+    const sd_weight *w = j->w;
+    const int q6 = w->type == SD_Q6_K_X16;
+    const int64_t cols = w->cols, nb = cols / 32;
+    const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
+    float res[SD_QA][16];
+    for (int64_t v = 0; v < SD_PF && (size_t)r0 * w->row_bytes + v < (size_t)r1 * w->row_bytes; v += 64)
+        _mm_prefetch((const char *)base + (size_t)r0 * w->row_bytes + v, SD_PFH);
+    for (int64_t r = r0; r < r1; r += 16) {
+        const uint8_t *g = base + (size_t)r * w->row_bytes;
+        for (int i = 0; i < j->n;) {
+            const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA, A = (left + passes - 1) / passes;
+            const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
+            const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
+#ifdef SD_HAVE512
+            if (q6) run_q6kx512(A, g, &xq, xo, res, i == 0 ? lim : NULL);
+            else run_q4kx512(A, g, &xq, res, i == 0 ? lim : NULL);
+#else
+            if (q6) run_q6kx(A, g, &xq, xo, res, i == 0 ? lim : NULL);
+            else run_q4kx(A, g, &xq, res, i == 0 ? lim : NULL);
+#endif
+            for (int a = 0; a < A; a++) {
+                float *o = j->out + (size_t)(i + a) * j->ldo + r;
+                if (j->accumulate)
+                    for (int k = 0; k < 16; k++) o[k] += res[a][k];
+                else
+                    memcpy(o, res[a], sizeof res[a]);
+            }
+            i += A;
+        }
+    }
+}
+
 void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
+    if (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16) {
+        mm_x16(j, r0, r1);
+        return;
+    }
     const uint8_t *base = w->data;
     const size_t rb = w->row_bytes;
     const int64_t cols = w->cols, nb = cols / 32;

@@ -1,0 +1,121 @@
+/* Weight repacking at load: Q4_K and Q6_K into the 16-row interleaved
+ * layouts that the multi-row products read without a horizontal fold
+ * (cpu.h, SD_Q4_K_X16 and SD_Q6_K_X16). Groups of 16 rows are independent, so they are repacked
+ * in parallel on the context's pool. The copy replaces the mmap'd rows for
+ * the CPU kernels: same byte count, so decode reads no more than before. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/common/wtype.h"
+
+/* Q4_K super-block blk of row r (0..15) into super-block G of the group. */
+static void put_row(uint8_t *G, int r, const uint8_t *blk) {
+    uint8_t sm[16];
+    sd_q4_k_scales(blk + 4, sm);
+    memcpy(G + 2 * r, blk, 2);
+    memcpy(G + 32 + 2 * r, blk + 2, 2);
+    for (int s = 0; s < 8; s++) {
+        const int sc = sm[s], mn = sm[8 + s];
+        G[64 + 16 * s + r] = (uint8_t)((sc & 15) | (mn & 15) << 4);
+        G[192 + 16 * (s >> 1) + r] |= (uint8_t)(((sc >> 4) | (mn >> 4) << 2) << (4 * (s & 1)));
+        for (int t = 0; t < 32; t++) {
+            const int q = t >> 3, e = t & 7;
+            uint8_t *b = G + 256 + 256 * s + 64 * q + 4 * r + (e & 3);
+            *b |= (uint8_t)(sd_q4_k_code(blk, 32 * s + t) << (e < 4 ? 0 : 4));
+        }
+    }
+}
+
+/* Q6_K super-block blk of row r into super-block G (3360 bytes) of the group. */
+static void put_row_q6k(uint8_t *G, int r, const uint8_t *blk) {
+    memcpy(G + 2 * r, blk + 208, 2);
+    for (int j = 0; j < 16; j++) {
+        G[32 + 16 * j + r] = blk[192 + j];
+        uint8_t *P = G + 288 + 192 * j;
+        for (int t = 0; t < 16; t++) {
+            const int code = sd_q6_k_code(blk, 16 * j + t), k = t >> 2, e = t & 3;
+            P[64 * (k >> 1) + 4 * r + e] |= (uint8_t)((code & 15) << (4 * (k & 1)));
+            P[128 + 4 * r + e] |= (uint8_t)((code >> 4) << (2 * k));
+        }
+    }
+}
+
+typedef struct {
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t rb, sbb; /* row bytes; bytes of one super-block of one row */
+    int64_t nsb, groups_per_task, groups;
+    void (*put)(uint8_t *, int, const uint8_t *);
+} repack_job;
+
+static void repack_task(void *v, int64_t t, int thread) {
+    const repack_job *j = v;
+    (void)thread;
+    const int64_t g0 = t * j->groups_per_task;
+    const int64_t g1 = g0 + j->groups_per_task < j->groups ? g0 + j->groups_per_task : j->groups;
+    for (int64_t g = g0; g < g1; g++) {
+        uint8_t *out = j->dst + (size_t)g * 16 * j->rb;
+        memset(out, 0, 16 * j->rb);
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *row = j->src + (size_t)(16 * g + r) * j->rb;
+            for (int64_t sb = 0; sb < j->nsb; sb++) j->put(out + 16 * j->sbb * sb, r, row + j->sbb * sb);
+        }
+    }
+}
+
+static int repack_off(void) {
+    const char *v = getenv("SD_REPACK");
+    return v && strcmp(v, "0") == 0;
+}
+
+int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
+    const size_t sbb = w->type == SD_Q4_K ? 144 : w->type == SD_Q6_K ? 210 : 0;
+    if (!sbb || w->rows % 16 || w->cols % 256 || w->cols <= 0 ||
+        w->row_bytes != (size_t)(w->cols / 256) * sbb || repack_off())
+        return 0;
+    const size_t bytes = (size_t)w->rows * w->row_bytes;
+    uint8_t *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!dst)
+        return sd_fail(e, "cpu: out of memory repacking a %lld x %lld %s weight (%zu bytes)",
+                       (long long)w->rows, (long long)w->cols, sd_wtype_name(w->type), bytes);
+    repack_job j = {.src = w->data, .dst = dst, .rb = w->row_bytes, .sbb = sbb, .nsb = w->cols / 256,
+                    .groups = w->rows / 16, .put = sbb == 144 ? put_row : put_row_q6k};
+    j.groups_per_task = j.groups / 64 > 0 ? j.groups / 64 : 1;
+    sd_pool_run(sd_cpu_pool(c), repack_task, &j, (j.groups + j.groups_per_task - 1) / j.groups_per_task,
+                sd_cpu_threads(c) > 1);
+    w->data = dst;
+    w->type = sbb == 144 ? SD_Q4_K_X16 : SD_Q6_K_X16;
+    return 0;
+}
+
+void sd_cpu_repack_free(sd_weight *w) {
+    if (w->type != SD_Q4_K_X16 && w->type != SD_Q6_K_X16) return;
+    free((void *)w->data);
+    w->data = NULL;
+    w->type = w->type == SD_Q4_K_X16 ? SD_Q4_K : SD_Q6_K;
+}
+
+/* Same formulas as sd_dequantize_row, so the same values. */
+int sd_repacked_row(const sd_weight *w, int64_t r, float *out) {
+    if ((w->type != SD_Q4_K_X16 && w->type != SD_Q6_K_X16) || r < 0 || r >= w->rows) return -1;
+    const uint8_t *g = (const uint8_t *)w->data + (size_t)(r & ~(int64_t)15) * w->row_bytes;
+    const int lane = (int)(r & 15);
+    for (int64_t sb = 0; sb < w->cols / 256; sb++, out += 256) {
+        if (w->type == SD_Q6_K_X16) {
+            const uint8_t *G = g + 3360 * sb;
+            const float d = sd_q6_kx_d(G, lane);
+            for (int i = 0; i < 256; i++)
+                out[i] = d * (float)sd_q6_kx_scale(G, lane, i / 16) * (float)(sd_q6_kx_code(G, lane, i) - 32);
+            continue;
+        }
+        const uint8_t *G = g + 2304 * sb;
+        const float d = sd_q4_kx_d(G, lane), dmin = sd_q4_kx_dmin(G, lane);
+        for (int s = 0; s < 8; s++)
+            for (int t = 0; t < 32; t++)
+                out[32 * s + t] = d * (float)sd_q4_kx_sc(G, lane, s) * (float)sd_q4_kx_code(G, lane, 32 * s + t) -
+                                  dmin * (float)sd_q4_kx_mn(G, lane, s);
+    }
+    return 0;
+}
