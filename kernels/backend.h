@@ -50,6 +50,11 @@ typedef struct sd_backend sd_backend;
 struct sd_backend {
     const char *name;
     void *ctx;
+    /* 1: an uploaded weight with rows cut to a prefix that is a multiple
+     * of 16 (same data, row_bytes) is a valid weight for matmul: a head
+     * over the first token ids reads only their rows. 0: it is not (the
+     * CUDA layout places a weight's sections by its full row count). */
+    int row_prefix_views;
     void (*destroy)(sd_backend *b);
 
     void *(*alloc)(sd_backend *b, size_t bytes, sd_err *e); /* zero-filled */

@@ -31,7 +31,7 @@ static void done(run_out *r) { tu_run_free(r); }
 Test(cli, help_lists_every_flag) {
     run_out r = run("--help", NULL);
     cr_assert_eq(r.rc, 0);
-    const char *want[] = {"--model", "--draft", "--draft-layers", "--prompt", "--interactive",
+    const char *want[] = {"--model", "--draft", "--draft-layers", "--draft-vocab", "--prompt", "--interactive",
                           "--chat", "--strategy", "--gamma", "--ngram-n", "--ngram-store",
                           "--filler-top-k", "--beams", "--sampler", "--sampler-arg",
                           "--list-samplers", "--plugin-dir", "--seed", "--json", "--no-cache",
@@ -100,6 +100,9 @@ Test(cli, bad_flags_and_values) {
         {"-m tests -p hi", "tests: is a directory", 1},
         {"-m /dev/null -p hi", "/dev/null: not a regular file (a character device)", 1},
         {"-m " M "stories260K.gguf --draft-layers 9 --strategy spec -p hi", "the target has 5 layers", 1},
+        {"-m " M "stories260K.gguf --draft-layers 2 --draft-vocab 513 --strategy spec -p hi",
+         "--draft-vocab 513: the vocabulary has 512 tokens", 1},
+        {"-m " M "stories260K.gguf --draft-vocab -3 -p hi", "--draft-vocab: -3 is out of range", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_out r = run(cases[i].args, NULL);
@@ -355,6 +358,41 @@ Test(cli, strategies_side_by_side_are_lossless) {
         json_free(j);
         line = nl + 1;
     }
+    done(&r);
+}
+
+/* A drafter limited to the first 64 token ids: speculative output equals
+ * ar's, the drafter alone emits only those ids, JSON reports the limit,
+ * and /draft_vocab changes it in the interactive mode. */
+Test(cli, draft_vocab_keeps_speculative_lossless) {
+    run_out r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -p 'Once upon a time' "
+                    "-n 40 --ignore-eos --strategy ar,spec,draft --draft-vocab 60 --json",
+                    NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *line = r.out, *ar_ids = NULL;
+    for (int i = 0; i < 3; i++) {
+        char *nl = strchr(line, '\n');
+        cr_assert(nl, "expected 3 JSON lines: %s", r.out);
+        *nl = 0;
+        json *j = json_parse(line, strlen(line));
+        cr_assert(j, "bad JSON: %s", line);
+        if (i > 0) cr_assert_eq(json_num(json_get(j, "draft_vocab")), 64, "%s", line);
+        const json *ids = json_get(j, "ids");
+        if (i == 2)
+            for (size_t k = 0; k < json_len(ids); k++)
+                cr_assert_lt(json_num(json_at(ids, k)), 64, "draft-only id %g", json_num(json_at(ids, k)));
+        char *at = strstr(line, "\"ids\":");
+        *strchr(at, ']') = 0;
+        if (i == 0) ar_ids = at;
+        if (i == 1) cr_assert_str_eq(at, ar_ids, "spec with --draft-vocab differs from ar");
+        json_free(j);
+        line = nl + 1;
+    }
+    done(&r);
+    r = run("-m " M "stories260K.gguf --draft-layers 2 -i", "/draft_vocab 100\n/draft_vocab 9999\n/quit\n");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "draft_vocab: 100"), "%s", r.out);
+    cr_assert(strstr(r.out, "/draft_vocab N with N in [0, 512]"), "%s", r.out);
     done(&r);
 }
 

@@ -58,7 +58,7 @@ static const int32_t prompt[] = {1, 403, 407, 261, 378};
 Test(limits, prompt_longer_than_the_context) {
     /* every strategy refuses it the same way */
     sd_model *m = load(M "stories260K.gguf", 4);
-    sd_lm lm = {m, m->kv, 0};
+    sd_lm lm = {m, m->kv, 0, 0};
     sd_err e;
     sd_gen_stats st;
     int32_t out[4];
@@ -126,7 +126,7 @@ Test(limits, gamma_beams_and_ngram_order) {
     expect_error("-m " M "stories260K.gguf -p hi --ngram-n 1", 2, "--ngram-n: 1 is out of range [2, ");
 
     sd_model *m = load(M "stories260K.gguf", 64);
-    sd_lm lm = {m, m->kv, 0};
+    sd_lm lm = {m, m->kv, 0, 0};
     sd_err e;
     sd_gen_stats st;
     int32_t out[4];

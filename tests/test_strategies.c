@@ -62,7 +62,7 @@ Test(speculative, greedy_equals_autoregressive) {
             sd_model *draft = load(files[d]);
             sd_err e;
             cr_assert_eq(sd_check_vocab(draft, target, &e), 0, "%s", e.msg);
-            sd_lm tl = {target, target->kv, 0}, dl = {draft, draft->kv, 0};
+            sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
             for (int cache = 0; cache < 2; cache++)
                 for (int g = 1; g <= 8; g++) {
                     sd_spec_opts o = {g, 0, g % 2};
@@ -83,6 +83,71 @@ Test(speculative, greedy_equals_autoregressive) {
     }
 }
 
+/* A drafter whose head covers only the first token ids (sd_lm.vocab_limit,
+ * --draft-vocab): speculative output still equals the target's greedy
+ * output, drafts come only from those ids, and the drafter alone (the
+ * draft-only strategy) emits only them. */
+Test(speculative, trimmed_drafter_equals_autoregressive) {
+    static const int limits[] = {16, 100, 256};
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    int32_t want[GEN], got[GEN];
+    greedy_ar(target, 1, want);
+    for (int li = 0; li < 3; li++) {
+        sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, limits[li]};
+        const int hr = sd_head_rows(draft, limits[li]);
+        cr_assert_eq(hr, (limits[li] + 15) / 16 * 16);
+        for (int g = 1; g <= 6; g += 5) {
+            sd_spec_opts o = {g, 0, 1};
+            sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+            sd_gen_stats st;
+            sd_err e;
+            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
+                         "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "vocab limit %d gamma %d", limits[li], g);
+            cr_assert(st.drafted > 0);
+        }
+        sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+        sd_gen_stats st;
+        sd_err e;
+        cr_assert_eq(sd_autoregressive_generate_lm(prompt, NP, &dl, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+        for (int i = 0; i < GEN; i++)
+            cr_assert_lt(got[i], hr, "draft-only token %d is %d, limit %d", i, got[i], hr);
+    }
+    sd_model_free(target);
+    sd_model_free(draft);
+}
+
+/* The trimmed head's logits are the whole head's first rows (one row: the
+ * same products, bit for bit; two rows: the whole head takes the two-row
+ * tiles, equal to rounding), -inf past them; its top k are the top k of
+ * those rows. */
+Test(speculative, trimmed_head_logits_and_ids) {
+    sd_model *m = load(files[2]);
+    const int V = m->hp.vocab, hr = sd_head_rows(m, 200), k = 5;
+    float *full = malloc(sizeof(float) * 2 * V), *part = malloc(sizeof(float) * 2 * V);
+    int32_t ids[2 * 5], want[5];
+    sd_err e;
+    for (int rows = 1; rows <= 2; rows++) {
+        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, rows, 0, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, part, rows, 0, NULL, &e), 0, "%s", e.msg);
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < V; i++) {
+                const float a = part[r * V + i], b = full[r * V + i];
+                if (i >= hr) cr_assert(isinf(a) && a < 0, "row %d id %d: %g", r, i, a);
+                else if (rows == 1) cr_assert_eq(a, b, "row %d id %d", r, i);
+                else cr_assert_leq(fabsf(a - b), 1e-4f * (1 + fabsf(b)), "row %d id %d: %g vs %g", r, i, a, b);
+            }
+    }
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, 1, 0, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, NULL, 1, k, ids, &e), 0, "%s", e.msg);
+    sd_top_k(full, hr, k, want);
+    cr_assert_arr_eq(ids, want, sizeof want);
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 16, NULL, 1, 17, ids, &e), -1);
+    cr_assert(strstr(e.msg, "top 17"), "%s", e.msg);
+    free(full), free(part);
+    sd_model_free(m);
+}
+
 Test(speculative, self_speculative_equals_autoregressive) {
     for (int t = 0; t < 3; t++) {
         sd_model *m = load(files[t]);
@@ -92,7 +157,7 @@ Test(speculative, self_speculative_equals_autoregressive) {
             sd_err e;
             sd_kv *kv = sd_kv_create(m->be, k, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
             cr_assert(kv, "%s", e.msg);
-            sd_lm tl = {m, m->kv, 0}, dl = {m, kv, k};
+            sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, k, 0};
             for (int g = 1; g <= 8; g++) {
                 sd_spec_opts o = {g, 0, 1};
                 sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
@@ -112,7 +177,7 @@ Test(nasd, greedy_equals_autoregressive) {
         sd_model *m = load(files[t]);
         int32_t want[GEN], got[GEN];
         greedy_ar(m, 1, want);
-        sd_lm tl = {m, m->kv, 0};
+        sd_lm tl = {m, m->kv, 0, 0};
         for (int kind = 0; kind < 2; kind++)
             for (int stop = 0; stop < 2; stop++)
                 for (int cache = 0; cache < 2; cache++)
@@ -162,7 +227,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     sd_model *m = load("stories260K.gguf");
     int32_t want[GEN], got[GEN];
     greedy_ar(m, 1, want);
-    sd_lm tl = {m, m->kv, 0};
+    sd_lm tl = {m, m->kv, 0, 0};
     const long long row = 4LL * m->hp.vocab;
     for (int k = 0; k <= 8; k += 4) {
         sd_err e;
@@ -181,7 +246,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     }
     sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
     cr_assert(kv);
-    sd_lm dl = {m, kv, 2};
+    sd_lm dl = {m, kv, 2, 0};
     sd_spec_opts so = {4, 0, 1};
     sd_gen_stats st;
     sd_err e;
@@ -210,7 +275,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
 /* Stories repeat themselves, so the store must pay off on a long run. */
 Test(nasd, accepts_drafts_on_repetitive_text) {
     sd_model *m = load("stories260K.gguf");
-    sd_lm tl = {m, m->kv, 0};
+    sd_lm tl = {m, m->kv, 0, 0};
     sd_err e;
     sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
     int32_t out[200];
@@ -242,14 +307,14 @@ Test(speculative, vocabulary_mismatch_is_named) {
 
 Test(speculative, bad_gamma_and_context) {
     sd_model *m = load("stories260K.gguf");
-    sd_lm tl = {m, m->kv, 0};
+    sd_lm tl = {m, m->kv, 0, 0};
     int32_t out[8];
     sd_spec_opts o = {0, 0, 1};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
     sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
-    sd_lm dl = {m, kv, 1};
+    sd_lm dl = {m, kv, 1, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 8, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
     /* a context of 256: the run stops at the limit and says so */
@@ -277,7 +342,7 @@ static double chi2_limit(int dof) {
     return dof * pow(1 - h + z * sqrt(h), 3);
 }
 
-enum { SAME_SHAPE, OTHER_SHAPE, NGRAM };
+enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED };
 
 /* Chi-square of runs draws (count) against the law (law[i] * runs expected
  * of token i), cells under 5 pooled; asserts it is below the 0.999
@@ -367,7 +432,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
         if (probs[i] > probs[best]) best = i;
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count);
-    sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
+    sd_lm tl = {t.m, t.m->kv, 0, 0}, dl = {d.m, d.m->kv, 0, drafter == TRIMMED ? V / 2 : 0};
     long drafted = 0, accepted = 0;
     for (int r = 0; r < runs; r++) {
         sd_rng rng;
@@ -410,6 +475,13 @@ Test(speculative, preserves_distribution_with_a_drafter_of_another_shape) {
     check_distribution("multinomial", kv, 1, OTHER_SHAPE);
 }
 
+/* Drafts only from the lower half of the vocabulary: the upper half is
+ * reached through rejections alone, and the law must not move. */
+Test(speculative, preserves_distribution_with_a_trimmed_drafter) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1, TRIMMED);
+}
+
 Test(nasd, preserves_distribution) {
     const char *kv[] = {"temperature=0.25"}; /* a peaked law: drafts often accepted */
     check_distribution("multinomial", kv, 1, NGRAM);
@@ -446,7 +518,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_gen_stats st;
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, SD_F16, &e);
     cr_assert(kv, "%s", e.msg);
-    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
     sd_spec_opts so = {4, 0, 1};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
@@ -511,7 +583,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
     };
     sd_model *m = load("stories260K.gguf");
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
-    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
     sd_sampler_set *set = builtin_plugins();
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const chain_case *k = &cases[c];
@@ -565,7 +637,7 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
     };
     sd_model *m = load("stories260K.gguf");
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
-    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, m->hp.n_layers};
+    sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
     sd_sampler_set *set = builtin_plugins();
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, m->n_ctx, NULL);
     int32_t plain[GEN];
@@ -617,7 +689,7 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
 Test(speculative, stateful_chain_resets_between_generations) {
     sd_model *m = load("stories260K.gguf");
     sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
-    sd_lm tl = {m, m->kv, 0}, dl = {m, kv, 2};
+    sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, 2, 0};
     sd_sampler_set *set = builtin_plugins();
     const char *args[] = {"repeat=1.4", "tau=4"};
     sd_sampler *tp = chain(set, "penalty,mirostat", args, 2, m->hp.vocab, SD_ROLE_TARGET);
@@ -688,7 +760,7 @@ static void check_stateful_distribution(const char *spec, const char *const *kv,
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, NULL);
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count), drafted = 0, accepted = 0;
-    sd_lm tl = {t.m, t.m->kv, 0}, dl = {d.m, d.m->kv, 0};
+    sd_lm tl = {t.m, t.m->kv, 0, 0}, dl = {d.m, d.m->kv, 0, 0};
     for (int r = 0; r < runs; r++) {
         sd_rng rng;
         sd_rng_seed(&rng, 5000 + (uint64_t)r);

@@ -55,6 +55,10 @@ void sd_args_usage(FILE *out) {
         "  -m, --model PATH          target GGUF model (llama architecture)\n"
         "  -d, --draft PATH          draft model for speculative decoding (same vocabulary)\n"
         "      --draft-layers K      self-speculative drafter: the target's first K layers\n"
+        "      --draft-vocab N       the drafter proposes only token ids below N (rounded up to\n"
+        "                            16): its output head reads that share of its rows; the\n"
+        "                            target verifies, so speculative output is unchanged;\n"
+        "                            0: the whole vocabulary (default)\n"
         "  -p, --prompt TEXT         prompt text\n"
         "  -f, --file PATH           read the prompt from a file\n"
         "  -i, --interactive         read prompts and /commands from stdin (after -p/-f)\n"
@@ -186,6 +190,7 @@ static const flag flags[] = {
     {"-t", "--threads", F_INT, OFF(c.threads), 1, 1024, 0},
     {NULL, "--ctx", F_INT, OFF(c.n_ctx), 1, 1 << 24, 0},
     {NULL, "--draft-layers", F_INT, OFF(c.draft_layers), 1, 1024, 0},
+    {NULL, "--draft-vocab", F_INT, OFF(c.draft_vocab), 0, 1 << 24, 0},
     {NULL, "--gamma", F_INT, OFF(c.gamma), 1, 256, 0},
     {NULL, "--ngram-n", F_INT, OFF(c.ngram_n), 2, SD_NGRAM_MAX_N, 0},
     {NULL, "--filler-top-k", F_INT, OFF(c.filler_top_k), 0, 64, 0},

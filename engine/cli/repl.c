@@ -33,6 +33,7 @@ static const char usage[] =
     "                                 basic = multi, onelevel = one)\n"
     "  /reset_in_between              toggle resetting the n-gram store between prompts\n"
     "  /draft_layers K                self-speculative drafter: the target's first K layers\n"
+    "  /draft_vocab N                 drafts from token ids below N only (0: all)\n"
     "  /seed N                        sampling seed\n"
     "anything else is a prompt, run through every enabled strategy (\\n, \\t and \\\\ in it\n"
     "are a newline, a tab and a backslash); Ctrl-C stops a running generation and\n"
@@ -104,6 +105,14 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
     } else if (!strcmp(c, "/length")) {
         if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/length N with N >= 1");
         else fprintf(out, "length: %d\n", a->n_predict = v);
+    } else if (!strcmp(c, "/draft_vocab")) {
+        if (n != 2 || parse_int(w[1], 0, s->target->hp.vocab, &v)) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "/draft_vocab N with N in [0, %d] (0: all)", s->target->hp.vocab);
+            bad(out, msg);
+        } else {
+            fprintf(out, "draft_vocab: %d\n", a->draft_vocab = v);
+        }
     } else if (!strcmp(c, "/gamma")) {
         if (n != 2 || parse_int(w[1], 1, 256, &v)) bad(out, "/gamma N with N in [1, 256]");
         else fprintf(out, "gamma: %d\n", a->gamma = v);

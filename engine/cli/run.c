@@ -82,6 +82,8 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     if (strat == SD_STRAT_SPEC || strat == SD_STRAT_DRAFT) {
         if (s->draft) sd_json_str(&j, "draft", s->c.draft);
         else sd_json_int(&j, "draft_layers", s->c.draft_layers);
+        sd_json_int(&j, "draft_vocab", s->c.draft_vocab ? sd_head_rows(s->draft_lm.m, s->c.draft_vocab)
+                                                         : s->target->hp.vocab);
     }
     sd_json_str(&j, "sampler", desc);
     sd_json_u64(&j, "seed", s->seed);
@@ -246,6 +248,10 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
     fprintf(out, "drafter: %s\n",
             s->draft ? a->draft : s->have_drafter ? "self (first layers of the target)" : "none");
     if (!s->draft && s->have_drafter) fprintf(out, "draft layers: %d\n", a->draft_layers);
+    if (s->have_drafter && a->draft_vocab)
+        fprintf(out, "draft vocab: token ids below %d\n", sd_head_rows(s->draft_lm.m, a->draft_vocab));
+    else if (s->have_drafter)
+        fprintf(out, "draft vocab: all\n");
     fprintf(out, "ngram: %s store, N %d, filler top-k %d, stop if unknown %s, reset between prompts %s\n",
             a->ngram_kind == SD_NGRAM_MULTI ? "multi" : "one", a->ngram_n, a->filler_top_k,
             a->stop_if_unknown ? "on" : "off", a->keep_ngrams ? "off" : "on");

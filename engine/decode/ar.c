@@ -64,6 +64,6 @@ done:
 
 int sd_autoregressive_generate(const int32_t *inputs, int n_inputs, sd_model *m, int max_gen_len,
                                const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st, sd_err *e) {
-    sd_lm lm = {m, m->kv, 0};
+    sd_lm lm = {m, m->kv, 0, 0};
     return sd_autoregressive_generate_lm(inputs, n_inputs, &lm, max_gen_len, cfg, out, st, e);
 }

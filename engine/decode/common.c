@@ -71,9 +71,9 @@ int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *l
                  int n_logits, sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - n_logits) start = len - n_logits;
-    st->host_bytes += (long long)n_logits * lm->m->hp.vocab * (long long)sizeof(float);
-    return sd_forward_ex(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, logits,
-                         n_logits, e);
+    st->host_bytes += (long long)n_logits * sd_head_rows(lm->m, lm->vocab_limit) * (long long)sizeof(float);
+    return sd_forward_head(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, lm->vocab_limit,
+                           logits, n_logits, 0, NULL, e);
 }
 
 int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
@@ -81,8 +81,8 @@ int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, in
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - n_rows) start = len - n_rows;
     st->host_bytes += (long long)n_rows * k * (long long)sizeof(int32_t);
-    return sd_forward_top_k(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, n_rows, k,
-                            ids, e);
+    return sd_forward_head(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, lm->vocab_limit,
+                           NULL, n_rows, k, ids, e);
 }
 
 int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {

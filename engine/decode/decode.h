@@ -63,6 +63,7 @@ typedef struct sd_lm {
     sd_model *m;
     sd_kv *kv;
     int n_layers;
+    int vocab_limit; /* > 0: the head over token ids below it only (sd_forward_head) */
 } sd_lm;
 
 /* Logits of the last n_logits tokens of seq[0..len): feeds only what the

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,8 +346,40 @@ typedef struct fwd_out {
     float *logits;
     int k;
     int32_t *ids;
-    int graph; /* 1: the backend records; head ends the recording and runs it */
+    int graph;     /* 1: the backend records; head ends the recording and runs it */
+    int head_rows; /* the head's rows in use (token ids below it); vocab: all */
 } fwd_out;
+
+/* A head over the first hr = o->head_rows token ids (a drafter's trimmed
+ * vocabulary): where the backend takes row-prefix views, a weight view of
+ * hr rows, one product per row so each row's logits keep the [vocab]
+ * stride of m->logits (elsewhere the whole head, the same ids); ids come
+ * from the hr leading logits, host logits get -inf past hr. */
+static int head_trimmed(sd_model *m, int rows, const fwd_out *o, int r0, sd_err *e) {
+    sd_backend *b = m->be;
+    const int vocab = m->hp.vocab, hr = o->head_rows;
+    sd_weight w = m->output;
+    if (!b->row_prefix_views) {
+        if (b->matmul(b, m->logits, &w, m->xb, rows, 0, e)) return -1;
+    } else {
+        w.rows = hr;
+        for (int r = 0; r < rows; r++)
+            if (b->matmul(b, m->logits + (size_t)r * vocab, &w, m->xb + (size_t)r * m->hp.dim, 1, 0, e))
+                return -1;
+    }
+    if (o->graph && b->graph_end(b, 1, e)) return -1;
+    for (int r = 0; r < rows; r++) {
+        const float *src = m->logits + (size_t)r * vocab;
+        if (o->ids) {
+            if (b->top_k_rows(b, src, 1, hr, o->k, o->ids + (size_t)(r0 + r) * o->k, e)) return -1;
+        } else if (o->logits) {
+            float *dst = o->logits + (size_t)(r0 + r) * vocab;
+            if (b->to_host(b, dst, src, (size_t)hr * sizeof(float), e)) return -1;
+            for (int i = hr; i < vocab; i++) dst[i] = -INFINITY;
+        }
+    }
+    return 0;
+}
 
 /* The output head over rows of m->x starting at row x0, landing at output
  * row r0: logits in backend memory (m->logits), then what o asks for. */
@@ -354,9 +387,11 @@ static int head(sd_model *m, int x0, int rows, const fwd_out *o, int r0, sd_err 
     sd_backend *b = m->be;
     const sd_hparams *hp = &m->hp;
     if (b->rmsnorm(b, m->xb, m->x + (size_t)x0 * hp->dim, &m->out_norm, rows, hp->dim, hp->eps,
-                   e) ||
-        b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e))
+                   e))
         return -1;
+    if (o->head_rows < hp->vocab)
+        return head_trimmed(m, rows, o, r0, e);
+    if (b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e)) return -1;
     if (o->graph && b->graph_end(b, 1, e)) return -1;
     if (o->ids) return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + (size_t)r0 * o->k, e);
     if (!o->logits) return 0;
@@ -419,19 +454,31 @@ static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos
     return 0;
 }
 
+int sd_head_rows(const sd_model *m, int vocab_limit) {
+    const int vocab = m->hp.vocab;
+    if (vocab_limit <= 0 || vocab_limit >= vocab) return vocab;
+    const int r = (vocab_limit + 15) / 16 * 16;
+    return r < vocab ? r : vocab;
+}
+
+int sd_forward_head(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, sd_err *e) {
+    const int hr = sd_head_rows(m, vocab_limit);
+    if (ids && (n_logits < 1 || k < 1 || k > hr || k > SD_TOP_K_MAX))
+        return sd_fail(e, "forward: top %d ids of %d rows (k 1 to %d, at least one row)", k,
+                       n_logits, SD_TOP_K_MAX < hr ? SD_TOP_K_MAX : hr);
+    fwd_out o = {ids ? NULL : logits, ids ? k : 0, ids, 0, hr};
+    return forward(m, kv, tokens, n, pos, n_layers, n_logits, &o, e);
+}
+
 int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                   float *logits, int n_logits, sd_err *e) {
-    fwd_out o = {logits, 0, NULL, 0};
-    return forward(m, kv, tokens, n, pos, n_layers, n_logits, &o, e);
+    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, logits, n_logits, 0, NULL, e);
 }
 
 int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                      int n_rows, int k, int32_t *ids, sd_err *e) {
-    if (n_rows < 1 || k < 1 || k > m->hp.vocab || k > SD_TOP_K_MAX)
-        return sd_fail(e, "forward: top %d ids of %d rows (k 1 to %d, at least one row)", k,
-                       n_rows, SD_TOP_K_MAX < m->hp.vocab ? SD_TOP_K_MAX : m->hp.vocab);
-    fwd_out o = {NULL, k, ids, 0};
-    return forward(m, kv, tokens, n, pos, n_layers, n_rows, &o, e);
+    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, NULL, n_rows, k, ids, e);
 }
 
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {
@@ -453,7 +500,7 @@ int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int 
     }
     if (run_layers(m, kvs, n, tokens, n, pos, hp->n_layers, e)) return -1;
     for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
-    fwd_out o = {logits, 0, NULL, 0};
+    fwd_out o = {logits, 0, NULL, 0, m->hp.vocab};
     return head(m, 0, n, &o, 0, e);
 }
 

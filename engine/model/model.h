@@ -88,6 +88,17 @@ int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int 
 int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                      int n_rows, int k, int32_t *ids, sd_err *e);
 
+/* The output head restricted to token ids below vocab_limit (a drafter
+ * with a trimmed vocabulary: the head's bytes shrink in proportion; ids
+ * at or above the limit get logits -inf and are never among the top k).
+ * The limit is rounded up to a multiple of 16 (the CPU backend's repacked
+ * row groups); <= 0 or >= vocab: the whole head. Otherwise as
+ * sd_forward_ex (ids NULL) or sd_forward_top_k (ids set, n_logits rows of k). */
+int sd_forward_head(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
+                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, sd_err *e);
+/* The head rows sd_forward_head uses for vocab_limit. */
+int sd_head_rows(const sd_model *m, int vocab_limit);
+
 /* Weight bytes one decode step reads (every matrix once, the norms, one
  * embedding row). */
 uint64_t sd_model_weight_bytes(const sd_model *m);

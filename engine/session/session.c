@@ -94,6 +94,18 @@ int sd_session_reset_store(sd_session *s, sd_err *e) {
     return 0;
 }
 
+/* The drafter's head limit (engine/model/model.h sd_forward_head): token
+ * ids below draft_vocab only, so each draft reads that share of the head's
+ * rows. Verification is the target's, so the output does not change. */
+static int set_draft_vocab(sd_session *s, sd_err *e) {
+    const int v = s->c.draft_vocab, vocab = s->target->hp.vocab;
+    if (v < 0 || v > vocab)
+        return sd_fail(e, "--draft-vocab %d: the vocabulary has %d tokens (1 to %d, 0 for all)", v, vocab,
+                       vocab);
+    s->draft_lm.vocab_limit = v;
+    return 0;
+}
+
 int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     if (k < 1 || k > s->target->hp.n_layers)
         return sd_fail(e, "draft layers %d: the target has %d layers", k, s->target->hp.n_layers);
@@ -102,7 +114,7 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     if (!kv) return -1;
     sd_kv_free(s->self_kv);
     s->self_kv = kv;
-    s->draft_lm = (sd_lm){s->target, kv, k};
+    s->draft_lm = (sd_lm){s->target, kv, k, s->c.draft_vocab};
     s->c.draft_layers = k;
     s->have_drafter = 1;
     return 0;
@@ -162,7 +174,7 @@ int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samp
     s->samplers = samplers;
     s->target = load(s, c->model, c->device, c->threads, c->n_ctx, e);
     if (!s->target) goto fail;
-    s->target_lm = (sd_lm){s->target, s->target->kv, 0};
+    s->target_lm = (sd_lm){s->target, s->target->kv, 0, 0};
     if (c->draft) {
         int dev = c->draft_device >= 0 ? c->draft_device : c->device;
         s->draft = load(s, c->draft, dev, c->threads, s->target->n_ctx, e);
@@ -171,12 +183,13 @@ int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samp
             sd_wrap(e, c->draft);
             goto fail;
         }
-        s->draft_lm = (sd_lm){s->draft, s->draft->kv, 0};
+        s->draft_lm = (sd_lm){s->draft, s->draft->kv, 0, 0};
         s->have_drafter = 1;
     } else if (c->draft_layers && sd_session_set_draft_layers(s, c->draft_layers, e)) {
         sd_wrap(e, "--draft-layers");
         goto fail;
     }
+    if (set_draft_vocab(s, e)) goto fail;
     if (c->sampler && sd_session_set_sampler(s, c->sampler, c->sampler_args, c->n_sampler_args, e))
         goto fail;
     if (sd_session_reset_store(s, e)) goto fail;
@@ -259,11 +272,13 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
         return sd_autoregressive_generate_lm(ids, n_ids, &s->target_lm, max, &cfg, out, st, e);
     case SD_STRAT_DRAFT:
         if (!s->have_drafter) return sd_session_check_strategies(s, e);
+        if (set_draft_vocab(s, e)) return -1;
         cfg.sampler = s->draft_sampler; /* the drafter alone, with its own instance */
         cfg.draft_sampler = NULL;
         return sd_autoregressive_generate_lm(ids, n_ids, &s->draft_lm, max, &cfg, out, st, e);
     case SD_STRAT_SPEC: {
         if (!s->have_drafter) return sd_session_check_strategies(s, e);
+        if (set_draft_vocab(s, e)) return -1;
         sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target};
         return sd_speculative_generate(ids, n_ids, &s->draft_lm, &s->target_lm, &o, max, &cfg, out,
                                        st, e);

@@ -37,6 +37,7 @@ typedef struct sd_config {
     const char *model;
     const char *draft;
     int draft_layers;
+    int draft_vocab; /* > 0: the drafter's head covers token ids below it only */
     const char *system;
     int chat;
     int parse_special; /* prompt text (not a --chat message) may hold control tokens */

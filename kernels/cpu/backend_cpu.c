@@ -181,6 +181,7 @@ sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
         return NULL;
     }
     b->name = "cpu";
+    b->row_prefix_views = 1;
     b->destroy = cpu_destroy;
     b->alloc = cpu_alloc;
     b->release = cpu_release;
