@@ -374,7 +374,7 @@ static void repacked_case(sd_weight w, int n, sd_cpu *const *ctx) {
     sd_cpu_set_isa(ctx[0], SD_ISA_SCALAR);
     cr_assert_eq(sd_cpu_matmul(ctx[0], plain, &w, x, n, 0, &e), 0, "%s", e.msg);
     sd_weight x16 = w;
-    const uint32_t want = w.type == SD_Q4_K ? SD_Q4_K_X16 : SD_Q6_K_X16;
+    const uint32_t want = 0x100 + w.type;
     const char *tn = sd_wtype_name(w.type);
     cr_assert_eq(sd_cpu_repack(ctx[1], &x16, &e), 0, "%s", e.msg);
     cr_assert_eq(x16.type, want, "%s %lldx%lld not repacked", tn, (long long)rows, (long long)cols);
@@ -473,14 +473,16 @@ Test(matmul, q5_0) { matmul_qwen_type(SD_Q5_0); }
 Test(matmul, q4_k) { matmul_qwen_type(SD_Q4_K); }
 Test(matmul, q6_k) { matmul_qwen_type(SD_Q6_K); }
 
-/* Groups of 16 rows (1, 3, 21), 1, 3 and 6 super-blocks, every activation
+/* Groups of 16 rows (1, 3, 21), 1, 3 and 6 super-blocks (1, 7 and 28
+ * blocks for Q5_0 and Q8_0), every activation
  * row count 1..10 (the 512-bit tile takes up to 8 a pass, balanced) and
  * 17 and 64 (prefill), on every ISA, 1 and 2 threads, with and without
  * accumulate. */
 static void repacked_type(uint32_t t) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
-    static const int64_t rows_l[] = {16, 48, 336}, cols_l[] = {256, 768, 1536};
+    static const int64_t rows_l[] = {16, 48, 336}, cols_k[] = {256, 768, 1536}, cols_32[] = {32, 224, 896};
+    const int64_t *cols_l = sd_wtype_block(t) == 256 ? cols_k : cols_32;
     static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 64};
     for (int ri = 0; ri < 3; ri++)
         for (int ci = 0; ci < 3; ci++)
@@ -495,12 +497,14 @@ static void repacked_type(uint32_t t) {
 }
 Test(matmul, q4_k_repacked) { repacked_type(SD_Q4_K); }
 Test(matmul, q6_k_repacked) { repacked_type(SD_Q6_K); }
+Test(matmul, q5_0_repacked) { repacked_type(SD_Q5_0); }
+Test(matmul, q8_0_repacked) { repacked_type(SD_Q8_0); }
 
-/* Only Q4_K and Q6_K weights of 16k rows are repacked; the others keep their data. */
+/* Only Q4_K, Q6_K, Q5_0 and Q8_0 weights of 16k rows are repacked; the others keep their data. */
 Test(matmul, repack_leaves_others) {
     sd_err e = {{0}};
     sd_cpu *c = sd_cpu_create(1, &e);
-    static const uint32_t types[] = {SD_Q4_K, SD_Q8_0, SD_Q4_1, SD_F16};
+    static const uint32_t types[] = {SD_Q4_K, SD_Q4_0, SD_Q4_1, SD_F16};
     static const int64_t rows[] = {24, 32, 32, 32};
     for (int k = 0; k < 4; k++) {
         sd_weight w = make_weight(types[k], rows[k], 256), before = w;
@@ -543,24 +547,25 @@ Test(matmul, multi_with_repacked) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
     sd_err e = {{0}};
-    const uint32_t types[4] = {SD_Q4_1, SD_Q4_K, SD_Q6_K, SD_Q6_K};
-    const int64_t rows[4] = {21, 64, 19, 32}, cols = 768;
+    const uint32_t types[6] = {SD_Q4_1, SD_Q4_K, SD_Q6_K, SD_Q6_K, SD_Q5_0, SD_Q8_0};
+    const int64_t rows[6] = {21, 64, 19, 32, 48, 16}, cols = 768;
     for (int n = 1; n <= 9; n += 4) {
-        sd_weight w[4], wr[4];
-        const sd_weight *wp[4];
-        float *outs[4], *x = malloc(sizeof(float) * n * cols);
-        refset R[4];
+        sd_weight w[6], wr[6];
+        const sd_weight *wp[6];
+        float *outs[6], *x = malloc(sizeof(float) * n * cols);
+        refset R[6];
         fill(x, (size_t)n * cols, -1, 1);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 6; k++) {
             w[k] = wr[k] = make_weight(types[k], rows[k], cols);
             R[k] = make_refs(&w[k], x, n);
             cr_assert_eq(sd_cpu_repack(ctx[0], &wr[k], &e), 0, "%s", e.msg);
             wp[k] = &wr[k];
             outs[k] = malloc(sizeof(float) * (n * rows[k] + 16));
         }
-        cr_assert(wr[1].type == SD_Q4_K_X16 && wr[2].type == SD_Q6_K && wr[3].type == SD_Q6_K_X16);
-        multi_check(ctx, 4, outs, wp, w, R, x, n, "multi+x16");
-        for (int k = 0; k < 4; k++) {
+        cr_assert(wr[1].type == SD_Q4_K_X16 && wr[2].type == SD_Q6_K && wr[3].type == SD_Q6_K_X16 &&
+                  wr[4].type == SD_Q5_0_X16 && wr[5].type == SD_Q8_0_X16);
+        multi_check(ctx, 6, outs, wp, w, R, x, n, "multi+x16");
+        for (int k = 0; k < 6; k++) {
             sd_cpu_repack_free(&wr[k]);
             free_refs(&R[k]), free(outs[k]), free((void *)w[k].data);
         }
@@ -667,7 +672,7 @@ Test(matmul, real_qwen_blocks) {
                     }
                 free_refs(&R), free(x), free(out);
             }
-            if (gt->type != SD_Q5_0) { /* 32 rows of it repacked, as the CPU backend loads them */
+            { /* 32 rows of it repacked, as the CPU backend loads them */
                 sd_weight w32 = w;
                 w32.rows = 32;
                 for (int n = 1; n <= 5; n += 4) repacked_case(w32, n, ctx);

@@ -4,9 +4,9 @@
  * Q4_1 layers, Q8_0 head; F16/BF16/Q4_0 at 576x1536 for comparison), then
  * the Qwen2.5-Coder pair's: 1.5B (dim 1536, kv dim 256, ffn 8960, vocab
  * 151936; Q4_K layers, Q6_K down and head) and 0.5B (dim 896, ffn 4864;
- * Q5_0). Q4Kx and Q6Kx rows: the 1.5B's K-quant shapes in the 16-row
- * interleaved layouts the CPU backend repacks them into at load (cpu.h),
- * next to the same weights in the file's layout.
+ * Q5_0). Q4Kx, Q6Kx, Q50x and Q80x rows: shapes of those types in the
+ * 16-row interleaved layouts the CPU backend repacks them into at load
+ * (cpu.h), next to the same weights in the file's layout.
  *  n=1   (decode): time per matvec with the weights cold, i.e. streamed
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
@@ -65,7 +65,8 @@ static size_t row_bytes(uint32_t t, int64_t cols) {
 }
 
 static const char *tname(uint32_t t) {
-    return t == SD_Q4_K_X16 ? "Q4Kx" : t == SD_Q6_K_X16 ? "Q6Kx" : sd_wtype_name(t);
+    return t == SD_Q4_K_X16 ? "Q4Kx" : t == SD_Q6_K_X16 ? "Q6Kx" : t == SD_Q5_0_X16 ? "Q50x"
+           : t == SD_Q8_0_X16 ? "Q80x" : sd_wtype_name(t);
 }
 
 #define POOL (256ull << 20)
@@ -87,7 +88,8 @@ static const shape shapes[] = {
     {"1.5B_k/v", SD_Q4_K_X16, 256, 1536}, {"1.5B_gate/up", SD_Q4_K_X16, 8960, 1536},
     {"1.5B_down", SD_Q6_K, 1536, 8960},   {"1.5B_down", SD_Q6_K_X16, 1536, 8960},
     {"1.5B_output", SD_Q6_K, 151936, 1536}, {"0.5B_q/o", SD_Q5_0, 896, 896},
-    {"0.5B_gate/up", SD_Q5_0, 4864, 896},
+    {"0.5B_gate/up", SD_Q5_0, 4864, 896}, {"0.5B_gate/up", SD_Q5_0_X16, 4864, 896},
+    {"output", SD_Q8_0_X16, 49152, 576},
 };
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 

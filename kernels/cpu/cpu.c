@@ -478,7 +478,7 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
             return sd_fail(e, "embed: token id %d out of range [0, %lld)", (int)ids[i],
                            (long long)emb->rows);
         const uint8_t *row = (const uint8_t *)emb->data + (size_t)ids[i] * emb->row_bytes;
-        if (emb->type == SD_Q4_K_X16 || emb->type == SD_Q6_K_X16) {
+        if (sd_cpu_file_type(emb->type) != emb->type) {
             sd_repacked_row(emb, ids[i], x + (size_t)i * emb->cols);
             continue;
         }

@@ -23,7 +23,7 @@ enum { MAX_MULTI = 16, GROUP = 16, CHUNKS_PER_THREAD = 4, MIN_CHUNK_BYTES = 1638
 
 static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
-           t == SD_Q6_K || t == SD_Q4_K_X16 || t == SD_Q6_K_X16;
+           t == SD_Q6_K || sd_cpu_file_type(t) != t;
 }
 /* Types whose SIMD kernels read the pair layout of the activations (cpu.h). */
 static int uses_pairs(uint32_t t) {
@@ -188,15 +188,33 @@ static float dot_row_q6kx(const sd_mm_job *j, const uint8_t *g, int lane, int i)
     return acc;
 }
 
+/* Row `lane` of an SD_Q5_0_X16 or SD_Q8_0_X16 group: the file layout's sums. */
+static float dot_row_x16_32(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
+    const int64_t cols = j->w->cols, nb = cols / 32;
+    const int q8 = j->w->type == SD_Q8_0_X16;
+    const int8_t *q = j->xq + (size_t)i * cols;
+    const float *xd = j->xd + (size_t)i * nb;
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + (q8 ? 544 : 352) * b;
+        int s = 0;
+        for (int k = 0; k < 32; k++)
+            s += (q8 ? sd_q8_0x_code(G, lane, k) : sd_q5_0x_code(G, lane, k) - 16) * q[32 * b + k];
+        acc += sd_q4_kx_d(G, lane) * xd[b] * (float)s;
+    }
+    return acc;
+}
+
 void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const uint8_t *base = j->w->data;
-    const int x16 = j->w->type == SD_Q4_K_X16 || j->w->type == SD_Q6_K_X16;
+    const int x16 = sd_cpu_file_type(j->w->type) != j->w->type;
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = base + (size_t)(x16 ? r & ~(int64_t)15 : r) * j->w->row_bytes;
         for (int i = 0; i < j->n; i++) {
             float v = !x16 ? dot_row_scalar(j, row, i)
                       : j->w->type == SD_Q4_K_X16 ? dot_row_q4kx(j, row, (int)(r & 15), i)
-                                                  : dot_row_q6kx(j, row, (int)(r & 15), i);
+                      : j->w->type == SD_Q6_K_X16 ? dot_row_q6kx(j, row, (int)(r & 15), i)
+                                                  : dot_row_x16_32(j, row, (int)(r & 15), i);
             float *o = j->out + (size_t)i * j->ldo + r;
             *o = j->accumulate ? *o + v : v;
         }
@@ -207,8 +225,9 @@ void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1) {
 static int check_weight(const sd_weight *w, int64_t cols, sd_err *e) {
     int el, by;
     if (!w || !w->data) return sd_fail(e, "matmul: missing weight");
-    if (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16) {
-        el = 256, by = w->type == SD_Q4_K_X16 ? 144 : 210;
+    if (sd_cpu_file_type(w->type) != w->type) {
+        if (!sd_cpu_type_block(sd_cpu_file_type(w->type), &el, &by))
+            return sd_fail(e, "matmul: unsupported weight type %u", w->type);
         if (w->rows % 16)
             return sd_fail(e, "matmul: repacked weight of %lld rows (a multiple of 16)",
                            (long long)w->rows);
@@ -241,6 +260,7 @@ typedef struct {
     int8_t *xq, *xqp;
     float *xd, *xs, *xds8;
     int32_t *xo16;
+    uint8_t *xu8;
 } mm_plan;
 
 /* Activation row i: 8-bit blocks, then the pair layout when a kernel
@@ -253,6 +273,11 @@ static void quant_task(void *v, int64_t i, int thread) {
     if (p->pair)
         p->pair(p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb, p->cols, p->xqp + i * p->cols,
                 p->xds8 + i * npair * 16);
+    if (p->xu8) {
+        const int8_t *q = p->xq + i * p->cols;
+        uint8_t *u = p->xu8 + i * p->cols;
+        for (int64_t k = 0; k < p->cols; k++) u[k] = (uint8_t)(q[k] + 128);
+    }
     if (p->xo16) {
         const int8_t *q = p->xq + i * p->cols;
         int32_t *o = p->xo16 + i * (p->cols / 16);
@@ -305,7 +330,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
 
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
      * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16],
-     * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16] */
+     * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16], then for
+     * the VNNI SD_Q8_0_X16 kernel xu8 [n][cols] */
     const int64_t nb = cols / 32, npair = cols / 64;
     int need_pair = 0;
     for (int k = 0; k < n_w; k++)
@@ -313,18 +339,25 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *) =
         isa >= SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
     int need_o16 = 0;
-    for (int k = 0; k < n_w; k++) need_o16 |= isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
+    int need_u8 = 0;
+    for (int k = 0; k < n_w; k++) {
+        need_o16 |= isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
+        need_u8 |= isa == SD_ISA_AVX512_VNNI && ws[k]->type == SD_Q8_0_X16;
+    }
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;
     int32_t *xo16 = NULL;
+    uint8_t *xu8 = NULL;
     if (need_q) {
         size_t qbytes = ((size_t)n * (size_t)cols + 63) & ~(size_t)63;
         size_t dsbytes = ((2 * (size_t)n * nb * 4) + 63) & ~(size_t)63;
         size_t pbytes = need_pair ? qbytes + (size_t)n * npair * 64 : 0;
-        size_t obytes = need_o16 ? (size_t)n * (size_t)(cols / 16) * 4 : 0;
-        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes + obytes, e);
+        size_t obytes = need_o16 ? ((size_t)n * (size_t)(cols / 16) * 4 + 63) & ~(size_t)63 : 0;
+        size_t ubytes = need_u8 ? qbytes : 0;
+        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes + obytes + ubytes, e);
         if (!buf) return -1;
         if (need_o16) xo16 = (int32_t *)(buf + qbytes + dsbytes + pbytes);
+        if (need_u8) xu8 = buf + qbytes + dsbytes + pbytes + obytes;
         xq = (int8_t *)buf;
         xd = (float *)(buf + qbytes);
         xs = xd + (size_t)n * nb;
@@ -335,13 +368,13 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
                   .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8,
-                  .xo16 = xo16};
+                  .xo16 = xo16, .xu8 = xu8};
     pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
         pl.jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
                                  .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
-                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16};
+                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16, .xu8 = xu8};
         pl.gstart[k + 1] = pl.gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
         work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;
     }

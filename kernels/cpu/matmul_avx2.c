@@ -559,6 +559,11 @@ AI void x16_scales(const uint8_t *G, const int s, __m128i *sc, __m128i *mn) {
 AI __m256i bc4(const int8_t *p) { return _mm256_set1_epi32((int)ld32((const uint8_t *)p)); }
 
 #if !(defined(__AVX512F__) && defined(__AVX512BW__)) /* the AVX-512 builds use tile_q4kx512 */
+AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
+}
+AI __m256 x16_min(__m256 acc, __m256 M, float sx) { return _mm256_fnmadd_ps(M, _mm256_set1_ps(sx), acc); }
+
 AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
                   const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
@@ -602,8 +607,7 @@ AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, floa
 #else
                 const __m256i i32 = _mm256_madd_epi16(is[a], _mm256_set1_epi16(1));
 #endif
-                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(D, _mm256_set1_ps(x->d[b])), acc[a]);
-                acc[a] = _mm256_fnmadd_ps(M, _mm256_set1_ps(x->s[b]), acc[a]);
+                acc[a] = x16_min(x16_step(acc[a], i32, D, x->d[b]), M, x->s[b]);
             }
         }
     }
@@ -657,7 +661,7 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
                     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
 #endif
                 const __m256i i32 = _mm256_sub_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
-                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(D, _mm256_set1_ps(x->d[a * nb + 8 * sb + j / 2])), acc[a]);
+                acc[a] = x16_step(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
     }
@@ -665,6 +669,99 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
 }
 static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q6kx(k, 0, g, x, xo, res, lim), tile_q6kx(k, 1, g, x, xo, res, NULL)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q5_0_X16, 8 rows (half hf): per block 4 pieces of low nibbles and the
+ * fifth bits of all 32 elements in one register (bit j of byte 4r+e is
+ * element 4j+e: piece q's low nibbles take bit 2q, its high ones bit
+ * 2q+1, each moved to 0x10 by a shift); -16 per code comes off as 16 d_w
+ * times the activation block's sum (s). Without VNNI four vpmaddubsw add
+ * in int16 (4 * 2 * 31 * 127 < 32767) before each vpmaddwd. */
+AI void tile_q50x(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
+                  const uint8_t *lim) {
+    const int64_t nb = x->nb, cols = x->cols;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + 352 * b;
+        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * 352, lim);
+        const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
+        const __m256 D16 = _mm256_mul_ps(D, _mm256_set1_ps(16.0f));
+        const __m256i H = _mm256_loadu_si256((const __m256i *)(G + 32 + 32 * hf));
+        __m256i lo[4], hi[4];
+        for (int q = 0; q < 4; q++) {
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 96 + 64 * q + 32 * hf));
+            const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
+            const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
+            lo[q] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(hl, m10));
+            hi[q] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), _mm256_and_si256(hh, m10));
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const int8_t *xp = x->q + a * cols + 32 * b;
+#ifdef SD_VNNI
+            __m256i t = _mm256_setzero_si256();
+            for (int q = 0; q < 4; q++)
+                t = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(t, lo[q], bc4(xp + 8 * q)), hi[q], bc4(xp + 8 * q + 4));
+#else
+            const __m256i one = _mm256_set1_epi16(1);
+            __m256i t = _mm256_setzero_si256();
+            for (int h2 = 0; h2 < 2; h2++) {
+                const int q0 = 2 * h2, q1 = q0 + 1;
+                const __m256i u = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[q0], bc4(xp + 8 * q0)), _mm256_maddubs_epi16(hi[q0], bc4(xp + 8 * q0 + 4))),
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[q1], bc4(xp + 8 * q1)), _mm256_maddubs_epi16(hi[q1], bc4(xp + 8 * q1 + 4))));
+                t = _mm256_add_epi32(t, _mm256_madd_epi16(u, one));
+            }
+#endif
+            acc[a] = x16_min(x16_step(acc[a], t, D, x->d[a * nb + b]), D16, x->s[a * nb + b]);
+        }
+    }
+    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
+}
+static void run_q50x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q50x(k, 0, g, x, res, lim), tile_q50x(k, 1, g, x, res, NULL)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q8_0_X16, 8 rows (half hf): signed codes against signed activations
+ * by the sign trick, |w| (unsigned) times x with w's sign, one vpmaddwd a
+ * piece (2 * 127 * 127 fits int16, two do not). The AVX-512 builds take
+ * tile_q8x512 instead (VNNI there needs no sign trick, see it). */
+AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
+                  const uint8_t *lim) {
+    const int64_t nb = x->nb, cols = x->cols;
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256 acc[SD_QA];
+    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + 544 * b;
+        if (lim && (b & 3) == 0) x16_prefetch_n(G, 4 * 544, lim);
+        const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
+        __m256i t[SD_QA];
+        for (int a = 0; a < A; a++) t[a] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(G + 32 + 64 * q + 32 * hf));
+            const __m256i aw = _mm256_sign_epi8(w, w);
+#pragma GCC unroll 8
+            for (int a = 0; a < A; a++) {
+                const __m256i xs = _mm256_sign_epi8(bc4(x->q + a * cols + 32 * b + 4 * q), w);
+                t[a] = _mm256_add_epi32(t[a], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), one));
+            }
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++)
+            acc[a] = x16_step(acc[a], t[a], D, x->d[a * nb + b]);
+    }
+    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
+}
+static void run_q80x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q80x(k, 0, g, x, res, lim), tile_q80x(k, 1, g, x, res, NULL)
     QCASES(C)
 #undef C
 }
@@ -1074,6 +1171,17 @@ static void run_q80_512(int A, const uint8_t *const *w, const qx *x, float (*res
 #undef C
 }
 
+/* The repacked tiles' per-block float step: acc += t * (D * d_x), then
+ * (when M is given) acc -= M * s_x; and their final store of 16 rows. */
+AI __m512 x16_step512(__m512 acc, __m512i t, __m512 D, float dx) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(D, _mm512_set1_ps(dx)), acc);
+}
+AI __m512 x16_min512(__m512 acc, __m512 M, float sx) { return _mm512_fnmadd_ps(M, _mm512_set1_ps(sx), acc); }
+AI void x16_store512(const int A, const __m512 *acc, float (*res)[16]) {
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
+}
+
 /* SD_Q4_K_X16 with all 16 rows of a group in one register (see tile_q4kx) */
 AI __m512i bc4z(const int8_t *p) { return _mm512_set1_epi32((int)ld32((const uint8_t *)p)); }
 AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
@@ -1119,13 +1227,11 @@ AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16
 #else
                 const __m512i i32 = _mm512_madd_epi16(is[a], _mm512_set1_epi16(1));
 #endif
-                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(D, _mm512_set1_ps(x->d[b])), acc[a]);
-                acc[a] = _mm512_fnmadd_ps(M, _mm512_set1_ps(x->s[b]), acc[a]);
+                acc[a] = x16_min512(x16_step512(acc[a], i32, D, x->d[b]), M, x->s[b]);
             }
         }
     }
-#pragma GCC unroll 8
-    for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
+    x16_store512(A, acc, res);
 }
 static void run_q4kx512(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q4kx512(k, g, x, res, lim)
@@ -1171,15 +1277,124 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
                     _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c2, bc4z(xp + 8)), _mm512_maddubs_epi16(c3, bc4z(xp + 12))), one));
 #endif
                 const __m512i i32 = _mm512_sub_epi32(t, _mm512_set1_epi32(xo[a * no + 16 * sb + j]));
-                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i32), _mm512_mul_ps(D, _mm512_set1_ps(x->d[a * nb + 8 * sb + j / 2])), acc[a]);
+                acc[a] = x16_step512(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
     }
-#pragma GCC unroll 8
-    for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
+    x16_store512(A, acc, res);
 }
 static void run_q6kx512(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q6kx512(k, g, x, xo, res, lim)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q5_0_X16 with all 16 rows of a group in one register (see tile_q50x) */
+AI void tile_q50x512(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+    const int64_t nb = x->nb, cols = x->cols;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + 352 * b;
+        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * 352, lim);
+        const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+        const __m512 D16 = _mm512_mul_ps(D, _mm512_set1_ps(16.0f));
+        const __m512i H = _mm512_loadu_si512((const void *)(G + 32));
+        __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const __m512i c = _mm512_loadu_si512((const void *)(G + 96 + 64 * q));
+            const __m512i hl = q < 2 ? _mm512_slli_epi16(H, 4 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 4);
+            const __m512i hh = q < 2 ? _mm512_slli_epi16(H, 3 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 3);
+            lo[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(c, m4), hl, m10, 0xf8);
+            hi[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), hh, m10, 0xf8);
+        }
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const int8_t *xp = x->q + a * cols + 32 * b;
+#ifdef SD_VNNI
+            __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++)
+                t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(t, lo[q], bc4z(xp + 8 * q)), hi[q], bc4z(xp + 8 * q + 4));
+#else
+            const __m512i one = _mm512_set1_epi16(1);
+            __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h2 = 0; h2 < 2; h2++) {
+                const int q0 = 2 * h2, q1 = q0 + 1;
+                const __m512i u = _mm512_add_epi16(
+                    _mm512_add_epi16(_mm512_maddubs_epi16(lo[q0], bc4z(xp + 8 * q0)), _mm512_maddubs_epi16(hi[q0], bc4z(xp + 8 * q0 + 4))),
+                    _mm512_add_epi16(_mm512_maddubs_epi16(lo[q1], bc4z(xp + 8 * q1)), _mm512_maddubs_epi16(hi[q1], bc4z(xp + 8 * q1 + 4))));
+                t = _mm512_add_epi32(t, _mm512_madd_epi16(u, one));
+            }
+#endif
+            acc[a] = x16_min512(x16_step512(acc[a], t, D, x->d[a * nb + b]), D16, x->s[a * nb + b]);
+        }
+    }
+    x16_store512(A, acc, res);
+}
+static void run_q50x512(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q50x512(k, g, x, res, lim)
+    QCASES(C)
+#undef C
+}
+
+/* SD_Q8_0_X16 with all 16 rows in one register. VNNI: the activations as
+ * unsigned x+128 (xu8, one copy a call) against the signed codes, and
+ * 128 * sum(code) per row and block (8 vpdpbusd with 0x80 bytes, once per
+ * block for all activation rows) subtracted. Without VNNI the sign trick
+ * of tile_q80x. */
+AI void tile_q80x512(const int A, const uint8_t *g, const qx *x, const uint8_t *xu, float (*res)[16],
+                     const uint8_t *lim) {
+    const int64_t nb = x->nb, cols = x->cols;
+    __m512 acc[SD_QA];
+#pragma GCC unroll 8
+    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + 544 * b;
+        if (lim && (b & 3) == 0) x16_prefetch_n(G, 4 * 544, lim);
+        const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+        __m512i w[8];
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) w[q] = _mm512_loadu_si512((const void *)(G + 32 + 64 * q));
+#ifdef SD_VNNI
+        (void)cols;
+        const __m512i c80 = _mm512_set1_epi8((char)0x80);
+        __m512i corr = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) corr = _mm512_dpbusd_epi32(corr, c80, w[q]);
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            const uint8_t *up = xu + a * cols + 32 * b;
+            __m512i t = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) t = _mm512_dpbusd_epi32(t, _mm512_set1_epi32((int)ld32(up + 4 * q)), w[q]);
+            acc[a] = x16_step512(acc[a], t, D, x->d[a * nb + b]);
+        }
+#else
+        (void)xu;
+        const __m512i one = _mm512_set1_epi16(1);
+#pragma GCC unroll 8
+        for (int a = 0; a < A; a++) {
+            __m512i t = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                const __m512i xv = bc4z(x->q + a * cols + 32 * b + 4 * q);
+                const __mmask64 neg = _mm512_movepi8_mask(w[q]);
+                const __m512i xs = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+                t = _mm512_add_epi32(t, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w[q]), xs), one));
+            }
+            acc[a] = x16_step512(acc[a], t, D, x->d[a * nb + b]);
+        }
+#endif
+    }
+    x16_store512(A, acc, res);
+}
+static void run_q80x512(int A, const uint8_t *g, const qx *x, const uint8_t *xu, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q80x512(k, g, x, xu, res, lim)
     QCASES(C)
 #undef C
 }
@@ -1221,7 +1436,8 @@ static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t col
  * streams the group. */
 static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
-    const int q6 = w->type == SD_Q6_K_X16;
+    const uint32_t t = w->type;
+    const int q6 = t == SD_Q6_K_X16;
     const int64_t cols = w->cols, nb = cols / 32;
     const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
     float res[SD_QA][16];
@@ -1233,12 +1449,17 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
             const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA, A = (left + passes - 1) / passes;
             const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
             const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
+            const uint8_t *pl = i == 0 ? lim : NULL;
 #ifdef SD_HAVE512
-            if (q6) run_q6kx512(A, g, &xq, xo, res, i == 0 ? lim : NULL);
-            else run_q4kx512(A, g, &xq, res, i == 0 ? lim : NULL);
+            if (q6) run_q6kx512(A, g, &xq, xo, res, pl);
+            else if (t == SD_Q4_K_X16) run_q4kx512(A, g, &xq, res, pl);
+            else if (t == SD_Q5_0_X16) run_q50x512(A, g, &xq, res, pl);
+            else run_q80x512(A, g, &xq, j->xu8 ? j->xu8 + (size_t)i * cols : NULL, res, pl);
 #else
-            if (q6) run_q6kx(A, g, &xq, xo, res, i == 0 ? lim : NULL);
-            else run_q4kx(A, g, &xq, res, i == 0 ? lim : NULL);
+            if (q6) run_q6kx(A, g, &xq, xo, res, pl);
+            else if (t == SD_Q4_K_X16) run_q4kx(A, g, &xq, res, pl);
+            else if (t == SD_Q5_0_X16) run_q50x(A, g, &xq, res, pl);
+            else run_q80x(A, g, &xq, res, pl);
 #endif
             for (int a = 0; a < A; a++) {
                 float *o = j->out + (size_t)(i + a) * j->ldo + r;
@@ -1254,7 +1475,7 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
 
 void SD_FN(sd_cpu_mm)(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
-    if (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16) {
+    if (sd_cpu_file_type(w->type) != w->type) {
         mm_x16(j, r0, r1);
         return;
     }

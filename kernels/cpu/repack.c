@@ -1,7 +1,7 @@
-/* Weight repacking at load: Q4_K and Q6_K into the 16-row interleaved
- * layouts that the multi-row products read without a horizontal fold
- * (cpu.h, SD_Q4_K_X16 and SD_Q6_K_X16). Groups of 16 rows are independent, so they are repacked
- * in parallel on the context's pool. The copy replaces the mmap'd rows for
+/* Weight repacking at load: Q4_K, Q6_K, Q5_0 and Q8_0 into the 16-row
+ * interleaved layouts that the products read without a horizontal fold
+ * (cpu.h, SD_*_X16). Groups of 16 rows are independent, so they are
+ * repacked in parallel on the context's pool. The copy replaces the mmap'd rows for
  * the CPU kernels: same byte count, so decode reads no more than before. */
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +42,26 @@ static void put_row_q6k(uint8_t *G, int r, const uint8_t *blk) {
     }
 }
 
+/* Q5_0 block blk of row r into block-group G (352 bytes). */
+static void put_row_q50(uint8_t *G, int r, const uint8_t *blk) {
+    memcpy(G + 2 * r, blk, 2);
+    for (int i = 0; i < 32; i++) {
+        const int code = sd_q5_0_code(blk, i), t = i & 7, e = i & 3;
+        G[32 + 4 * r + e] |= (uint8_t)((code >> 4) << (i >> 2));
+        G[96 + 64 * (i >> 3) + 4 * r + e] |= (uint8_t)((code & 15) << (t < 4 ? 0 : 4));
+    }
+}
+
+/* Q8_0 block blk of row r into block-group G (544 bytes). */
+static void put_row_q80(uint8_t *G, int r, const uint8_t *blk) {
+    memcpy(G + 2 * r, blk, 2);
+    for (int i = 0; i < 32; i++) G[32 + 64 * (i >> 2) + 4 * r + (i & 3)] = blk[2 + i];
+}
+
 typedef struct {
     const uint8_t *src;
     uint8_t *dst;
-    size_t rb, sbb; /* row bytes; bytes of one super-block of one row */
+    size_t rb, sbb; /* row bytes; bytes of one block (super-block) of one row */
     int64_t nsb, groups_per_task, groups;
     void (*put)(uint8_t *, int, const uint8_t *);
 } repack_job;
@@ -71,37 +87,54 @@ static int repack_off(void) {
 }
 
 int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
-    const size_t sbb = w->type == SD_Q4_K ? 144 : w->type == SD_Q6_K ? 210 : 0;
-    if (!sbb || w->rows % 16 || w->cols % 256 || w->cols <= 0 ||
-        w->row_bytes != (size_t)(w->cols / 256) * sbb || repack_off())
+    static const struct {
+        uint32_t type, x16;
+        int el, by;
+        void (*put)(uint8_t *, int, const uint8_t *);
+    } kinds[] = {{SD_Q4_K, SD_Q4_K_X16, 256, 144, put_row}, {SD_Q6_K, SD_Q6_K_X16, 256, 210, put_row_q6k},
+                 {SD_Q5_0, SD_Q5_0_X16, 32, 22, put_row_q50}, {SD_Q8_0, SD_Q8_0_X16, 32, 34, put_row_q80}};
+    int k = 0;
+    while (k < 4 && kinds[k].type != w->type) k++;
+    if (k == 4 || w->rows % 16 || w->cols <= 0 || w->cols % kinds[k].el ||
+        w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by || repack_off())
         return 0;
     const size_t bytes = (size_t)w->rows * w->row_bytes;
     uint8_t *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!dst)
         return sd_fail(e, "cpu: out of memory repacking a %lld x %lld %s weight (%zu bytes)",
                        (long long)w->rows, (long long)w->cols, sd_wtype_name(w->type), bytes);
-    repack_job j = {.src = w->data, .dst = dst, .rb = w->row_bytes, .sbb = sbb, .nsb = w->cols / 256,
-                    .groups = w->rows / 16, .put = sbb == 144 ? put_row : put_row_q6k};
+    repack_job j = {.src = w->data, .dst = dst, .rb = w->row_bytes, .sbb = (size_t)kinds[k].by,
+                    .nsb = w->cols / kinds[k].el, .groups = w->rows / 16, .put = kinds[k].put};
     j.groups_per_task = j.groups / 64 > 0 ? j.groups / 64 : 1;
     sd_pool_run(sd_cpu_pool(c), repack_task, &j, (j.groups + j.groups_per_task - 1) / j.groups_per_task,
                 sd_cpu_threads(c) > 1);
     w->data = dst;
-    w->type = sbb == 144 ? SD_Q4_K_X16 : SD_Q6_K_X16;
+    w->type = kinds[k].x16;
     return 0;
 }
 
 void sd_cpu_repack_free(sd_weight *w) {
-    if (w->type != SD_Q4_K_X16 && w->type != SD_Q6_K_X16) return;
+    if (sd_cpu_file_type(w->type) == w->type) return;
     free((void *)w->data);
     w->data = NULL;
-    w->type = w->type == SD_Q4_K_X16 ? SD_Q4_K : SD_Q6_K;
+    w->type = sd_cpu_file_type(w->type);
 }
 
 /* Same formulas as sd_dequantize_row, so the same values. */
 int sd_repacked_row(const sd_weight *w, int64_t r, float *out) {
-    if ((w->type != SD_Q4_K_X16 && w->type != SD_Q6_K_X16) || r < 0 || r >= w->rows) return -1;
+    if (sd_cpu_file_type(w->type) == w->type || r < 0 || r >= w->rows) return -1;
     const uint8_t *g = (const uint8_t *)w->data + (size_t)(r & ~(int64_t)15) * w->row_bytes;
     const int lane = (int)(r & 15);
+    if (w->type == SD_Q5_0_X16 || w->type == SD_Q8_0_X16) {
+        const int q8 = w->type == SD_Q8_0_X16;
+        for (int64_t b = 0; b < w->cols / 32; b++, out += 32) {
+            const uint8_t *G = g + (q8 ? 544 : 352) * b;
+            const float d = sd_q4_kx_d(G, lane);
+            for (int i = 0; i < 32; i++)
+                out[i] = d * (float)(q8 ? sd_q8_0x_code(G, lane, i) : sd_q5_0x_code(G, lane, i) - 16);
+        }
+        return 0;
+    }
     for (int64_t sb = 0; sb < w->cols / 256; sb++, out += 256) {
         if (w->type == SD_Q6_K_X16) {
             const uint8_t *G = g + 3360 * sb;
