@@ -36,6 +36,8 @@ run -m $m/stories260K.gguf --draft-layers 5 -p "Once upon a time" -n 12 -t 1 \
     --strategy ar,spec,nasd,draft --sampler penalty,top_k,mirostat --sampler-arg top_k=30 --seed 3
 run -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf -p "Once upon a time" -n 12 -t 1 \
     --strategy spec --sampler penalty,greedy --sampler-arg repeat=1.5 --json
+run -m $m/stories260K.gguf -d $m/stories260K-q8_0.gguf --draft-vocab 100 -p "Once upon a time" -n 12 -t 2 \
+    --strategy spec,draft --sampler multinomial --seed 4
 run -m $m/stories260K-f16.gguf -p "Lily and Tom" -n 8 --sampler greedy --list-samplers
 run -m $m/stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 64 --chunks 2 -t 2
 run -m $m/stories260K.gguf --perplexity tests/data/text/GPL-3.txt --ctx 200 --chunks 1 -t 1 --json
