@@ -1,8 +1,8 @@
 /* Weight repacking at load: Q4_K, Q6_K, Q5_0 and Q8_0 into the 16-row
  * interleaved layouts that the products read without a horizontal fold
  * (cpu.h, SD_*_X16). Groups of 16 rows are independent, so they are
- * repacked in parallel on the context's pool. The copy replaces the mmap'd rows for
- * the CPU kernels: same byte count, so decode reads no more than before. */
+ * repacked in parallel on the context's pool. The copy replaces the mmap'd
+ * rows for the CPU kernels: same byte count, so decode reads no more. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +11,7 @@
 #include "kernels/common/wtype.h"
 
 /* Q4_K super-block blk of row r (0..15) into super-block G of the group. */
-static void put_row(uint8_t *G, int r, const uint8_t *blk) {
+static void put_row_q4k(uint8_t *G, int r, const uint8_t *blk) {
     uint8_t sm[16];
     sd_q4_k_scales(blk + 4, sm);
     memcpy(G + 2 * r, blk, 2);
@@ -91,7 +91,7 @@ int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
         uint32_t type, x16;
         int el, by;
         void (*put)(uint8_t *, int, const uint8_t *);
-    } kinds[] = {{SD_Q4_K, SD_Q4_K_X16, 256, 144, put_row}, {SD_Q6_K, SD_Q6_K_X16, 256, 210, put_row_q6k},
+    } kinds[] = {{SD_Q4_K, SD_Q4_K_X16, 256, 144, put_row_q4k}, {SD_Q6_K, SD_Q6_K_X16, 256, 210, put_row_q6k},
                  {SD_Q5_0, SD_Q5_0_X16, 32, 22, put_row_q50}, {SD_Q8_0, SD_Q8_0_X16, 32, 34, put_row_q80}};
     int k = 0;
     while (k < 4 && kinds[k].type != w->type) k++;
