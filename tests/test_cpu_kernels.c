@@ -620,6 +620,10 @@ Test(matmul, errors) {
     float *outs[2] = {out, out + 1};
     cr_assert_eq(sd_cpu_matmul_multi(c, 2, outs, ws, x, 1, &e), -1);
     cr_assert(strstr(e.msg, "cols"), "%s", e.msg);
+    /* a repacked weight whose rows are not whole groups of 16 */
+    sd_weight r = {.type = SD_Q8_0_X16, .rows = 3, .cols = 32, .row_bytes = 34, .data = data};
+    cr_assert_eq(sd_cpu_matmul(c, out, &r, x, 1, 0, &e), -1);
+    cr_assert(strstr(e.msg, "repacked weight of 3 rows (a multiple of 16)"), "%s", e.msg);
     sd_cpu_destroy(c);
 }
 
