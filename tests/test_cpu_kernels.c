@@ -358,7 +358,7 @@ static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *c
     free(x), free((void *)w.data);
 }
 
-/* ---- Q4_K and Q6_K repacked (cpu.h, SD_Q4_K_X16, SD_Q6_K_X16) ----------------------
+/* ---- weights repacked in groups of 16 rows (cpu.h, SD_*_X16) -------------------------
  * The references come from the file layout before the repack; the scalar
  * path must give the same bits as the file layout's scalar path (the same
  * sums in the same order), every SIMD path the reference's tolerance. */
@@ -499,14 +499,16 @@ Test(matmul, q4_k_repacked) { repacked_type(SD_Q4_K); }
 Test(matmul, q6_k_repacked) { repacked_type(SD_Q6_K); }
 Test(matmul, q5_0_repacked) { repacked_type(SD_Q5_0); }
 Test(matmul, q8_0_repacked) { repacked_type(SD_Q8_0); }
+Test(matmul, q4_0_repacked) { repacked_type(SD_Q4_0); }
+Test(matmul, q4_1_repacked) { repacked_type(SD_Q4_1); }
 
-/* Only Q4_K, Q6_K, Q5_0 and Q8_0 weights of 16k rows are repacked; the others keep their data. */
+/* Only quantized weights of 16k rows are repacked; the others keep their data. */
 Test(matmul, repack_leaves_others) {
     sd_err e = {{0}};
     sd_cpu *c = sd_cpu_create(1, &e);
-    static const uint32_t types[] = {SD_Q4_K, SD_Q4_0, SD_Q4_1, SD_F16};
-    static const int64_t rows[] = {24, 32, 32, 32};
-    for (int k = 0; k < 4; k++) {
+    static const uint32_t types[] = {SD_Q4_K, SD_Q4_0, SD_Q4_1, SD_F16, SD_BF16, SD_F32};
+    static const int64_t rows[] = {24, 8, 40, 32, 32, 32};
+    for (int k = 0; k < 6; k++) {
         sd_weight w = make_weight(types[k], rows[k], 256), before = w;
         cr_assert_eq(sd_cpu_repack(c, &w, &e), 0, "%s", e.msg);
         cr_assert(w.type == before.type && w.data == before.data, "%s x %lld was repacked",

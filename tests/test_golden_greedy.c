@@ -5,23 +5,47 @@
  * The files are fetched by `make test` (make model, make model-pair); a
  * missing file fails the suite.
  *
- * Greedy ids: fed the golden prompt ids, our greedy continuation must equal
- * llama.cpp's up to the first position whose golden top-2 margin is below
- * MARGIN (0.25). Both engines quantize activations to 8 bits before the
- * quantized products, but in different blocks (we use blocks of 32 with one
- * scale each; llama.cpp uses blocks of 256 (Q8_K) before Q4_K/Q6_K and of
- * 32 before Q5_0/Q8_0), so logits differ by about 1e-2 and more where the
- * K biases reach the hundreds; a near-tie may flip and nothing else may.
+ * Greedy ids, two ways. Free-running: fed the golden prompt ids, our greedy
+ * continuation must equal llama.cpp's up to the first position whose golden
+ * top-2 margin is below the model's margin. Teacher-forced: the prompt and
+ * llama.cpp's whole continuation in one forward; at every position whose
+ * golden margin is at least the model's margin, our argmax must be
+ * llama.cpp's id (this reaches past the first near-tie, where a
+ * free-running comparison has to stop). Both engines quantize activations
+ * to 8 bits before the quantized products, but in different blocks (we use
+ * blocks of 32 with one scale each; llama.cpp uses blocks of 256 (Q8_K)
+ * before Q4_K/Q6_K and of 32 before Q5_0/Q8_0), so logits differ by about
+ * 1e-2 and more where the K biases reach the hundreds; a near-tie may flip
+ * and nothing else may. Margins: 0.25 for the Qwen files; 0.5 for SmolLM2,
+ * whose top-2 gaps move by up to 0.40 between three correct summation
+ * orders of the same int8 products (first positions of the 6 records: GGUF-
+ * layout tiles / scalar path / 16-row repacked tiles differ from llama.cpp's
+ * gap by up to 0.28 / 0.40 / 0.28; on record 4 llama.cpp's gap is 0.271
+ * and ours 0.094 / 0.033 / -0.013). Teacher-forced at 0.25, the GGUF-layout
+ * tiles fail at record 3 position 38 (margin 0.258) and the repacked ones
+ * at record 4 position 0; at 0.5 all three orders agree with llama.cpp at
+ * all 297 positions compared (50 ids were compared free-running at 0.25).
  *
  * First logits rows (whole vocabulary, golden rounded to 5 or 4 decimals):
- * the largest |ours - golden| must stay below LOGIT_TOL. The int8
- * activations of the two engines round differently (llama.cpp stores the
- * block scales in F16, we keep them in F32), and over 24-30 layers these
- * roundings add up to a noise of about 0.1 on every logit: measured on
- * SmolLM2 records 1 and 2, max 0.73 / 0.61, mean 0.15 / 0.11, max over the
- * logits within 5 of the top 0.33 / 0.25 (stories260K-Q8_0 shows the same:
+ * logits are defined up to an additive constant (softmax, argmax and every
+ * sampler ignore it), so ours are compared after removing the mean of
+ * ours - golden over the row: the largest remaining |ours - golden| must
+ * stay below LOGIT_TOL, and KL(golden || ours) of the two distributions
+ * below KL_TOL. The int8 activations of the two engines round differently
+ * (llama.cpp stores the block scales in F16, we keep them in F32), and over
+ * 24-30 layers these roundings add up to a noise of about 0.1 on every
+ * logit, plus a shift of the whole row that moves no probability. Measured
+ * on SmolLM2 records 1 and 2 with three correct summation orders of the
+ * same int8 products (GGUF-layout SIMD tiles / scalar reference / 16-row
+ * repacked tiles): raw max 0.73 / 1.09 / 1.51 and 0.61 / 0.79 / 0.73, of
+ * which a uniform shift 0.11 / 0.37 / 0.61 and 0.05 / 0.26 / 0.01;
+ * centered max 0.63 / 0.72 / 0.91 and 0.57 / 0.54 / 0.74; KL 6.2e-3 /
+ * 4.1e-3 / 2.5e-3 and 3.2e-3 / 2.4e-3 / 3.7e-3. The GGUF-layout and
+ * repacked rows differ from each other by up to 1.15 raw, so a raw bound
+ * of 1.0 against a third engine sat below the noise of correct code (the
+ * scalar reference failed it). stories260K-Q8_0 shows the same noise:
  * emulating llama.cpp's roundings in a float64 model reproduces its logits
- * to 5e-5, see tests/test_model.c). Perplexity, the accuracy gate, agrees
+ * to 5e-5, see tests/test_model.c. Perplexity, the accuracy gate, agrees
  * within 0.2% (tests/test_perplexity.c). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -33,26 +57,29 @@
 #include "engine/session/device.h"
 #include "tests/util/json.h"
 
-#define MARGIN 0.25
-/* Largest |ours - golden| over a whole first-logits row (measured values in
- * the comment above). */
+#define MARGIN_SMOL 0.5
+#define MARGIN_QWEN 0.25
+/* Largest |ours - golden - mean(ours - golden)| over a whole first-logits
+ * row, and the largest KL(golden || ours) in nats (measured values in the
+ * comment above). */
 #define LOGIT_TOL_SMOL 1.0
 #define LOGIT_TOL_QWEN 1.0
+#define KL_TOL 0.02
 
 typedef struct golden_model {
     const char *golden_name; /* the `model` field */
     const char *path;
-    double logit_tol;
+    double logit_tol, margin;
 } golden_model;
 
 static const golden_model smol = {"SmolLM2-135M-Instruct.Q4_1.gguf",
-                                  "models/SmolLM2-135M-Instruct.Q4_1.gguf", LOGIT_TOL_SMOL};
+                                  "models/SmolLM2-135M-Instruct.Q4_1.gguf", LOGIT_TOL_SMOL, MARGIN_SMOL};
 static const golden_model qwen15 = {"qwen2.5-coder-1.5b.gguf",
                                     "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-                                    LOGIT_TOL_QWEN};
+                                    LOGIT_TOL_QWEN, MARGIN_QWEN};
 static const golden_model qwen05 = {"qwen2.5-coder-0.5b.gguf",
                                     "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                                    LOGIT_TOL_QWEN};
+                                    LOGIT_TOL_QWEN, MARGIN_QWEN};
 
 static sd_model *load(const golden_model *g) {
     cr_assert(access(g->path, R_OK) == 0, "%s is missing (`make test` fetches it)", g->path);
@@ -94,22 +121,36 @@ static int check_model(const golden_model *g, const char *file) {
         if (first) {
             cr_assert_eq(sd_forward_ex(m, m->kv, prompt, np, 0, 0, logits, 1, &e), 0, "%s", e.msg);
             cr_assert_eq((int)json_len(first), m->hp.vocab);
-            double worst = 0, sum = 0, top_worst = 0, gmax = -INFINITY;
+            double shift = 0, gmax = -INFINITY, omax = -INFINITY;
             for (int i = 0; i < m->hp.vocab; i++) {
-                double gv = json_num(json_at(first, (size_t)i));
+                const double gv = json_num(json_at(first, (size_t)i));
                 if (gv > gmax) gmax = gv;
+                if (logits[i] > omax) omax = logits[i];
+                shift += logits[i] - gv;
             }
+            shift /= m->hp.vocab;
+            /* KL(g || o) = sum p_g (lp_g - lp_o), log-probs from the row maxima */
+            double zg = 0, zo = 0;
             for (int i = 0; i < m->hp.vocab; i++) {
-                double gv = json_num(json_at(first, (size_t)i)), d = fabs(logits[i] - gv);
-                if (d > worst) worst = d;
-                if (gv > gmax - 5 && d > top_worst) top_worst = d;
-                sum += d;
+                zg += exp(json_num(json_at(first, (size_t)i)) - gmax);
+                zo += exp(logits[i] - omax);
             }
-            cr_log_info("%s record %ld: first logits row |diff| max %.4f, mean %.4f, max within "
-                        "5 of the top %.4f", g->golden_name, r + 1, worst, sum / m->hp.vocab,
-                        top_worst);
-            cr_expect(worst <= g->logit_tol, "%s record %ld: first logits differ by %.4f > %.2f",
-                      g->golden_name, r + 1, worst, g->logit_tol);
+            double worst = 0, raw = 0, top_worst = 0, kl = 0;
+            for (int i = 0; i < m->hp.vocab; i++) {
+                const double gv = json_num(json_at(first, (size_t)i)), d = logits[i] - gv;
+                const double lpg = gv - gmax - log(zg), lpo = logits[i] - omax - log(zo);
+                if (fabs(d) > raw) raw = fabs(d);
+                if (fabs(d - shift) > worst) worst = fabs(d - shift);
+                if (gv > gmax - 5 && fabs(d - shift) > top_worst) top_worst = fabs(d - shift);
+                kl += exp(lpg) * (lpg - lpo);
+            }
+            cr_log_info("%s record %ld: first logits row shifted by %.4f, |diff - shift| max %.4f "
+                        "(raw %.4f), within 5 of the top %.4f, KL %.2e",
+                        g->golden_name, r + 1, shift, worst, raw, top_worst, kl);
+            cr_expect(worst <= g->logit_tol, "%s record %ld: first logits differ by %.4f > %.2f after "
+                      "removing their mean difference %.4f", g->golden_name, r + 1, worst, g->logit_tol, shift);
+            cr_expect(kl <= KL_TOL, "%s record %ld: KL(llama.cpp || ours) of the first logits %.2e > %.2e",
+                      g->golden_name, r + 1, kl, KL_TOL);
         }
         int32_t *got = malloc((size_t)ng * sizeof *got);
         cr_assert(got);
@@ -118,7 +159,7 @@ static int check_model(const golden_model *g, const char *file) {
         cr_assert_eq(sd_autoregressive_generate(prompt, np, m, ng, &cfg, got, &st, &e), ng, "%s",
                      e.msg);
         int agree = 0;
-        while (agree < ng && json_num(json_at(margins, (size_t)agree)) >= MARGIN) {
+        while (agree < ng && json_num(json_at(margins, (size_t)agree)) >= g->margin) {
             cr_expect_eq(got[agree], want[agree],
                          "%s record %ld: generated position %d is %d, llama.cpp's %d (margin %.3f)",
                          g->golden_name, r + 1, agree, got[agree], want[agree],
@@ -126,9 +167,29 @@ static int check_model(const golden_model *g, const char *file) {
             if (got[agree] != want[agree]) break;
             agree++;
         }
-        cr_log_info("%s record %ld: %d of %d ids compared and equal", g->golden_name, r + 1, agree,
-                    ng);
-        free(prompt), free(want), free(got);
+        /* teacher-forced: row k of the last ng predicts want[k] */
+        int32_t *all = malloc((size_t)(np + ng) * sizeof *all);
+        float *rows = malloc((size_t)ng * (size_t)m->hp.vocab * sizeof *rows);
+        cr_assert(all && rows);
+        memcpy(all, prompt, (size_t)np * sizeof *all);
+        memcpy(all + np, want, (size_t)ng * sizeof *all);
+        cr_assert_eq(sd_forward_ex(m, m->kv, all, np + ng - 1, 0, 0, rows, ng, &e), 0, "%s", e.msg);
+        int forced = 0, forced_eq = 0;
+        for (int k = 0; k < ng; k++) {
+            if (json_num(json_at(margins, (size_t)k)) < g->margin) continue;
+            const float *row = rows + (size_t)k * m->hp.vocab;
+            int best = 0;
+            for (int i = 1; i < m->hp.vocab; i++)
+                if (row[i] > row[best]) best = i;
+            forced++;
+            forced_eq += best == want[k];
+            cr_expect_eq(best, want[k], "%s record %ld: teacher-forced position %d is %d, llama.cpp's %d "
+                         "(margin %.3f)", g->golden_name, r + 1, k, best, want[k],
+                         json_num(json_at(margins, (size_t)k)));
+        }
+        cr_log_info("%s record %ld: %d of %d ids compared and equal free-running, %d of %d "
+                    "teacher-forced", g->golden_name, r + 1, agree, ng, forced_eq, forced);
+        free(all), free(rows), free(prompt), free(want), free(got);
     }
     for (long r = 0; r < n_rec; r++) json_free(recs[r]);
     free(recs);

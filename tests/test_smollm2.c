@@ -8,14 +8,19 @@
  * the 20 largest last-position logits of two prompts and a 12-token greedy
  * continuation with the top-2 gap at each step.
  *
- * Tolerance: 1.0 on those logits. We multiply Q4_1/Q8_0 weights with int8
+ * Tolerance: 1.0 on those logits after removing the mean of ours - ref over
+ * the 20 (a shift of every logit moves no probability; see
+ * tests/test_golden_greedy.c). We multiply Q4_1/Q8_0 weights with int8
  * activations (as llama.cpp does); over 30 layers that moves the top logits
- * by up to 0.7 from the float64 reference: we measure 0.24 and 0.68, and the
- * numpy model with llama.cpp's activation quantization emulated (int8
- * blocks of 32, F16 scales) measures 0.45 and 0.62. Greedy
+ * by up to 1 from the float64 reference, much of it a shift. Raw: the
+ * scalar path measures 0.79 and 0.60, the 16-row repacked SIMD tiles 0.52
+ * and 0.93 (the same int8 products summed in another order), and the numpy
+ * model with llama.cpp's activation quantization emulated (int8 blocks of
+ * 32, F16 scales) 0.45 and 0.62. Greedy
  * ids must match the reference up to the first step whose reference gap is
  * below 2.0 (twice the tolerance). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -78,16 +83,21 @@ Test(smollm2, logits_match_float64_reference) {
         sd_err e;
         cr_assert_eq(sd_forward_ex(m, m->kv, ids, np, 0, 0, logits, 1, &e), 0, "%s", e.msg);
         const json *ti = json_get(recs[r], "top_ids"), *tl = json_get(recs[r], "top_logits");
-        double worst = 0;
-        for (size_t k = 0; k < json_len(ti); k++) {
-            int id = (int)json_num(json_at(ti, k));
-            double d = logits[id] - json_num(json_at(tl, k));
-            if (d < 0) d = -d;
-            if (d > worst) worst = d;
+        const size_t nt = json_len(ti);
+        double shift = 0, worst = 0, raw = 0;
+        for (size_t k = 0; k < nt; k++)
+            shift += logits[(int)json_num(json_at(ti, k))] - json_num(json_at(tl, k));
+        shift /= (double)nt;
+        for (size_t k = 0; k < nt; k++) {
+            const double d = logits[(int)json_num(json_at(ti, k))] - json_num(json_at(tl, k));
+            if (fabs(d) > raw) raw = fabs(d);
+            if (fabs(d - shift) > worst) worst = fabs(d - shift);
         }
-        cr_assert(worst <= TOL, "%s: max logit error %g > %g", json_str(json_get(recs[r], "name"), NULL),
-                  worst, TOL);
-        cr_log_info("%s: max logit error %g", json_str(json_get(recs[r], "name"), NULL), worst);
+        const char *name = json_str(json_get(recs[r], "name"), NULL);
+        cr_assert(worst <= TOL, "%s: max logit error %g > %g after removing their mean difference %g", name,
+                  worst, TOL, shift);
+        cr_log_info("%s: max logit error %g after removing their mean difference %g (raw %g)", name, worst,
+                    shift, raw);
         /* greedy continuation up to the first near-tie of the reference */
         const json *gi = json_get(recs[r], "greedy_ids"), *gg = json_get(recs[r], "greedy_gaps");
         int upto = 0;

@@ -4,7 +4,7 @@
  * Q4_1 layers, Q8_0 head; F16/BF16/Q4_0 at 576x1536 for comparison), then
  * the Qwen2.5-Coder pair's: 1.5B (dim 1536, kv dim 256, ffn 8960, vocab
  * 151936; Q4_K layers, Q6_K down and head) and 0.5B (dim 896, ffn 4864;
- * Q5_0). Q4Kx, Q6Kx, Q50x and Q80x rows: shapes of those types in the
+ * Q5_0). Q4Kx, Q6Kx, Q50x, Q80x, Q41x and Q40x rows: shapes of those types in the
  * 16-row interleaved layouts the CPU backend repacks them into at load
  * (cpu.h), next to the same weights in the file's layout.
  *  n=1   (decode): time per matvec with the weights cold, i.e. streamed
@@ -66,7 +66,8 @@ static size_t row_bytes(uint32_t t, int64_t cols) {
 
 static const char *tname(uint32_t t) {
     return t == SD_Q4_K_X16 ? "Q4Kx" : t == SD_Q6_K_X16 ? "Q6Kx" : t == SD_Q5_0_X16 ? "Q50x"
-           : t == SD_Q8_0_X16 ? "Q80x" : sd_wtype_name(t);
+           : t == SD_Q8_0_X16 ? "Q80x" : t == SD_Q4_1_X16 ? "Q41x" : t == SD_Q4_0_X16 ? "Q40x"
+           : sd_wtype_name(t);
 }
 
 #define POOL (256ull << 20)
@@ -89,7 +90,9 @@ static const shape shapes[] = {
     {"1.5B_down", SD_Q6_K, 1536, 8960},   {"1.5B_down", SD_Q6_K_X16, 1536, 8960},
     {"1.5B_output", SD_Q6_K, 151936, 1536}, {"0.5B_q/o", SD_Q5_0, 896, 896},
     {"0.5B_gate/up", SD_Q5_0, 4864, 896}, {"0.5B_gate/up", SD_Q5_0_X16, 4864, 896},
-    {"output", SD_Q8_0_X16, 49152, 576},
+    {"output", SD_Q8_0_X16, 49152, 576}, {"attn_q/o", SD_Q4_1_X16, 576, 576},
+    {"attn_k/v", SD_Q4_1_X16, 192, 576}, {"ffn_gate/up", SD_Q4_1_X16, 1536, 576},
+    {"ffn_down", SD_Q4_1_X16, 576, 1536}, {"ffn_down", SD_Q4_0_X16, 576, 1536},
 };
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 

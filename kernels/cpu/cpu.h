@@ -247,14 +247,18 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
  * sum((code-32)*x) as sum(code*x) - 32*sum(x), the second term per
  * activation row and 16 elements (sd_mm_job.xo16).
  *
- * SD_Q5_0_X16 and SD_Q8_0_X16 are Q5_0 and Q8_0 the same way, per block of
- * 32 elements (352 = 16 x 22 and 544 = 16 x 34 bytes):
+ * SD_Q4_0_X16, SD_Q4_1_X16, SD_Q5_0_X16 and SD_Q8_0_X16 are Q4_0, Q4_1,
+ * Q5_0 and Q8_0 the same way, per block of 32 elements (288 = 16 x 18,
+ * 320 = 16 x 20, 352 = 16 x 22 and 544 = 16 x 34 bytes):
  *   [0, 32)      d of rows 0..15 (f16)
- *   Q5_0: [32, 96) fifth bits: byte 4r + e holds elements 4j+e at bit j
- *         (j = 0..7); [96, 352) 4 pieces of low 4 bits as Q4_K's codes
- *         (piece q, byte 4r + e: element 8q+e low nibble, 8q+4+e high);
- *         x = d*(code-16), taken as sum(code*x) - 16*sum(x) with the
+ *   The 4-bit codes, at 32 (Q4_0), 64 (Q4_1) or 96 (Q5_0): 4 pieces of 64
+ *         bytes as Q4_K's (piece q, byte 4r + e: element 8q+e low nibble,
+ *         8q+4+e high).
+ *   Q4_0: x = d*(code-8), taken as sum(code*x) - 8*sum(x) with the
  *         activation block's sum (s).
+ *   Q4_1: [32, 64) m of rows 0..15 (f16); x = d*code + m.
+ *   Q5_0: [32, 96) fifth bits: byte 4r + e holds elements 4j+e at bit j
+ *         (j = 0..7); x = d*(code-16), taken as sum(code*x) - 16*sum(x).
  *   Q8_0: [32, 544) 8 pieces of 64 bytes: piece q, byte 4r + e = the int8
  *         code of element 4q+e. With VNNI the activations enter as
  *         unsigned x+128 (sd_mm_job.xu8) and 128*sum(code) comes off.
@@ -262,11 +266,11 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
  * SD_REPACK=0 in the environment keeps the GGUF layout (for comparisons). */
 enum {
     SD_Q4_K_X16 = 0x100 + SD_Q4_K, SD_Q6_K_X16 = 0x100 + SD_Q6_K, SD_Q5_0_X16 = 0x100 + SD_Q5_0,
-    SD_Q8_0_X16 = 0x100 + SD_Q8_0
+    SD_Q8_0_X16 = 0x100 + SD_Q8_0, SD_Q4_0_X16 = 0x100 + SD_Q4_0, SD_Q4_1_X16 = 0x100 + SD_Q4_1
 };
 /* The file's type of a weight the CPU backend may have repacked. */
 static inline uint32_t sd_cpu_file_type(uint32_t t) { return t > 0xff ? t - 0x100 : t; }
-/* Repacks w in place when it is a Q4_K, Q6_K, Q5_0 or Q8_0 weight of 16k rows (w->data
+/* Repacks w in place when it is a Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 or Q8_0 weight of 16k rows (w->data
  * then owned by the CPU backend, freed by sd_cpu_repack_free); other
  * weights are left alone. -1 with e filled when out of memory. */
 int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e);
@@ -297,9 +301,12 @@ static inline int sd_q4_kx_code(const uint8_t *G, int r, int i) {
     return e < 4 ? b & 15 : b >> 4;
 }
 static inline float sd_q6_kx_d(const uint8_t *G, int r) { return sd_q4_kx_d(G, r); }
+/* 4-bit code of element i (0..31) of lane r, pieces at G + off */
+static inline int sd_nib_x_code(const uint8_t *G, int off, int r, int i) {
+    return (G[off + 64 * (i >> 3) + 4 * r + (i & 3)] >> ((i & 7) < 4 ? 0 : 4)) & 15;
+}
 static inline int sd_q5_0x_code(const uint8_t *G, int r, int i) {
-    const int e = i & 3, t = i & 7;
-    return ((G[96 + 64 * (i >> 3) + 4 * r + e] >> (t < 4 ? 0 : 4)) & 15) | ((G[32 + 4 * r + e] >> (i >> 2)) & 1) << 4;
+    return sd_nib_x_code(G, 96, r, i) | ((G[32 + 4 * r + (i & 3)] >> (i >> 2)) & 1) << 4;
 }
 static inline int sd_q8_0x_code(const uint8_t *G, int r, int i) { return (int8_t)G[32 + 64 * (i >> 2) + 4 * r + (i & 3)]; }
 static inline int sd_q6_kx_scale(const uint8_t *G, int r, int j) { return (int8_t)G[32 + 16 * j + r]; }

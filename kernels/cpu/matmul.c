@@ -188,19 +188,28 @@ static float dot_row_q6kx(const sd_mm_job *j, const uint8_t *g, int lane, int i)
     return acc;
 }
 
-/* Row `lane` of an SD_Q5_0_X16 or SD_Q8_0_X16 group: the file layout's sums. */
+/* Row `lane` of an SD_Q4_0_X16, SD_Q4_1_X16, SD_Q5_0_X16 or SD_Q8_0_X16
+ * group: the file layout's sums. */
 static float dot_row_x16_32(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
     const int64_t cols = j->w->cols, nb = cols / 32;
-    const int q8 = j->w->type == SD_Q8_0_X16;
+    const uint32_t t = j->w->type;
+    const size_t gb = t == SD_Q4_0_X16 ? 288 : t == SD_Q4_1_X16 ? 320 : t == SD_Q5_0_X16 ? 352 : 544;
     const int8_t *q = j->xq + (size_t)i * cols;
-    const float *xd = j->xd + (size_t)i * nb;
+    const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
     float acc = 0;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *G = g + (q8 ? 544 : 352) * b;
+        const uint8_t *G = g + gb * b;
         int s = 0;
         for (int k = 0; k < 32; k++)
-            s += (q8 ? sd_q8_0x_code(G, lane, k) : sd_q5_0x_code(G, lane, k) - 16) * q[32 * b + k];
-        acc += sd_q4_kx_d(G, lane) * xd[b] * (float)s;
+            s += (t == SD_Q8_0_X16   ? sd_q8_0x_code(G, lane, k)
+                  : t == SD_Q5_0_X16 ? sd_q5_0x_code(G, lane, k) - 16
+                  : t == SD_Q4_0_X16 ? sd_nib_x_code(G, 32, lane, k) - 8
+                                     : sd_nib_x_code(G, 64, lane, k)) *
+                 q[32 * b + k];
+        if (t == SD_Q4_1_X16)
+            acc += sd_q4_kx_d(G, lane) * xd[b] * (float)s + sd_q4_kx_dmin(G, lane) * xs[b];
+        else
+            acc += sd_q4_kx_d(G, lane) * xd[b] * (float)s;
     }
     return acc;
 }

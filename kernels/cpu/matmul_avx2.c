@@ -558,6 +558,10 @@ AI void x16_scales(const uint8_t *G, const int s, __m128i *sc, __m128i *mn) {
 }
 AI __m256i bc4(const int8_t *p) { return _mm256_set1_epi32((int)ld32((const uint8_t *)p)); }
 
+/* the 4-bit SD_*_X16 types: bytes of a block group, offset of its codes */
+enum { NX_Q40 = 0, NX_Q41 = 1, NX_Q50 = 2 };
+#define NX_BYTES(T) ((T) == NX_Q40 ? 288 : (T) == NX_Q41 ? 320 : 352)
+#define NX_CODES(T) ((T) == NX_Q40 ? 32 : (T) == NX_Q41 ? 64 : 96)
 #if !(defined(__AVX512F__) && defined(__AVX512BW__)) /* the AVX-512 builds use tile_q4kx512 */
 AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
@@ -673,31 +677,38 @@ static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, fl
 #undef C
 }
 
-/* SD_Q5_0_X16, 8 rows (half hf): per block 4 pieces of low nibbles and the
- * fifth bits of all 32 elements in one register (bit j of byte 4r+e is
+/* SD_Q4_0_X16, SD_Q4_1_X16 and SD_Q5_0_X16 (T = NX_Q40, NX_Q41, NX_Q50), 8
+ * rows (half hf): per block 4 pieces of low nibbles; Q5_0 adds the fifth
+ * bits of all 32 elements from one register (bit j of byte 4r+e is
  * element 4j+e: piece q's low nibbles take bit 2q, its high ones bit
- * 2q+1, each moved to 0x10 by a shift); -16 per code comes off as 16 d_w
- * times the activation block's sum (s). Without VNNI four vpmaddubsw add
- * in int16 (4 * 2 * 31 * 127 < 32767) before each vpmaddwd. */
-AI void tile_q50x(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
+ * 2q+1, each moved to 0x10 by a shift). The offset term of a block is one
+ * FMA with the activation block's sum (s): -8 d_w (Q4_0), +m (Q4_1),
+ * -16 d_w (Q5_0). Without VNNI four vpmaddubsw add in int16
+ * (4 * 2 * 31 * 127 < 32767) before each vpmaddwd. */
+AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
                   const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
     __m256 acc[SD_QA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *G = g + 352 * b;
-        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * 352, lim);
+        const uint8_t *G = g + NX_BYTES(T) * b;
+        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * NX_BYTES(T), lim);
         const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
-        const __m256 D16 = _mm256_mul_ps(D, _mm256_set1_ps(16.0f));
-        const __m256i H = _mm256_loadu_si256((const __m256i *)(G + 32 + 32 * hf));
+        const __m256 M = T == NX_Q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * hf)))
+                                     : _mm256_mul_ps(D, _mm256_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
+        const __m256i H = T == NX_Q50 ? _mm256_loadu_si256((const __m256i *)(G + 32 + 32 * hf)) : m4;
         __m256i lo[4], hi[4];
         for (int q = 0; q < 4; q++) {
-            const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 96 + 64 * q + 32 * hf));
-            const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
-            const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
-            lo[q] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(hl, m10));
-            hi[q] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4), _mm256_and_si256(hh, m10));
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(G + NX_CODES(T) + 64 * q + 32 * hf));
+            lo[q] = _mm256_and_si256(c, m4);
+            hi[q] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+            if (T == NX_Q50) {
+                const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
+                const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
+                lo[q] = _mm256_or_si256(lo[q], _mm256_and_si256(hl, m10));
+                hi[q] = _mm256_or_si256(hi[q], _mm256_and_si256(hh, m10));
+            }
         }
 #pragma GCC unroll 8
         for (int a = 0; a < A; a++) {
@@ -717,15 +728,25 @@ AI void tile_q50x(const int A, const int hf, const uint8_t *g, const qx *x, floa
                 t = _mm256_add_epi32(t, _mm256_madd_epi16(u, one));
             }
 #endif
-            acc[a] = x16_min(x16_step(acc[a], t, D, x->d[a * nb + b]), D16, x->s[a * nb + b]);
+            acc[a] = _mm256_fmadd_ps(M, _mm256_set1_ps(x->s[a * nb + b]), x16_step(acc[a], t, D, x->d[a * nb + b]));
         }
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
-static void run_q50x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q50x(k, 0, g, x, res, lim), tile_q50x(k, 1, g, x, res, NULL)
-    QCASES(C)
-#undef C
+static void run_nibx(int T, int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C0(k) tile_nibx(NX_Q40, k, 0, g, x, res, lim), tile_nibx(NX_Q40, k, 1, g, x, res, NULL)
+#define C1(k) tile_nibx(NX_Q41, k, 0, g, x, res, lim), tile_nibx(NX_Q41, k, 1, g, x, res, NULL)
+#define C2(k) tile_nibx(NX_Q50, k, 0, g, x, res, lim), tile_nibx(NX_Q50, k, 1, g, x, res, NULL)
+    if (T == NX_Q40) {
+        QCASES(C0)
+    } else if (T == NX_Q41) {
+        QCASES(C1)
+    } else {
+        QCASES(C2)
+    }
+#undef C0
+#undef C1
+#undef C2
 }
 
 /* SD_Q8_0_X16, 8 rows (half hf): signed codes against signed activations
@@ -1289,27 +1310,35 @@ static void run_q6kx512(int A, const uint8_t *g, const qx *x, const int32_t *xo,
 #undef C
 }
 
-/* SD_Q5_0_X16 with all 16 rows of a group in one register (see tile_q50x) */
-AI void tile_q50x512(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+/* SD_Q4_0_X16, SD_Q4_1_X16 and SD_Q5_0_X16 with all 16 rows of a group in
+ * one register (see tile_nibx) */
+AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, float (*res)[16],
+                     const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
     __m512 acc[SD_QA];
 #pragma GCC unroll 8
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *G = g + 352 * b;
-        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * 352, lim);
+        const uint8_t *G = g + NX_BYTES(T) * b;
+        if (lim && (b & 7) == 0) x16_prefetch_n(G, 8 * NX_BYTES(T), lim);
         const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
-        const __m512 D16 = _mm512_mul_ps(D, _mm512_set1_ps(16.0f));
-        const __m512i H = _mm512_loadu_si512((const void *)(G + 32));
+        const __m512 M = T == NX_Q41 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)))
+                                     : _mm512_mul_ps(D, _mm512_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
+        const __m512i H = T == NX_Q50 ? _mm512_loadu_si512((const void *)(G + 32)) : m4;
         __m512i lo[4], hi[4];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
-            const __m512i c = _mm512_loadu_si512((const void *)(G + 96 + 64 * q));
-            const __m512i hl = q < 2 ? _mm512_slli_epi16(H, 4 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 4);
-            const __m512i hh = q < 2 ? _mm512_slli_epi16(H, 3 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 3);
-            lo[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(c, m4), hl, m10, 0xf8);
-            hi[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), hh, m10, 0xf8);
+            const __m512i c = _mm512_loadu_si512((const void *)(G + NX_CODES(T) + 64 * q));
+            if (T == NX_Q50) {
+                const __m512i hl = q < 2 ? _mm512_slli_epi16(H, 4 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 4);
+                const __m512i hh = q < 2 ? _mm512_slli_epi16(H, 3 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 3);
+                lo[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(c, m4), hl, m10, 0xf8);
+                hi[q] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), hh, m10, 0xf8);
+            } else {
+                lo[q] = _mm512_and_si512(c, m4);
+                hi[q] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            }
         }
 #pragma GCC unroll 8
         for (int a = 0; a < A; a++) {
@@ -1331,15 +1360,25 @@ AI void tile_q50x512(const int A, const uint8_t *g, const qx *x, float (*res)[16
                 t = _mm512_add_epi32(t, _mm512_madd_epi16(u, one));
             }
 #endif
-            acc[a] = x16_min512(x16_step512(acc[a], t, D, x->d[a * nb + b]), D16, x->s[a * nb + b]);
+            acc[a] = _mm512_fmadd_ps(M, _mm512_set1_ps(x->s[a * nb + b]), x16_step512(acc[a], t, D, x->d[a * nb + b]));
         }
     }
     x16_store512(A, acc, res);
 }
-static void run_q50x512(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q50x512(k, g, x, res, lim)
-    QCASES(C)
-#undef C
+static void run_nibx512(int T, int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+#define C0(k) tile_nibx512(NX_Q40, k, g, x, res, lim)
+#define C1(k) tile_nibx512(NX_Q41, k, g, x, res, lim)
+#define C2(k) tile_nibx512(NX_Q50, k, g, x, res, lim)
+    if (T == NX_Q40) {
+        QCASES(C0)
+    } else if (T == NX_Q41) {
+        QCASES(C1)
+    } else {
+        QCASES(C2)
+    }
+#undef C0
+#undef C1
+#undef C2
 }
 
 /* SD_Q8_0_X16 with all 16 rows in one register. VNNI: the activations as
@@ -1431,13 +1470,14 @@ static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t col
 #undef C
 }
 
-/* SD_Q4_K_X16 and SD_Q6_K_X16: groups of 16 rows (r0, r1 multiples of
+/* The SD_*_X16 types: groups of 16 rows (r0, r1 multiples of
  * 16), passes of balanced width over the activation rows; the first
  * streams the group. */
 static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
     const uint32_t t = w->type;
     const int q6 = t == SD_Q6_K_X16;
+    const int nx = t == SD_Q4_0_X16 ? NX_Q40 : t == SD_Q4_1_X16 ? NX_Q41 : t == SD_Q5_0_X16 ? NX_Q50 : -1;
     const int64_t cols = w->cols, nb = cols / 32;
     const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
     float res[SD_QA][16];
@@ -1453,12 +1493,12 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
 #ifdef SD_HAVE512
             if (q6) run_q6kx512(A, g, &xq, xo, res, pl);
             else if (t == SD_Q4_K_X16) run_q4kx512(A, g, &xq, res, pl);
-            else if (t == SD_Q5_0_X16) run_q50x512(A, g, &xq, res, pl);
+            else if (nx >= 0) run_nibx512(nx, A, g, &xq, res, pl);
             else run_q80x512(A, g, &xq, j->xu8 ? j->xu8 + (size_t)i * cols : NULL, res, pl);
 #else
             if (q6) run_q6kx(A, g, &xq, xo, res, pl);
             else if (t == SD_Q4_K_X16) run_q4kx(A, g, &xq, res, pl);
-            else if (t == SD_Q5_0_X16) run_q50x(A, g, &xq, res, pl);
+            else if (nx >= 0) run_nibx(nx, A, g, &xq, res, pl);
             else run_q80x(A, g, &xq, res, pl);
 #endif
             for (int a = 0; a < A; a++) {

@@ -1,4 +1,4 @@
-/* Weight repacking at load: Q4_K, Q6_K, Q5_0 and Q8_0 into the 16-row
+/* Weight repacking at load: Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 into the 16-row
  * interleaved layouts that the products read without a horizontal fold
  * (cpu.h, SD_*_X16). Groups of 16 rows are independent, so they are
  * repacked in parallel on the context's pool. The copy replaces the mmap'd
@@ -42,13 +42,32 @@ static void put_row_q6k(uint8_t *G, int r, const uint8_t *blk) {
     }
 }
 
+/* 4-bit code c of element i (0..31) of lane r into the pieces at P */
+static void put_nib(uint8_t *P, int r, int i, int c) {
+    P[64 * (i >> 3) + 4 * r + (i & 3)] |= (uint8_t)((c & 15) << ((i & 7) < 4 ? 0 : 4));
+}
+
+/* Q4_0 block blk of row r into block-group G (288 bytes); file codes:
+ * byte k holds element k (low nibble) and k+16 (high). */
+static void put_row_q40(uint8_t *G, int r, const uint8_t *blk) {
+    memcpy(G + 2 * r, blk, 2);
+    for (int i = 0; i < 32; i++) put_nib(G + 32, r, i, i < 16 ? blk[2 + i] : blk[2 + i - 16] >> 4);
+}
+
+/* Q4_1 block blk of row r into block-group G (320 bytes). */
+static void put_row_q41(uint8_t *G, int r, const uint8_t *blk) {
+    memcpy(G + 2 * r, blk, 2);
+    memcpy(G + 32 + 2 * r, blk + 2, 2);
+    for (int i = 0; i < 32; i++) put_nib(G + 64, r, i, i < 16 ? blk[4 + i] : blk[4 + i - 16] >> 4);
+}
+
 /* Q5_0 block blk of row r into block-group G (352 bytes). */
 static void put_row_q50(uint8_t *G, int r, const uint8_t *blk) {
     memcpy(G + 2 * r, blk, 2);
     for (int i = 0; i < 32; i++) {
-        const int code = sd_q5_0_code(blk, i), t = i & 7, e = i & 3;
-        G[32 + 4 * r + e] |= (uint8_t)((code >> 4) << (i >> 2));
-        G[96 + 64 * (i >> 3) + 4 * r + e] |= (uint8_t)((code & 15) << (t < 4 ? 0 : 4));
+        const int code = sd_q5_0_code(blk, i);
+        G[32 + 4 * r + (i & 3)] |= (uint8_t)((code >> 4) << (i >> 2));
+        put_nib(G + 96, r, i, code);
     }
 }
 
@@ -92,10 +111,12 @@ int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
         int el, by;
         void (*put)(uint8_t *, int, const uint8_t *);
     } kinds[] = {{SD_Q4_K, SD_Q4_K_X16, 256, 144, put_row_q4k}, {SD_Q6_K, SD_Q6_K_X16, 256, 210, put_row_q6k},
-                 {SD_Q5_0, SD_Q5_0_X16, 32, 22, put_row_q50}, {SD_Q8_0, SD_Q8_0_X16, 32, 34, put_row_q80}};
+                 {SD_Q5_0, SD_Q5_0_X16, 32, 22, put_row_q50}, {SD_Q8_0, SD_Q8_0_X16, 32, 34, put_row_q80},
+                 {SD_Q4_0, SD_Q4_0_X16, 32, 18, put_row_q40}, {SD_Q4_1, SD_Q4_1_X16, 32, 20, put_row_q41}};
+    const int nk = (int)(sizeof kinds / sizeof kinds[0]);
     int k = 0;
-    while (k < 4 && kinds[k].type != w->type) k++;
-    if (k == 4 || w->rows % 16 || w->cols <= 0 || w->cols % kinds[k].el ||
+    while (k < nk && kinds[k].type != w->type) k++;
+    if (k == nk || w->rows % 16 || w->cols <= 0 || w->cols % kinds[k].el ||
         w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by || repack_off())
         return 0;
     const size_t bytes = (size_t)w->rows * w->row_bytes;
@@ -125,13 +146,23 @@ int sd_repacked_row(const sd_weight *w, int64_t r, float *out) {
     if (sd_cpu_file_type(w->type) == w->type || r < 0 || r >= w->rows) return -1;
     const uint8_t *g = (const uint8_t *)w->data + (size_t)(r & ~(int64_t)15) * w->row_bytes;
     const int lane = (int)(r & 15);
-    if (w->type == SD_Q5_0_X16 || w->type == SD_Q8_0_X16) {
-        const int q8 = w->type == SD_Q8_0_X16;
+    if (w->type == SD_Q4_1_X16) {
         for (int64_t b = 0; b < w->cols / 32; b++, out += 32) {
-            const uint8_t *G = g + (q8 ? 544 : 352) * b;
+            const uint8_t *G = g + 320 * b;
+            const float d = sd_q4_kx_d(G, lane), m = sd_q4_kx_dmin(G, lane);
+            for (int i = 0; i < 32; i++) out[i] = d * (float)sd_nib_x_code(G, 64, lane, i) + m;
+        }
+        return 0;
+    }
+    if (w->type == SD_Q4_0_X16 || w->type == SD_Q5_0_X16 || w->type == SD_Q8_0_X16) {
+        const size_t gb = w->type == SD_Q4_0_X16 ? 288 : w->type == SD_Q5_0_X16 ? 352 : 544;
+        for (int64_t b = 0; b < w->cols / 32; b++, out += 32) {
+            const uint8_t *G = g + gb * b;
             const float d = sd_q4_kx_d(G, lane);
             for (int i = 0; i < 32; i++)
-                out[i] = d * (float)(q8 ? sd_q8_0x_code(G, lane, i) : sd_q5_0x_code(G, lane, i) - 16);
+                out[i] = d * (float)(w->type == SD_Q8_0_X16   ? sd_q8_0x_code(G, lane, i)
+                                     : w->type == SD_Q5_0_X16 ? sd_q5_0x_code(G, lane, i) - 16
+                                                              : sd_nib_x_code(G, 32, lane, i) - 8);
         }
         return 0;
     }
