@@ -822,8 +822,8 @@ Test(cpu, attention) {
     sd_cpu_destroy(c2);
 }
 
-/* 1 and 2 threads (every ISA runs the same loop); a count of several pool
- * chunks (40000); gates past the exp range (+-100). */
+/* Every ISA, 1 and 2 threads; a tail after whole vectors (1003) and a count
+ * of several pool chunks (40000); gates past the exp range (+-100). */
 Test(cpu, swiglu) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);

@@ -322,15 +322,18 @@ void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, i
 }
 
 /* ---- swiglu --------------------------------------------------------------- */
-/* Chunks of SWIGLU_CHUNK elements go to the pool (prefill: rows x ffn
- * elements; one decode row is a single chunk). The loop stays scalar
- * (expf): a vector exp within 6e-7 of it moved SmolLM2's first logits row
- * from 0.63 to 1.17 off llama.cpp's (tests/test_golden_greedy.c allows
- * 1.0), because 8-bit activation blocks next to SmolLM2's outlier
- * channels flip a rounding on such tiny changes; SwiGLU was 1.8% of a
- * decode step. */
+/* SwiGLU: the scalar loop is the reference; the AVX2 one (swiglu_avx2.c)
+ * runs on every SIMD level. Chunks of SWIGLU_CHUNK elements go to the pool
+ * (prefill: rows x ffn elements; one decode row is a single chunk). */
 enum { SWIGLU_CHUNK = 16384 };
+void sd_cpu_swiglu_range_scalar(float *out, const float *gate, const float *up, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
 typedef struct {
+    void (*fn)(float *, const float *, const float *, size_t);
     float *out;
     const float *gate, *up;
     size_t count;
@@ -340,14 +343,13 @@ static void swiglu_task(void *v, int64_t t, int thread) {
     (void)thread;
     const size_t i0 = (size_t)t * SWIGLU_CHUNK;
     const size_t n = j->count - i0 < SWIGLU_CHUNK ? j->count - i0 : SWIGLU_CHUNK;
-    for (size_t i = i0; i < i0 + n; i++) {
-        float g = j->gate[i];
-        j->out[i] = g / (1.0f + expf(-g)) * j->up[i];
-    }
+    j->fn(j->out + i0, j->gate + i0, j->up + i0, n);
 }
 void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, size_t count) {
     uint64_t t0 = sd_cpu_prof_start(c);
-    const swiglu_job j = {.out = out, .gate = gate, .up = up, .count = count};
+    const swiglu_job j = {.fn = c->isa >= SD_ISA_AVX2 ? sd_cpu_swiglu_range_avx2
+                                                       : sd_cpu_swiglu_range_scalar,
+                          .out = out, .gate = gate, .up = up, .count = count};
     const int64_t tasks = (int64_t)((count + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
     sd_pool_run(c->pool, swiglu_task, (void *)&j, tasks, tasks > 1);
     sd_cpu_prof_add(c, SD_OP_SWIGLU, t0);

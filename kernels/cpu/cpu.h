@@ -165,6 +165,9 @@ void sd_cpu_mm_avx512(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512vnni(const sd_mm_job *j, int64_t r0, int64_t r1);
 /* Quantizes one activation row of cols (multiple of 32) as described above. */
 void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s);
+/* SwiGLU over count elements (sd_cpu_swiglu's chunks), per ISA. */
+void sd_cpu_swiglu_range_scalar(float *out, const float *gate, const float *up, size_t count);
+void sd_cpu_swiglu_range_avx2(float *out, const float *gate, const float *up, size_t count);
 void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 void sd_cpu_qact_avx512(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 /* Pair layout of one quantized row (see above). */
