@@ -549,15 +549,16 @@ Test(matmul, multi_with_repacked) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
     sd_err e = {{0}};
-    const uint32_t types[6] = {SD_Q4_1, SD_Q4_K, SD_Q6_K, SD_Q6_K, SD_Q5_0, SD_Q8_0};
-    const int64_t rows[6] = {21, 64, 19, 32, 48, 16}, cols = 768;
+    enum { NW = 8 };
+    const uint32_t types[NW] = {SD_Q4_1, SD_Q4_K, SD_Q6_K, SD_Q6_K, SD_Q5_0, SD_Q8_0, SD_Q4_1, SD_Q4_0};
+    const int64_t rows[NW] = {21, 64, 19, 32, 48, 16, 32, 16}, cols = 768;
     for (int n = 1; n <= 9; n += 4) {
-        sd_weight w[6], wr[6];
-        const sd_weight *wp[6];
-        float *outs[6], *x = malloc(sizeof(float) * n * cols);
-        refset R[6];
+        sd_weight w[NW], wr[NW];
+        const sd_weight *wp[NW];
+        float *outs[NW], *x = malloc(sizeof(float) * n * cols);
+        refset R[NW];
         fill(x, (size_t)n * cols, -1, 1);
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < NW; k++) {
             w[k] = wr[k] = make_weight(types[k], rows[k], cols);
             R[k] = make_refs(&w[k], x, n);
             cr_assert_eq(sd_cpu_repack(ctx[0], &wr[k], &e), 0, "%s", e.msg);
@@ -565,9 +566,10 @@ Test(matmul, multi_with_repacked) {
             outs[k] = malloc(sizeof(float) * (n * rows[k] + 16));
         }
         cr_assert(wr[1].type == SD_Q4_K_X16 && wr[2].type == SD_Q6_K && wr[3].type == SD_Q6_K_X16 &&
-                  wr[4].type == SD_Q5_0_X16 && wr[5].type == SD_Q8_0_X16);
-        multi_check(ctx, 6, outs, wp, w, R, x, n, "multi+x16");
-        for (int k = 0; k < 6; k++) {
+                  wr[4].type == SD_Q5_0_X16 && wr[5].type == SD_Q8_0_X16 && wr[0].type == SD_Q4_1 &&
+                  wr[6].type == SD_Q4_1_X16 && wr[7].type == SD_Q4_0_X16);
+        multi_check(ctx, NW, outs, wp, w, R, x, n, "multi+x16");
+        for (int k = 0; k < NW; k++) {
             sd_cpu_repack_free(&wr[k]);
             free_refs(&R[k]), free(outs[k]), free((void *)w[k].data);
         }
