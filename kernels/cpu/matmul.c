@@ -193,7 +193,7 @@ static float dot_row_q6kx(const sd_mm_job *j, const uint8_t *g, int lane, int i)
 static float dot_row_x16_32(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
     const int64_t cols = j->w->cols, nb = cols / 32;
     const uint32_t t = j->w->type;
-    const size_t gb = t == SD_Q4_0_X16 ? 288 : t == SD_Q4_1_X16 ? 320 : t == SD_Q5_0_X16 ? 352 : 544;
+    const size_t gb = 16 * j->w->row_bytes / (size_t)nb; /* a group's bytes per block of 32 */
     const int8_t *q = j->xq + (size_t)i * cols;
     const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
     float acc = 0;

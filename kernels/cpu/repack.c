@@ -148,14 +148,14 @@ int sd_repacked_row(const sd_weight *w, int64_t r, float *out) {
     const int lane = (int)(r & 15);
     if (w->type == SD_Q4_1_X16) {
         for (int64_t b = 0; b < w->cols / 32; b++, out += 32) {
-            const uint8_t *G = g + 320 * b;
+            const uint8_t *G = g + 16 * w->row_bytes / (size_t)(w->cols / 32) * b;
             const float d = sd_q4_kx_d(G, lane), m = sd_q4_kx_dmin(G, lane);
             for (int i = 0; i < 32; i++) out[i] = d * (float)sd_nib_x_code(G, 64, lane, i) + m;
         }
         return 0;
     }
     if (w->type == SD_Q4_0_X16 || w->type == SD_Q5_0_X16 || w->type == SD_Q8_0_X16) {
-        const size_t gb = w->type == SD_Q4_0_X16 ? 288 : w->type == SD_Q5_0_X16 ? 352 : 544;
+        const size_t gb = 16 * w->row_bytes / (size_t)(w->cols / 32); /* a group's bytes per block */
         for (int64_t b = 0; b < w->cols / 32; b++, out += 32) {
             const uint8_t *G = g + gb * b;
             const float d = sd_q4_kx_d(G, lane);
