@@ -9,7 +9,8 @@
 #   cpu_*    each file on the CPU backend: finite logits
 #   compare_*  each file on CUDA against the CPU backend (logits, argmax)
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
-#            the copy-bandwidth bound, CUDA graph off and on
+#            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
+#            with programmatic dependent launch
 #   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, README)
@@ -26,24 +27,29 @@
 #   scripts/gpu-check.sh --prepare    on the build machine: writes the kit
 #       build/gpu-check-kit (headers and shared libraries of Criterion and
 #       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
-#       has) and checks that it and the tracked tree fit in 64 MiB.
-#       Carry build/gpu-check-kit with the tree.
+#       has; where nvcc is here, the four programs built for sm_90 alone,
+#       stripped, in bin.tar.gz) and checks that it and the tracked tree fit
+#       in 64 MiB. Carry build/gpu-check-kit with the tree. With the kit's
+#       programs the check spends no device time building (the first build
+#       on an H200 took over 113 s); GPU_CHECK_BUILD=1 builds there anyway.
 #   scripts/gpu-check.sh              the check (GPU machine); with the
 #       workplace's device tool: run(command "sh scripts/gpu-check.sh",
 #       carry ["build/gpu-check-kit"], timeout_s 600) after --prepare here
-# Environment: OUT, BUDGET (480), BUILD_LIMIT (300), ACCEPT ("0.882 0.849 0.729"), GPU_CHECK_SMALL=1
+# Environment: OUT, BUDGET (480), BUILD_LIMIT (300), GPU_CHECK_BUILD, ACCEPT ("0.882 0.849 0.729"), GPU_CHECK_SMALL=1
 # (2-layer models with a 4096-token vocabulary: a quick run of the CPU path).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 KIT=build/gpu-check-kit
 SELF="$PWD/scripts/gpu-check.sh"
+# where the programs are: build/, or the kit's unpacked (GPU_CHECK_BIN)
+BIN=${GPU_CHECK_BIN:-build}
 LIMIT_MIB=64
 
 # Steps that are shell code, run as `gpu-check.sh --run FUNCTION` so that
 # timeout can limit them.
 # a suite that skips found no GPU: a failure here
 gpu_tests() {
-    out=$(build/tests/test_cuda --jobs 4 2>&1)
+    out=$($BIN/tests/test_cuda --jobs 4 2>&1)
     rc=$?
     printf '%s\n' "$out"
     if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
@@ -53,7 +59,7 @@ gpu_tests() {
 # matrix-vector kernels (matmul, qkv_rope, ffn_swiglu) one row each: the
 # target is 85% of the copy bandwidth
 kernels() {
-    build/bench/bench_kernels_cuda "$LOG/bench_kernels_cuda.csv" || return $?
+    $BIN/bench/bench_kernels_cuda "$LOG/bench_kernels_cuda.csv" || return $?
     [ -s "$LOG/bench_kernels_cuda.csv" ] || { echo "gpu-check: no CSV (the benchmark found no GPU)"; return 3; }
     awk -F, 'NR > 1 && ($1 ~ /^matmul/ || $1 == "qkv_rope" || $1 == "ffn_swiglu") {
             n++; ok = $9 + 0 >= 85; met += ok
@@ -65,13 +71,28 @@ kernels() {
 }
 # compute-sanitizer TOOL over the CUDA tests of FILTER; a skip fails here too
 san() {
-    out=$(compute-sanitizer --tool "$1" --error-exitcode 99 build/tests/test_cuda --jobs 1 \
+    out=$(compute-sanitizer --tool "$1" --target-processes all --error-exitcode 99 \
+        $BIN/tests/test_cuda --jobs 1 \
         --filter "cuda/$2" 2>&1)
     rc=$?
     printf '%s\n' "$out"
     if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
-    printf '%s\n' "$out" | grep -E 'ERROR SUMMARY' | tail -n 1 | sed "s/^/S $1 $2: /"
+    printf '%s\n' "$out" | grep -E '(ERROR|RACECHECK) SUMMARY' | tail -n 1 | sed "s/^/S $1 $2: /"
     return $rc
+}
+# one greedy decode step of MODEL (plain launches) under Nsight Compute:
+# each kernel's duration (ns), summed by kernel name, in profile_<name>.csv
+# (ncu's own output beside it, .raw)
+profile() {
+    command -v ncu >/dev/null || { echo "gpu-check: ncu not found"; return 3; }
+    csv="$LOG/profile_$(basename "$1" .gguf).csv"
+    SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 ncu --clock-control none --launch-skip "$2" --launch-count "$3" \
+        --metrics gpu__time_duration.sum --print-units base --csv "$BIN/bench/bench_gpu_check" decode "$1" >"$csv.raw" || return $?
+    grep '^"' "$csv.raw" | awk -F'","' -v f="$csv" 'NR > 1 { gsub(/[",]/, "", $NF); n = $5;
+            sub(/[<(].*/, "", n); sub(/^void /, "", n); t[n] += $NF; c[n]++; all += $NF }
+        END { for (k in t) printf "%s,%d,%.1f\n", k, c[k], t[k] / 1000 >f;
+              printf "S profile %s: %d kernels, %.1f us in all\n", f, NR - 1, all / 1000 }'
+    sort -t, -k3 -n -r "$csv" | head -n 12 | awk -F, '{ printf "S   %-32s %4d launches %9.1f us\n", $1, $2, $3 }'
 }
 if [ "${1:-}" = --run ]; then
     LOG=${OUT:-build/gpu-check}
@@ -97,6 +118,25 @@ if [ "${1:-}" = --prepare ]; then
             grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libgcc_s|libstdc\+\+|libgomp|ld-linux[^/]*)\.so' |
             while read -r d; do cp -L "$d" "$KIT/lib/$(basename "$d")" || exit 1; done
     done
+    # the programs, sm_90 alone, in a build folder of their own (build/
+    # keeps whatever mode it has); the GPU machine's glibc is at least as
+    # new as the build machine's, and cudart is linked statically
+    if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+        PATH="$PATH:/usr/local/cuda/bin"
+        PB=build/gpu-check-build
+        make -j"$(nproc)" BUILD=$PB CUDA=1 NVCC_THREADS="$(nproc)" \
+            CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" KIT="$PWD/$KIT" \
+            $PB/bench/synth_gguf $PB/bench/bench_gpu_check $PB/tests/test_cuda \
+            $PB/bench/bench_kernels_cuda >build/gpu-check-prepare.log 2>&1 ||
+            { echo "prepare: the sm_90 build failed (build/gpu-check-prepare.log)"; exit 1; }
+        rm -rf "$KIT/bin" && mkdir -p "$KIT/bin/bench" "$KIT/bin/tests" || exit 1
+        for f in bench/synth_gguf bench/bench_gpu_check tests/test_cuda bench/bench_kernels_cuda; do
+            strip -o "$KIT/bin/$f" "$PB/$f" || exit 1
+        done
+        tar -C "$KIT/bin" -czf "$KIT/bin.tar.gz" . && rm -rf "$KIT/bin" || exit 1
+    else
+        echo "prepare: no nvcc here: the check will build on the GPU machine"
+    fi
     tree=$(git ls-files -z | xargs -0 cat | wc -c)
     kit=$(find "$KIT" -type f -exec cat {} + | wc -c)
     total=$((tree + kit))
@@ -108,7 +148,7 @@ if [ "${1:-}" = --prepare ]; then
     exit 0
 fi
 
-for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+for d in /usr/local/cuda/bin /usr/local/cuda-*/bin /opt/nvidia/nsight-compute/*; do
     [ -d "$d" ] && case ":$PATH:" in *":$d:"*) ;; *) PATH="$d:$PATH" ;; esac
 done
 export PATH
@@ -146,17 +186,18 @@ step() {
     grep '^S ' "$LOG/.out" | cut -c3- >>"$FIGS"
     verdict=pass
     if [ $rc -ne 0 ]; then
-        verdict="FAIL (exit $rc$([ $rc -ge 124 ] && echo ", timed out"))"
+        verdict="FAIL (exit $rc$(case $rc in 124 | 137) echo ", timed out" ;; esac))"
         status=1
     fi
     printf '%-30s %-26s %5d s\n' "$name" "$verdict" "$secs" >>"$STEPS"
     echo "$name: $verdict ($secs s)"
     return $rc
 }
-# nogpu NAME: a CUDA step that cannot run here
+# nogpu NAME: a CUDA step that cannot run (WHY: no GPU, or nothing built)
+WHY="no GPU"
 nogpu() {
-    printf '%-30s %-26s %5s\n' "$1" "FAIL (no GPU)" "-" >>"$STEPS"
-    echo "$1: FAIL (no GPU)"
+    printf '%-30s %-26s %5s\n' "$1" "FAIL ($WHY)" "-" >>"$STEPS"
+    echo "$1: FAIL ($WHY)"
     status=1
 }
 
@@ -166,16 +207,32 @@ if ! nvidia-smi -L >>"$LOG/gpu-check.log" 2>&1; then
     echo "gpu-check: no usable GPU (nvidia-smi -L failed): CPU steps only, exit 1" | tee -a "$LOG/gpu-check.log"
 fi
 BINS="build/bench/synth_gguf build/bench/bench_gpu_check"
-if [ $GPU = 1 ]; then
+PRESETS="smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m qwen-0.5b-q4_k_m"
+if [ $GPU = 1 ] && [ -f "$KIT/bin.tar.gz" ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ]; then
+    # the kit's programs (--prepare); they find the kit's libraries here
+    BIN=build/gpu-check-bin
+    GPU_CHECK_BIN=$BIN
+    export GPU_CHECK_BIN
+    rm -rf "$BIN" && mkdir -p "$BIN"
+    step build_unpack_kit 30 tar -C "$BIN" -xzf "$KIT/bin.tar.gz"
+    LD_LIBRARY_PATH="$PWD/$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+elif [ $GPU = 1 ]; then
     BINS="$BINS build/tests/test_cuda build/bench/bench_kernels_cuda"
     [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
-    # the kit when there is one; -Wno-error: another gcc's new warnings
-    # must not stop a check that is about the GPU
-    step build "${BUILD_LIMIT:-300}" make -j16 CUDA=1 NVCC_THREADS=8 \
+    # the kit when there is one; -Wno-error and no nvcc --Werror: another
+    # gcc's new warnings must not stop a check that is about the GPU
+    step build "${BUILD_LIMIT:-300}" make -j16 CUDA=1 NVCC_THREADS=8 NVCC_WERROR= \
         CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" \
         $([ -d "$KIT" ] && echo "KIT=$PWD/$KIT") EXTRA_CFLAGS=-Wno-error $BINS
 else
     step build 300 make -j2 CUDA=0 $BINS
+fi
+if [ $status != 0 ]; then
+    echo "gpu-check: nothing was built: no step after the build can run" | tee -a "$LOG/gpu-check.log"
+    GPU=0
+    WHY="not built"
+    PRESETS=""
 fi
 
 if [ $GPU = 1 ]; then
@@ -186,12 +243,11 @@ fi
 
 SMALL=""
 [ "${GPU_CHECK_SMALL:-0}" = 1 ] && SMALL="--layers 2 --vocab 4096"
-PRESETS="smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m qwen-0.5b-q4_k_m"
 for p in $PRESETS; do
     # shellcheck disable=SC2086
-    step "gen_$p" 60 build/bench/synth_gguf "$p" "$MODELS/$p.gguf" $SMALL
+    step "gen_$p" 60 $BIN/bench/synth_gguf "$p" "$MODELS/$p.gguf" $SMALL
 done
-for p in $PRESETS; do step "cpu_$p" 60 build/bench/bench_gpu_check cpu "$MODELS/$p.gguf"; done
+for p in $PRESETS; do step "cpu_$p" 60 $BIN/bench/bench_gpu_check cpu "$MODELS/$p.gguf"; done
 
 # decode targets: SmolLM2 tok/s, the others % of the bound
 target() {
@@ -204,21 +260,24 @@ target() {
 }
 if [ $GPU = 1 ]; then
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
-        step "compare_$p" 90 build/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+        step "compare_$p" 90 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         # shellcheck disable=SC2046
-        step "decode_$p" 60 env SD_CUDA_GRAPH=0 build/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        step "decode_$p" 60 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
         # shellcheck disable=SC2046
-        step "decode_graph_$p" 60 env SD_CUDA_GRAPH=1 build/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        step "decode_graph_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # shellcheck disable=SC2046
+        step "decode_graph_pdl_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
     # shellcheck disable=SC2086
-    step verify 90 build/bench/bench_gpu_check verify "$MODELS/qwen-1.5b-q4_k_m.gguf" \
+    step verify 90 $BIN/bench/bench_gpu_check verify "$MODELS/qwen-1.5b-q4_k_m.gguf" \
         "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     step bench_kernels 180 sh "$SELF" --run kernels
+    step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
     if command -v compute-sanitizer >/dev/null; then
-        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill qkv_rope_neox_bias \
-            top_k_rows decode_graph; do
+        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch \
+            qkv_rope_neox_bias top_k_rows decode_graph; do
             step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done
         for f in model_q8_0 attention_long_and_prefill top_k_rows; do

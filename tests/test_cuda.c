@@ -77,13 +77,13 @@ static void teardown(void) {
 
 TestSuite(cuda, .init = setup, .fini = teardown);
 
-/* One line for the whole suite when it was skipped (runs in the runner
- * process after every test process has exited, so touching CUDA here
- * cannot disturb a forked test). */
+/* One line for the whole suite when it was skipped for want of a GPU (runs
+ * in the runner process after every test process has exited, so touching
+ * CUDA here cannot disturb a forked test). Tests left out by --filter count
+ * as skipped too; with a GPU there is nothing to say about them. */
 ReportHook(POST_ALL)(struct criterion_global_stats *st) {
-    if (!st->tests_skipped) return;
     char why[256];
-    sd_cuda_available(why, sizeof why);
+    if (!st->tests_skipped || sd_cuda_available(why, sizeof why)) return;
     fprintf(stderr, "[SKIP] test_cuda: %zu of %zu tests skipped: %s\n", st->tests_skipped,
             st->nb_tests, why);
 }

@@ -15,8 +15,9 @@
  *       tok/s over 128 tokens after a 32-token prompt, median of 3, next to
  *       the bound copy_bw / weight bytes per token, copy_bw being the
  *       device-to-device copy bandwidth (bytes read + written) measured in
- *       the same run. SD_CUDA_GRAPH (0/1) is passed on to the backend; with
- *       1, 64 graphed steps must give the ids of 64 plain ones.
+ *       the same run. SD_CUDA_GRAPH and SD_CUDA_PDL (0/1) are passed on to
+ *       the backend (graphs; programmatic dependent launch); with graphs
+ *       on, 64 graphed steps must give the ids of 64 plain ones.
  *       --min-toks T / --min-pct P print the target and whether it is met
  *       (reported, not an exit status).
  *   bench_gpu_check verify TARGET DRAFT ALPHA...
@@ -249,11 +250,11 @@ static int cmd_decode(const char *path, const char *target, double goal) {
     if (ok) {
         double bytes = (double)sd_model_weight_bytes(m), d = median(r, 3);
         double bound = bw * 1e9 / bytes;
-        const char *g = getenv("SD_CUDA_GRAPH");
-        printf("S decode %-25s graph %-3s %8.0f tok/s  %7.1f MB/token  bound %7.0f tok/s "
-               "(copy %.0f GB/s)  %5.1f%% of bound\n",
-               base(path), g && *g == '1' ? "on" : "off", d, bytes / 1e6, bound, bw,
-               100.0 * d / bound);
+        const char *g = getenv("SD_CUDA_GRAPH"), *pdl = getenv("SD_CUDA_PDL");
+        printf("S decode %-25s graph %-3s pdl %-3s %8.0f tok/s  %7.1f MB/token  bound %7.0f "
+               "tok/s (copy %.0f GB/s)  %5.1f%% of bound\n",
+               base(path), g && *g == '1' ? "on" : "off", pdl && *pdl == '1' ? "on" : "off", d,
+               bytes / 1e6, bound, bw, 100.0 * d / bound);
         if (target) {
             int toks = !strcmp(target, "--min-toks");
             double got = toks ? d : 100.0 * d / bound;

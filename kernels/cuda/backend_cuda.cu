@@ -771,7 +771,7 @@ extern "C" int sd_cuda_available(char *why, size_t cap) {
         for (int d = 0; d < n && !ok; d++) {
             cudaDeviceProp p;
             if (cudaGetDeviceProperties(&p, d) != cudaSuccess || p.major < 8) continue;
-            snprintf(buf, sizeof buf, "device %d: %s (sm_%d%d, %d SMs, %.0f GiB)", d, p.name,
+            snprintf(buf, sizeof buf, "device %d: %.160s (sm_%d%d, %d SMs, %.0f GiB)", d, p.name,
                      p.major, p.minor, p.multiProcessorCount,
                      (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
             ok = 1;
