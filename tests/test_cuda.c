@@ -490,6 +490,21 @@ Test(cuda, attention_long_and_prefill) {
     check_attention(attn_shapes[3], 128, 300);
 }
 
+/* The merge as a launch of its own (attn_combine), the path of calls with
+ * more (kv head, tile) pairs than the split counters cover. */
+Test(cuda, attention_merge_launch) {
+    rng_state = 41;
+    cr_assert(setenv("SD_CUDA_ATTN_MERGE", "launch", 1) == 0);
+    sd_err e = {{0}};
+    gpu->destroy(gpu);
+    gpu = sd_backend_cuda(0, &e);
+    cr_assert(gpu, "%s", e.msg);
+    check_attention(attn_shapes[2], 1, 1000);
+    check_attention(attn_shapes[1], 9, 4000);
+    check_attention(attn_shapes[3], 5, 300);
+    check_attention(attn_shapes[4], 3, 200);
+}
+
 /* ---- ffn ------------------------------------------------------------------------------ */
 static void check_ffn(uint32_t t1, uint32_t t3, int ffn, int dim, int n) {
     wpair w1, w3;

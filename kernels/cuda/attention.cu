@@ -26,7 +26,8 @@
  * (__threadfence, then one atomicAdd), and the last of the n_splits blocks
  * merges the tile (reading the partials from L2) and sets the counter back
  * to 0 for the next launch. attn_combine, a launch of its own, remains for
- * calls with more (kv head, tile) pairs than the counters cover.
+ * calls with more (kv head, tile) pairs than the counters cover (and for
+ * every call under SD_CUDA_ATTN_MERGE=launch, which the tests use).
  *
  * The key split is planned for the length bucket of pos + n
  * (sd_attn_plan_bucket, plan.h), and while a graph is captured
@@ -61,6 +62,57 @@ __device__ __forceinline__ float at_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* Merges the n_splits partials of query vectors qv0..qv0+nq-1 of kv head kh
+ * into out. A warp takes one query vector at a time: lane s reads split s's
+ * (m, l) (and s+32, ...), the warp's maximum is M, and the weights e^(m_s - M)
+ * go to the lanes by shuffle while each lane sums its head dims of
+ * e^(m_s - M) acc_s over the splits in order; the loads of consecutive
+ * splits are independent, so several are in flight. Partials are read from
+ * L2 (__ldcg): other blocks of this launch wrote them. Every split writes
+ * every slot of its tile (m = -inf, l = 0, acc = 0 when it saw no key), so
+ * a zero weight adds zero. */
+template <int D>
+__device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, int nq) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hd = a.hd;
+    const size_t nqh = (size_t)a.n * a.n_head;
+    for (int v = warp; v < nq; v += AT_THREADS / 32) {
+        const int qv = qv0 + v;
+        const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
+        float M = -INFINITY;
+        for (int sp = lane; sp < a.n_splits; sp += 32) M = fmaxf(M, __ldcg(a.part_ml + 2 * (sp * nqh + qh)));
+        M = at_warp_max(M);
+        float L = 0.f, o[D];
+#pragma unroll
+        for (int k = 0; k < D; k++) o[k] = 0.f;
+        for (int s0 = 0; s0 < a.n_splits; s0 += 32) {
+            const int sp = s0 + lane;
+            float w = 0.f;
+            if (sp < a.n_splits) {
+                const size_t slot = sp * nqh + qh;
+                const float ms = __ldcg(a.part_ml + 2 * slot);
+                if (ms != -INFINITY) {
+                    w = expf(ms - M);
+                    L += w * __ldcg(a.part_ml + 2 * slot + 1);
+                }
+            }
+            const int cnt = min(32, a.n_splits - s0);
+#pragma unroll 4
+            for (int t = 0; t < cnt; t++) {
+                const float wt = __shfl_sync(0xffffffffu, w, t);
+                const float *pa = a.part_acc + ((s0 + t) * nqh + qh) * hd;
+#pragma unroll
+                for (int k = 0; k < D; k++)
+                    if (lane + 32 * k < hd) o[k] += wt * __ldcg(pa + lane + 32 * k);
+            }
+        }
+        L = at_warp_sum(L);
+        float *out = a.out + qh * hd;
+#pragma unroll
+        for (int k = 0; k < D; k++)
+            if (lane + 32 * k < hd) out[lane + 32 * k] = o[k] / L;
+    }
 }
 
 /* D = ceil(hd / 32): head dims per lane. */
@@ -102,16 +154,34 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     for (int t0 = ks; t0 < ke; t0 += AT_KEYS) {
         const int cnt = min(AT_KEYS, ke - t0);
         __syncthreads(); /* the previous tile is consumed (and Qs is written) */
-        for (int idx = tid; idx < AT_KEYS * hd; idx += AT_THREADS) {
-            const int t = idx / hd, d = idx - t * hd;
-            float kv = 0.f, vv = 0.f;
-            if (t < cnt) {
-                const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
-                kv = a.kc[off];
-                vv = a.vc[off];
+        if ((hd & 3) == 0) {
+            /* 16-byte loads, all of a thread's issued before its stores */
+            const int h4 = hd >> 2;
+#pragma unroll 4
+            for (int idx = tid; idx < AT_KEYS * h4; idx += AT_THREADS) {
+                const int t = idx / h4, d = 4 * (idx - t * h4);
+                float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+                if (t < cnt) {
+                    const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
+                    kv = __ldg(reinterpret_cast<const float4 *>(a.kc + off));
+                    vv = __ldg(reinterpret_cast<const float4 *>(a.vc + off));
+                }
+                float *kr = Ks + t * kstride + d;
+                kr[0] = kv.x, kr[1] = kv.y, kr[2] = kv.z, kr[3] = kv.w;
+                *reinterpret_cast<float4 *>(Vs + t * hd + d) = vv;
             }
-            Ks[t * kstride + d] = kv;
-            Vs[idx] = vv;
+        } else {
+            for (int idx = tid; idx < AT_KEYS * hd; idx += AT_THREADS) {
+                const int t = idx / hd, d = idx - t * hd;
+                float kv = 0.f, vv = 0.f;
+                if (t < cnt) {
+                    const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
+                    kv = a.kc[off];
+                    vv = a.vc[off];
+                }
+                Ks[t * kstride + d] = kv;
+                Vs[idx] = vv;
+            }
         }
         __syncthreads();
 #pragma unroll
@@ -177,41 +247,14 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const size_t nqh = (size_t)a.n * a.n_head;
-    for (int idx = tid; idx < nq * hd; idx += AT_THREADS) {
-        const int v = idx / hd, d = idx - v * hd, qv = qv0 + v;
-        const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
-        float M = -INFINITY;
-        for (int sp = 0; sp < a.n_splits; sp++) M = fmaxf(M, __ldcg(a.part_ml + 2 * (sp * nqh + qh)));
-        float L = 0.f, o = 0.f;
-        for (int sp = 0; sp < a.n_splits; sp++) {
-            const size_t slot = sp * nqh + qh;
-            const float ms = __ldcg(a.part_ml + 2 * slot);
-            if (ms == -INFINITY) continue; /* this split saw no key of this query */
-            const float w = expf(ms - M);
-            L += w * __ldcg(a.part_ml + 2 * slot + 1);
-            o += w * __ldcg(a.part_acc + slot * hd + d);
-        }
-        a.out[qh * hd + d] = o / L;
-    }
+    attn_merge<D>(a, kh, qv0, nq);
 }
 
-/* One block per (row, head), one thread per head dim. */
-__global__ void attn_combine(const AttnArgs a) {
-    const size_t qh = blockIdx.x, nqh = (size_t)a.n * a.n_head;
-    const int d = threadIdx.x;
-    float M = -INFINITY;
-    for (int s = 0; s < a.n_splits; s++) M = fmaxf(M, a.part_ml[2 * (s * nqh + qh)]);
-    float L = 0.f, o = 0.f;
-    for (int s = 0; s < a.n_splits; s++) {
-        const size_t slot = s * nqh + qh;
-        const float ms = a.part_ml[2 * slot];
-        if (ms == -INFINITY) continue; /* this split saw no key of this query */
-        const float w = expf(ms - M);
-        L += w * a.part_ml[2 * slot + 1];
-        o += w * a.part_acc[slot * a.hd + d];
-    }
-    a.out[qh * a.hd + d] = o / L;
+/* attn_combine: the merge as a launch of its own, grid (kv head, query tile). */
+template <int D>
+__global__ void __launch_bounds__(AT_THREADS) attn_combine(const AttnArgs a) {
+    const int qv0 = blockIdx.y * AT_QV;
+    attn_merge<D>(a, blockIdx.x, qv0, min(AT_QV, a.n * a.group - qv0));
 }
 
 size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int pos) {
@@ -262,7 +305,8 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.kps = pl.kps;
     a.n_splits = pl.n_splits;
     a.part_acc = a.part_ml = NULL;
-    a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS ? c->attn_ctr : NULL;
+    a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS && !c->attn_merge_launch ? c->attn_ctr
+                                                                                  : NULL;
     if (a.n_splits > 1) {
         const size_t slots = (size_t)a.n_splits * n * s->n_head;
         float *buf = (float *)cu_scratch(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos), e);
@@ -282,6 +326,12 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
                         s->n_kv, hd))
         return -1;
     if (a.n_splits == 1 || a.ctr) return 0;
-    attn_combine<<<(unsigned)(n * s->n_head), (unsigned)hd, 0, c->stream>>>(a);
+    const dim3 cgrid((unsigned)s->n_kv, (unsigned)qtiles);
+    switch ((hd + 31) / 32) {
+    case 1: attn_combine<1><<<cgrid, AT_THREADS, 0, c->stream>>>(a); break;
+    case 2: attn_combine<2><<<cgrid, AT_THREADS, 0, c->stream>>>(a); break;
+    case 3: attn_combine<3><<<cgrid, AT_THREADS, 0, c->stream>>>(a); break;
+    default: attn_combine<4><<<cgrid, AT_THREADS, 0, c->stream>>>(a); break;
+    }
     return cu_check_launch(c, e, "attention combine n=%d pos=%d splits %d", n, pos, a.n_splits);
 }

@@ -820,6 +820,8 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     c->sync_each = sync && strcmp(sync, "0") != 0;
     const char *graph = getenv("SD_CUDA_GRAPH");
     c->graph_on = graph && strcmp(graph, "1") == 0;
+    const char *merge = getenv("SD_CUDA_ATTN_MERGE");
+    c->attn_merge_launch = merge && strcmp(merge, "launch") == 0;
     const char *pdl = getenv("SD_CUDA_PDL");
     c->pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||

@@ -56,6 +56,9 @@ typedef struct sd_cuda {
     void *top_k_part;    /* cu_top_k_part_bytes(): the multi-block argmax's pairs */
     unsigned *attn_ctr;  /* [CU_ATTN_COUNTERS], zero between launches: attention.cu's
                             split counters (the last split merges) */
+    int attn_merge_launch; /* SD_CUDA_ATTN_MERGE=launch: merge the splits in a
+                              launch of their own, as calls too large for the
+                              counters do (so that tests reach that path) */
     /* embed's token ids staged in pinned memory (no pageable copy): ids_cap
      * ids; ids_copied marks the end of the last copy out of it, which the
      * next embed waits for before it writes the staging again */
