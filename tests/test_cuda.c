@@ -490,6 +490,50 @@ Test(cuda, attention_long_and_prefill) {
     check_attention(attn_shapes[3], 128, 300);
 }
 
+/* Attention then a quantised output projection: the int8 blocks the
+ * attention kernel leaves (head dims that are multiples of 32) must be the
+ * bits qact makes of the same rows: the projection right after attention
+ * takes the attention's blocks, a second one (another op in between)
+ * quantises the rows itself, and the two results are compared bit for bit,
+ * then against the CPU backend. */
+static void check_attention_qact(sd_attn_shape s, int n, int pos, uint32_t type) {
+    const int qd = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim, len = pos + n, rows = 64;
+    float *q = hrand((size_t)n * qd, 1.0f), *kc = hrand((size_t)len * kv, 1.0f),
+          *vc = hrand((size_t)len * kv, 1.0f), *att = malloc((size_t)n * qd * 4),
+          *ref = malloc((size_t)n * rows * 4);
+    cr_assert(att && ref);
+    wpair wo;
+    wpair_rand(&wo, type, rows, qd, 1.0f);
+    OK(cpu->attention(cpu, &s, att, q, kc, vc, n, pos, e));
+    OK(cpu->matmul(cpu, ref, &wo.c, att, n, 0, e));
+    float *dq = dbuf((size_t)n * qd, q), *dk = dbuf((size_t)len * kv, kc),
+          *dv = dbuf((size_t)len * kv, vc), *dout = dbuf((size_t)n * qd, NULL),
+          *fused = dbuf((size_t)n * rows, NULL), *plain = dbuf((size_t)n * rows, NULL);
+    OK(gpu->attention(gpu, &s, dout, dq, dk, dv, n, pos, e));
+    OK(gpu->matmul(gpu, fused, &wo.g, dout, n, 0, e));
+    OK(gpu->matmul(gpu, plain, &wo.g, dout, n, 0, e));
+    float *a = fetch(fused, (size_t)n * rows), *b = fetch(plain, (size_t)n * rows);
+    cr_expect(!memcmp(a, b, (size_t)n * rows * 4),
+              "attention %d/%d dim %d n=%d pos=%d + matmul %s: the attention's int8 blocks "
+              "differ from qact's",
+              s.n_head, s.n_kv, s.head_dim, n, pos, sd_wtype_name(type));
+    const double err = rel_err(a, ref, (size_t)n * rows);
+    cr_expect(err <= mm_tol(type), "attention %d/%d dim %d n=%d pos=%d + matmul %s: error %.3g",
+              s.n_head, s.n_kv, s.head_dim, n, pos, sd_wtype_name(type), err);
+    gpu->release(gpu, dq), gpu->release(gpu, dk), gpu->release(gpu, dv), gpu->release(gpu, dout);
+    gpu->release(gpu, fused), gpu->release(gpu, plain);
+    free(q), free(kc), free(vc), free(att), free(ref), free(a), free(b);
+    wpair_free(&wo);
+}
+
+Test(cuda, attention_fused_qact) {
+    rng_state = 43;
+    check_attention_qact(attn_shapes[2], 1, 17, SD_Q4_1);   /* one split */
+    check_attention_qact(attn_shapes[2], 5, 1000, SD_Q8_0); /* splits, merged by the last */
+    check_attention_qact(attn_shapes[1], 9, 300, SD_Q4_K);  /* head dim 128 */
+    check_attention_qact(attn_shapes[4], 3, 40, SD_Q8_0);   /* head dim 8: qact's own blocks */
+}
+
 /* The merge as a launch of its own (attn_combine), the path of calls with
  * more (kv head, tile) pairs than the split counters cover. */
 Test(cuda, attention_merge_launch) {
@@ -503,6 +547,7 @@ Test(cuda, attention_merge_launch) {
     check_attention(attn_shapes[1], 9, 4000);
     check_attention(attn_shapes[3], 5, 300);
     check_attention(attn_shapes[4], 3, 200);
+    check_attention_qact(attn_shapes[2], 5, 1000, SD_Q4_0);
 }
 
 /* ---- ffn ------------------------------------------------------------------------------ */
@@ -550,6 +595,50 @@ Test(cuda, ffn_swiglu_mixed_types) {
     check_ffn(SD_BF16, SD_Q4_1, 1536, 576, 9);
     check_ffn(SD_Q4_K, SD_Q6_K, 8960, 1536, 1);
     check_ffn(SD_Q5_0, SD_Q8_0, 4864, 896, 9);
+}
+
+/* SwiGLU then a quantised down projection: the int8 blocks of h that the
+ * ffn kernel's last block of each group of 32 units leaves must be the bits
+ * qact makes of h. As for attention_fused_qact, the projection right after
+ * takes them and a second one quantises h itself; bit for bit, then
+ * against the CPU backend. Shapes reach 1, 2 and 4 warps a unit (units per
+ * block 4, 2, 1: 8, 16 or 32 blocks count into a group) and 1 or 2
+ * activation tiles. */
+static void check_ffn_qact(uint32_t t, uint32_t td, int ffn, int dim, int n) {
+    wpair w1, w3, wd;
+    wpair_rand(&w1, t, ffn, dim, 1.0f);
+    wpair_rand(&w3, t, ffn, dim, 1.0f);
+    wpair_rand(&wd, td, 64, ffn, 1.0f);
+    float *x = hrand((size_t)n * dim, 0.3f), *h = malloc((size_t)n * ffn * 4),
+          *tmp = malloc((size_t)n * ffn * 4), *ref = malloc((size_t)n * 64 * 4);
+    cr_assert(h && tmp && ref);
+    OK(cpu->ffn_swiglu(cpu, h, tmp, &w1.c, &w3.c, x, n, e));
+    OK(cpu->matmul(cpu, ref, &wd.c, h, n, 0, e));
+    float *dx = dbuf((size_t)n * dim, x), *dh = dbuf((size_t)n * ffn, NULL),
+          *dt = dbuf((size_t)n * ffn, NULL), *fused = dbuf((size_t)n * 64, NULL),
+          *plain = dbuf((size_t)n * 64, NULL);
+    OK(gpu->ffn_swiglu(gpu, dh, dt, &w1.g, &w3.g, dx, n, e));
+    OK(gpu->matmul(gpu, fused, &wd.g, dh, n, 0, e));
+    OK(gpu->matmul(gpu, plain, &wd.g, dh, n, 0, e));
+    float *a = fetch(fused, (size_t)n * 64), *b = fetch(plain, (size_t)n * 64);
+    cr_expect(!memcmp(a, b, (size_t)n * 64 * 4),
+              "ffn_swiglu %s %dx%d n=%d + matmul %s: the ffn's int8 blocks differ from qact's",
+              sd_wtype_name(t), ffn, dim, n, sd_wtype_name(td));
+    const double err = rel_err(a, ref, (size_t)n * 64);
+    cr_expect(err <= 2 * mm_tol(td), "ffn_swiglu %s %dx%d n=%d + matmul %s: error %.3g",
+              sd_wtype_name(t), ffn, dim, n, sd_wtype_name(td), err);
+    gpu->release(gpu, dx), gpu->release(gpu, dh), gpu->release(gpu, dt);
+    gpu->release(gpu, fused), gpu->release(gpu, plain);
+    free(x), free(h), free(tmp), free(ref), free(a), free(b);
+    wpair_free(&w1), wpair_free(&w3), wpair_free(&wd);
+}
+
+Test(cuda, ffn_fused_qact) {
+    rng_state = 53;
+    check_ffn_qact(SD_Q4_1, SD_Q8_0, 1536, 576, 1); /* 4 units a block */
+    check_ffn_qact(SD_Q4_K, SD_Q4_0, 96, 256, 5);
+    check_ffn_qact(SD_Q8_0, SD_Q4_1, 64, 2048, 9); /* 2 warps a unit, 2 tiles */
+    check_ffn_qact(SD_Q8_0, SD_Q8_0, 64, 4096, 1); /* 4 warps a unit */
 }
 
 /* ---- embed ------------------------------------------------------------------------------ */
@@ -1080,9 +1169,11 @@ Test(cuda, decode_graph) {
               "%ld fallbacks",
               st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks);
     /* the decode step's launches: the position and id copies, embed; per
-     * layer rmsnorm (quantising), qkv_rope, attention, qact + wo, rmsnorm
-     * (quantising), ffn_swiglu, qact + w_down; the head's rmsnorm and matmul */
-    cr_expect(nodes == 3 + 9 * c.n_layers + 2, "decode step of %d layers: %ld graph nodes",
+     * layer rmsnorm, qkv_rope, attention, wo, rmsnorm, ffn_swiglu, w_down
+     * (the norms, attention (head dim 64) and ffn_swiglu (Q4_K) quantise
+     * what they write, so no qact of its own); the head's rmsnorm and
+     * matmul */
+    cr_expect(nodes == 3 + 7 * c.n_layers + 2, "decode step of %d layers: %ld graph nodes",
               c.n_layers, nodes);
     sd_model_free(m);
     free(bytes);

@@ -29,14 +29,19 @@
  * calls with more (kv head, tile) pairs than the counters cover (and for
  * every call under SD_CUDA_ATTN_MERGE=launch, which the tests use).
  *
+ * When the head dim is a multiple of 32, the kernel that writes a head's
+ * output (the block itself with one split, else the merging block) also
+ * quantises it into qact.cu's scratch and the call leaves qact's tag, so
+ * the output projection after it launches no quantisation of its own.
+ *
  * The key split is planned for the length bucket of pos + n
  * (sd_attn_plan_bucket, plan.h), and while a graph is captured
  * (c->pos_dev set) the kernel reads pos from that device word, so a
  * captured step stays valid at the later positions of its bucket. */
 #include <math.h>
 
-#include "kernels/cuda/cuda_int.h"
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/qact.cuh"
 
 enum { AT_KEYS = SD_AT_KEYS, AT_QV = SD_AT_QV, AT_THREADS = 128, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM };
 
@@ -48,6 +53,8 @@ struct AttnArgs {
     unsigned *ctr;   /* [qtiles][n_kv] finished splits, all 0 between launches; NULL: attn_combine merges */
     int n, pos, n_head, group, hd, kv_dim;
     const int *pos_dev; /* non-NULL: pos is *pos_dev (graph capture) */
+    int8_t *xq;         /* non-NULL: out's int8 blocks too (qact.cu's scratch) */
+    float *xd, *xs;
     int kps, n_splits; /* keys per split, splits */
     float scale;
 };
@@ -62,6 +69,23 @@ __device__ __forceinline__ float at_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* Writes lane's head dims of the output row slot qh (value v[k] for dim
+ * lane + 32k) and, with a.xq, quantises them for the integer product that
+ * follows (qact.cuh: block k of the head is dims 32k..32k+31, which the
+ * warp holds as v[k]; the head dim is then a multiple of 32, so all lanes
+ * take part). */
+template <int D>
+__device__ __forceinline__ void at_store(const AttnArgs &a, size_t qh, const float v[D]) {
+    const int lane = threadIdx.x & 31;
+    float *out = a.out + qh * a.hd;
+#pragma unroll
+    for (int k = 0; k < D; k++)
+        if (lane + 32 * k < a.hd) {
+            out[lane + 32 * k] = v[k];
+            if (a.xq) qa_block(v[k], (int64_t)(qh * a.hd / 32) + k, a.xq, a.xd, a.xs);
+        }
 }
 
 /* Merges the n_splits partials of query vectors qv0..qv0+nq-1 of kv head kh
@@ -108,10 +132,9 @@ __device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, i
             }
         }
         L = at_warp_sum(L);
-        float *out = a.out + qh * hd;
 #pragma unroll
-        for (int k = 0; k < D; k++)
-            if (lane + 32 * k < hd) out[lane + 32 * k] = o[k] / L;
+        for (int k = 0; k < D; k++) o[k] /= L;
+        at_store<D>(a, qh, o);
     }
 }
 
@@ -220,10 +243,10 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         const int qv = qv0 + warp + 4 * j;
         const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
         if (a.n_splits == 1) {
-            float *o = a.out + qh * hd;
+            float v[D];
 #pragma unroll
-            for (int k = 0; k < D; k++)
-                if (lane + 32 * k < hd) o[lane + 32 * k] = acc[j][k] / L;
+            for (int k = 0; k < D; k++) v[k] = acc[j][k] / L;
+            at_store<D>(a, qh, v);
         } else {
             const size_t slot = (size_t)split * a.n * a.n_head + qh;
             float *o = a.part_acc + slot * hd;
@@ -305,6 +328,13 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.kps = pl.kps;
     a.n_splits = pl.n_splits;
     a.part_acc = a.part_ml = NULL;
+    /* out's int8 blocks for the output projection, when heads hold whole
+     * blocks (qact.cu's tag, as RMSNorm leaves it) */
+    const int64_t q_dim = (int64_t)s->n_head * hd;
+    a.xq = NULL;
+    a.xd = a.xs = NULL;
+    if (hd % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QACT, n, q_dim, &a.xq, &a.xd, &a.xs, e))
+        return -1;
     a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS && !c->attn_merge_launch ? c->attn_ctr
                                                                                   : NULL;
     if (a.n_splits > 1) {
@@ -325,6 +355,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
                         s->n_kv, hd))
         return -1;
+    if (a.xq) cu_qtag_set(c, out, n, q_dim, CU_SCRATCH_QACT);
     if (a.n_splits == 1 || a.ctr) return 0;
     const dim3 cgrid((unsigned)s->n_kv, (unsigned)qtiles);
     switch ((hd + 31) / 32) {

@@ -473,6 +473,8 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
             r->splits = pl.n_splits;
         }
         rec_need(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos));
+        if (s->head_dim % 32 == 0)
+            rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, (int64_t)s->n_head * s->head_dim));
         return 0;
     }
     return cu_attention(c, s, out, q, (const float *)kc, (const float *)vc, n, pos, e);
@@ -510,6 +512,8 @@ static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight 
         rec_weight(&r->w[0], w1);
         rec_weight(&r->w[1], w3);
         rec_qact(c, n, w1, cu_is_quant(w1->type) || cu_is_quant(w3->type));
+        if (cu_ffn_fuses_qact(w1, w3))
+            rec_need(c, CU_SCRATCH_QOUT, cu_qact_bytes(n, w1->rows));
         return 0;
     }
     return cu_ffn_swiglu(c, h, tmp, w1, w3, x, n, e);
@@ -737,6 +741,7 @@ static void cuda_destroy(sd_backend *b) {
             cu_free(c->top_k_dev);
             cu_free(c->top_k_part);
             cu_free(c->attn_ctr);
+            cu_free(c->ffn_ctr);
             if (c->top_k_host && cudaFreeHost(c->top_k_host) != cudaSuccess) cudaGetLastError();
             if (c->ids_host && cudaFreeHost(c->ids_host) != cudaSuccess) cudaGetLastError();
             if (c->ids_copied && cudaEventDestroy(c->ids_copied) != cudaSuccess) cudaGetLastError();
@@ -829,9 +834,11 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_part, cu_top_k_part_bytes())) != cudaSuccess ||
         (err = cudaMalloc(&c->attn_ctr, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
+        (err = cudaMalloc(&c->ffn_ctr, CU_FFN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
         (err = cudaMalloc(&c->pos_word, sizeof *c->pos_word)) != cudaSuccess ||
         (err = cudaMallocHost(&c->pos_host, sizeof *c->pos_host)) != cudaSuccess ||
         (err = cudaMemset(c->attn_ctr, 0, CU_ATTN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
+        (err = cudaMemset(c->ffn_ctr, 0, CU_FFN_COUNTERS * sizeof(unsigned))) != cudaSuccess ||
         (err = cudaEventCreateWithFlags(&c->ids_copied, cudaEventDisableTiming)) != cudaSuccess) {
         cu_fail(e, err, "backend: set up device %d", device);
         cuda_destroy(b);

@@ -23,8 +23,16 @@ extern "C" {
 #include "kernels/common/wtype.h"
 }
 
-/* Scratch slots grown on demand (see cu_scratch). */
-enum { CU_SCRATCH_QACT = 0, CU_SCRATCH_ATTN = 1, CU_SCRATCH_IDS = 2, CU_SCRATCH_N = 3 };
+/* Scratch slots grown on demand (see cu_scratch). QACT holds the int8
+ * activations a product reads; QOUT those that ffn_swiglu makes of its
+ * output while QACT still holds its input's (qact.cu). */
+enum {
+    CU_SCRATCH_QACT = 0,
+    CU_SCRATCH_ATTN = 1,
+    CU_SCRATCH_IDS = 2,
+    CU_SCRATCH_QOUT = 3,
+    CU_SCRATCH_N = 4
+};
 
 /* A decode step as graph_end sees it (backend_cuda.cu, "graphs"): the op
  * calls recorded (cu_rec, defined there), the beams' cache bases of its
@@ -56,6 +64,8 @@ typedef struct sd_cuda {
     void *top_k_part;    /* cu_top_k_part_bytes(): the multi-block argmax's pairs */
     unsigned *attn_ctr;  /* [CU_ATTN_COUNTERS], zero between launches: attention.cu's
                             split counters (the last split merges) */
+    unsigned *ffn_ctr;   /* [CU_FFN_COUNTERS], zero between launches: ffn.cu's
+                            block counters (the last of a group quantises it) */
     int attn_merge_launch; /* SD_CUDA_ATTN_MERGE=launch: merge the splits in a
                               launch of their own, as calls too large for the
                               counters do (so that tests reach that path) */
@@ -84,8 +94,9 @@ typedef struct sd_cuda {
     const int *pos_dev;
     sd_cuda_graph_stats gstats;
     /* Ops counted as they start (cu_enter, and each op graph_end issues);
-     * qtag: the rows whose int8 blocks the last fused RMSNorm left in the
-     * QACT scratch, valid for the op after it (seq + 1 == op_seq), qact.cu */
+     * qtag: the rows whose int8 blocks the op that wrote them left in
+     * scratch slot `slot` (RMSNorm and attention: QACT; ffn_swiglu: QOUT),
+     * valid for the op after it (seq + 1 == op_seq), qact.cu */
     long op_seq;
     int pdl; /* programmatic dependent launch (see cu_launch_cfg) */
     struct {
@@ -93,6 +104,7 @@ typedef struct sd_cuda {
         int n;
         int64_t cols;
         long seq;
+        int slot;
     } qtag;
 } sd_cuda;
 
@@ -223,14 +235,18 @@ int cu_check_weight(const sd_weight *w, const char *op, sd_err *e);
 /* ---- launchers (one file each) -------------------------------------------- */
 /* repack.cu: GGUF rows on the device (row_bytes apart) -> the layout above. */
 int cu_repack(sd_cuda *c, void *dst, const void *raw, const sd_weight *w, sd_err *e);
-/* qact.cu: the scratch bytes cu_qact takes for n rows of cols, and the
- * scratch split into its q, d and s arrays (grown as needed). */
+/* qact.cu: the scratch bytes cu_qact takes for n rows of cols, and scratch
+ * slot `slot` (QACT or QOUT) split into its q, d and s arrays (grown as
+ * needed). */
 size_t cu_qact_bytes(int n, int64_t cols);
-int cu_qact_buffers(sd_cuda *c, int n, int64_t cols, int8_t **q, float **d, float **s,
+int cu_qact_buffers(sd_cuda *c, int slot, int n, int64_t cols, int8_t **q, float **d, float **s,
                     sd_err *e);
+/* qact.cu: after an op has written the int8 blocks of x[n][cols] into slot:
+ * the next op's cu_qact of exactly those rows takes them. */
+void cu_qtag_set(sd_cuda *c, const float *x, int n, int64_t cols, int slot);
 /* qact.cu: x[n][cols] -> int8 activations in the scratch: q [n][cols] and
  * per block of 32, d [n][cols/32] and s = d * sum(q) [n][cols/32]; no
- * launch when the RMSNorm of the op before left them (qact.cu). */
+ * launch when the op before left them (cu_qtag_set). */
 int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
             sd_err *e);
 /* matvec.cu */
@@ -247,7 +263,8 @@ int cu_qkv_rope(sd_cuda *c, const sd_attn_shape *s, float *q, float *k_rows, flo
 int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *const *k_dst,
                          float *const *v_dst, const sd_weight *wq, const sd_weight *wk,
                          const sd_weight *wv, const float *x, int n, int pos, sd_err *e);
-/* ffn.cu */
+/* ffn.cu; cu_ffn_fuses_qact: whether it also leaves h's int8 blocks */
+int cu_ffn_fuses_qact(const sd_weight *w1, const sd_weight *w3);
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
                   const float *x, int n, sd_err *e);
 /* norm.cu (also quantises out into the scratch when dim % 32 == 0, see qact.cu) */
@@ -255,6 +272,9 @@ int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, in
                sd_err *e);
 /* attention.cu (the position from c->pos_dev while it is set); the split counters cover this many (kv head, query tile) pairs */
 enum { CU_ATTN_COUNTERS = 65536 };
+/* ffn.cu: its block counters cover this many (activation tile, group of 32
+ * hidden units) pairs */
+enum { CU_FFN_COUNTERS = 65536 };
 int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q, const float *kc,
                  const float *vc, int n, int pos, sd_err *e);
 /* The scratch bytes cu_attention takes for its split partials (0: none). */

@@ -3,10 +3,19 @@
  * of one hidden unit meet in registers and only h is written. When W1 and W3
  * differ in type, two plain launches fill h and tmp and an elementwise
  * kernel combines them. The down projection is matmul with accumulate
- * (matvec.cu). */
+ * (matvec.cu).
+ *
+ * With quantised weights and a hidden size that is a multiple of 32 the
+ * launch also quantises h for the down projection (qact.cu, slot QOUT):
+ * the 32 units of a quantisation block are spread over 32 / (units per
+ * block) blocks, so each block counts itself in c->ffn_ctr once its h
+ * values are visible (__threadfence, then one atomicAdd), and the last
+ * block of a (tile, group of 32 units) quantises the group's rows of the
+ * tile from L2, one warp a row, and sets the counter back to 0. */
 #include <math.h>
 
 #include "kernels/cuda/mv.cuh"
+#include "kernels/cuda/qact.cuh"
 
 /* silu(g) * u with the CPU's operation order and no fused multiply-adds. */
 __device__ __forceinline__ float swiglu(float g, float u) {
@@ -18,7 +27,34 @@ struct FfnArgs {
     MvMat w1, w3;
     float *h; /* [n][rows] */
     int ntiles, ks;
+    int8_t *hq;    /* non-NULL: h's int8 blocks too (slot QOUT) */
+    float *hd, *hs;
+    unsigned *ctr; /* [ntiles][rows / 32] blocks done */
 };
+
+/* The last block of this block's (tile, group of 32 units) quantises the
+ * group's rows i0.. of h. Every thread of the block calls it. */
+template <int NT>
+__device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, int i0) {
+    __shared__ int last;
+    const int per_block = MV_WARPS / p.ks, rows = p.w1.rows;
+    const int group = (int)(blockIdx.x / p.ntiles) * per_block / 32, tile = blockIdx.x % p.ntiles;
+    __threadfence(); /* this block's h, visible before it is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned *ctr = p.ctr + (size_t)tile * (rows / 32) + group;
+        last = atomicAdd(ctr, 1u) == (unsigned)(32 / per_block - 1);
+        if (last) *ctr = 0; /* every block of the group has counted */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int k = warp; k < NT && i0 + k < p.a.n; k += MV_WARPS) {
+        const size_t e0 = (size_t)(i0 + k) * rows + (size_t)group * 32;
+        qa_block(__ldcg(p.h + e0 + lane), (int64_t)(e0 / 32), p.hq, p.hd, p.hs);
+    }
+}
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p) {
@@ -29,8 +65,9 @@ __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p)
     mv_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, acc);
     mv_reduce<NT>(acc, slice, p.ks, g, u);
     const int lane = threadIdx.x & 31, i = i0 + lane;
-    if (slice != 0 || lane >= NT || i >= p.a.n || r >= p.w1.rows) return;
-    p.h[(size_t)i * p.w1.rows + r] = swiglu(g, u);
+    if (slice == 0 && lane < NT && i < p.a.n && r < p.w1.rows)
+        p.h[(size_t)i * p.w1.rows + r] = swiglu(g, u);
+    if (p.hq) ffn_quant_group<NT>(p, i0);
 }
 
 struct FfnLaunch {
@@ -47,6 +84,10 @@ __global__ void swiglu_kernel(float *h, const float *up, size_t count) {
     for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
          k += (size_t)gridDim.x * blockDim.x)
         h[k] = swiglu(h[k], up[k]);
+}
+
+int cu_ffn_fuses_qact(const sd_weight *w1, const sd_weight *w3) {
+    return w1->type == w3->type && cu_is_quant(w1->type) && w1->rows % 32 == 0;
 }
 
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
@@ -78,7 +119,16 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
     p.h = h;
     p.ntiles = pl.ntiles;
     p.ks = pl.ks;
+    p.hq = NULL;
+    p.hd = p.hs = NULL;
+    p.ctr = c->ffn_ctr;
+    if (cu_ffn_fuses_qact(w1, w3) && (int64_t)pl.ntiles * (w1->rows / 32) <= CU_FFN_COUNTERS &&
+        cu_qact_buffers(c, CU_SCRATCH_QOUT, n, w1->rows, &p.hq, &p.hd, &p.hs, e))
+        return -1;
     mv_launch<FfnLaunch>(w1->type, pl, c, p);
-    return cu_check_launch(c, e, "ffn_swiglu %s %lldx%lld", sd_wtype_name(w1->type),
-                           (long long)w1->rows, (long long)w1->cols);
+    if (cu_check_launch(c, e, "ffn_swiglu %s %lldx%lld", sd_wtype_name(w1->type),
+                        (long long)w1->rows, (long long)w1->cols))
+        return -1;
+    if (p.hq) cu_qtag_set(c, h, n, w1->rows, CU_SCRATCH_QOUT);
+    return 0;
 }

@@ -47,16 +47,11 @@ int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, in
     if (dim <= 0) return sd_fail(e, "cuda: rmsnorm: bad dim %d", dim);
     int8_t *q = NULL;
     float *d = NULL, *s = NULL;
-    if (dim % 32 == 0 && cu_qact_buffers(c, n, dim, &q, &d, &s, e)) return -1;
+    if (dim % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QACT, n, dim, &q, &d, &s, e)) return -1;
     cudaLaunchAttribute at;
     const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)n, RN_THREADS, 0, &at);
     cudaLaunchKernelEx(&cfg, rmsnorm_kernel, out, x, w, dim, eps, q, d, s);
     if (cu_check_launch(c, e, "rmsnorm %dx%d", n, dim)) return -1;
-    if (q) {
-        c->qtag.x = out;
-        c->qtag.n = n;
-        c->qtag.cols = dim;
-        c->qtag.seq = c->op_seq;
-    }
+    if (q) cu_qtag_set(c, out, n, dim, CU_SCRATCH_QACT);
     return 0;
 }

@@ -3,15 +3,18 @@
  * (0 when d is 0), q = round-to-nearest-even(x * id), s = d * sum(q). One
  * warp per block, one element per lane (qact.cuh).
  *
- * Fused with RMSNorm: norm.cu's kernel writes the blocks of the rows it
- * normalises (when dim is a multiple of 32) and leaves c->qtag naming them;
- * a cu_qact of exactly those rows in the op right after (the quantised
- * projection of the normalised rows: qkv_rope, ffn_swiglu, the LM head)
- * takes them as they are and launches nothing. Any other op in between
- * makes the tag stale (c->op_seq has moved), since it may have written the
- * rows or the scratch.
+ * Fused with the ops that make activations: norm.cu's RMSNorm (dim a
+ * multiple of 32) and attention.cu (head dim a multiple of 32) write the
+ * blocks of the rows they write into slot QACT, ffn.cu's SwiGLU (quantised
+ * weights, hidden size a multiple of 32) into slot QOUT, since its own input
+ * blocks are in QACT while it runs; each then leaves c->qtag naming the
+ * rows and the slot. A cu_qact of exactly those rows in the op right after
+ * (the quantised projection of those rows: qkv_rope, ffn_swiglu, the LM
+ * head, the output and down projections) takes them as they are and
+ * launches nothing. Any other op in between makes the tag stale
+ * (c->op_seq has moved), since it may have written the rows or the scratch.
  *
- * Scratch layout (CU_SCRATCH_QACT): q [n][cols] int8 | pad to 256 |
+ * Scratch layout (either slot): q [n][cols] int8 | pad to 256 |
  * d [n][cols/32] | s [n][cols/32]; since cols is a multiple of 32, block b of
  * the flattened [n*cols] is block b % (cols/32) of row b / (cols/32). */
 #include "kernels/cuda/qact.cuh"
@@ -30,10 +33,10 @@ size_t cu_qact_bytes(int n, int64_t cols) {
     return cu_align256((size_t)n * (size_t)cols) + 2 * (size_t)n * (size_t)(cols / 32) * 4;
 }
 
-int cu_qact_buffers(sd_cuda *c, int n, int64_t cols, int8_t **q, float **d, float **s,
+int cu_qact_buffers(sd_cuda *c, int slot, int n, int64_t cols, int8_t **q, float **d, float **s,
                     sd_err *e) {
     const size_t qbytes = cu_align256((size_t)n * (size_t)cols);
-    uint8_t *buf = (uint8_t *)cu_scratch(c, CU_SCRATCH_QACT, cu_qact_bytes(n, cols), e);
+    uint8_t *buf = (uint8_t *)cu_scratch(c, slot, cu_qact_bytes(n, cols), e);
     if (!buf) return -1;
     *q = (int8_t *)buf;
     *d = (float *)(buf + qbytes);
@@ -41,12 +44,20 @@ int cu_qact_buffers(sd_cuda *c, int n, int64_t cols, int8_t **q, float **d, floa
     return 0;
 }
 
+void cu_qtag_set(sd_cuda *c, const float *x, int n, int64_t cols, int slot) {
+    c->qtag.x = x;
+    c->qtag.n = n;
+    c->qtag.cols = cols;
+    c->qtag.seq = c->op_seq;
+    c->qtag.slot = slot;
+}
+
 int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float **d, float **s,
             sd_err *e) {
     const int64_t blocks = (int64_t)n * (cols / 32);
-    if (cu_qact_buffers(c, n, cols, q, d, s, e)) return -1;
     if (c->qtag.x == x && c->qtag.n == n && c->qtag.cols == cols && c->qtag.seq + 1 == c->op_seq)
-        return 0; /* the op before made them (see the top) */
+        return cu_qact_buffers(c, c->qtag.slot, n, cols, q, d, s, e); /* the op before made them */
+    if (cu_qact_buffers(c, CU_SCRATCH_QACT, n, cols, q, d, s, e)) return -1;
     const int64_t grid = (blocks + QA_WARPS - 1) / QA_WARPS;
     cudaLaunchAttribute at;
     const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)grid, 32 * QA_WARPS, 0, &at);
