@@ -214,8 +214,10 @@ __device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
         return mv_h2f(__ldg(reinterpret_cast<const unsigned short *>(q) + k));
 }
 
-/* acc[s][i] = this lane's part of row slot s . activation row i0+i (rows past
- * n repeat row n-1; the caller does not store them). */
+/* acc[s][i] = this lane's part of row slot s . activation row i0+i; rows
+ * past n are left at 0 and not computed (a tile of NT = 8 for 5 rows, or
+ * the second tile of 9, would otherwise do 3 or 7 rows of products for
+ * nothing), and the caller does not store them. */
 template <int T, int NT>
 __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const MvAct &A, int i0,
                                          int slice, int ks, float acc[2][NT]) {
@@ -228,7 +230,8 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
                 const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    const float xv = __ldg(A.x + (size_t)min(i0 + i, A.n - 1) * A.cols + k);
+                    if (i0 + i >= A.n) break;
+                    const float xv = __ldg(A.x + (size_t)(i0 + i) * A.cols + k);
                     acc[0][i] += w0 * xv;
                     acc[1][i] += w1 * xv;
                 }
@@ -258,7 +261,8 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
             if (c >= nch) continue;
 #pragma unroll
             for (int i = 0; i < NT; i++) {
-                const MvX x = mv_ldx<T>(A, min(i0 + i, A.n - 1), c);
+                if (i0 + i >= A.n) break; /* the same for the whole warp */
+                const MvX x = mv_ldx<T>(A, i0 + i, c);
                 acc[0][i] += mv_dot<T>(w[0][u], dm[0][u], x);
                 acc[1][i] += mv_dot<T>(w[1][u], dm[1][u], x);
             }
