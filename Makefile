@@ -135,6 +135,12 @@ $(BUILD)/bench/bench_kernels_cuda: kernels/bench/bench_kernels_cuda.cu $(LIB)
 	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench/bench_kernels_cuda
 	$(BUILD)/bench/bench_kernels_cuda
+# The emulator's whole-forward and strategy suite against the real CUDA
+# backend: scripts/gpu-check.sh runs it on a GPU (not part of make test,
+# which has none).
+$(BUILD)/tests/test_cuda_forward: tests/cuda_emu/test_emu_forward.c $(TUTIL_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $< $(TUTIL_OBJ) $(LIB) -lcriterion $(LDLIBS) -o $@
 else
 $(BUILD)/kernels/cuda/backend_nocuda.o: $(CUDA_MODE)
 bench-kernels:

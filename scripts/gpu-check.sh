@@ -8,10 +8,14 @@
 #            BF16 and Q4_1, Qwen2.5-1.5B Q4_K_M (+ the 0.5B as the drafter)
 #   cpu_*    each file on the CPU backend: finite logits
 #   compare_*  each file on CUDA against the CPU backend (logits, argmax)
+#   forward_strategies  tests/cuda_emu/test_emu_forward.c built for the GPU:
+#            small synthetic models of every weight type against the CPU,
+#            and every greedy strategy, with CUDA graphs off and on
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
 #            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
 #            with programmatic dependent launch
-#   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape and
+#   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
+#            launches, then graphs with programmatic dependent launch) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, README)
 #   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
@@ -27,7 +31,7 @@
 #   scripts/gpu-check.sh --prepare    on the build machine: writes the kit
 #       build/gpu-check-kit (headers and shared libraries of Criterion and
 #       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
-#       has; where nvcc is here, the four programs built for sm_90 alone,
+#       has; where nvcc is here, the five programs built for sm_90 alone,
 #       stripped, in bin.tar.gz) and checks that it and the tracked tree fit
 #       in 64 MiB. Carry build/gpu-check-kit with the tree. With the kit's
 #       programs the check spends no device time building (the first build
@@ -54,6 +58,16 @@ gpu_tests() {
     printf '%s\n' "$out"
     if printf '%s\n' "$out" | grep -q '\[SKIP\]'; then rc=3; echo "gpu-check: the CUDA tests skipped"; fi
     printf '%s\n' "$out" | grep -E 'Synthesis' | sed 's/^/S test_cuda: /'
+    return $rc
+}
+# the whole-forward and strategy suite on the GPU; skipped tests (no GPU)
+# are not counted as tested, so fewer than 11 fails here
+forward_tests() {
+    out=$($BIN/tests/test_cuda_forward --jobs 4 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    printf '%s\n' "$out" | grep -q 'Tested: 11 ' || { rc=3; echo "gpu-check: not all 11 forward tests ran"; }
+    printf '%s\n' "$out" | grep -E 'Synthesis' | sed 's/^/S test_cuda_forward: /'
     return $rc
 }
 # matrix-vector kernels (matmul, qkv_rope, ffn_swiglu) one row each: the
@@ -127,10 +141,11 @@ if [ "${1:-}" = --prepare ]; then
         make -j"$(nproc)" BUILD=$PB CUDA=1 NVCC_THREADS="$(nproc)" \
             CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" KIT="$PWD/$KIT" \
             $PB/bench/synth_gguf $PB/bench/bench_gpu_check $PB/tests/test_cuda \
-            $PB/bench/bench_kernels_cuda >build/gpu-check-prepare.log 2>&1 ||
+            $PB/tests/test_cuda_forward $PB/bench/bench_kernels_cuda >build/gpu-check-prepare.log 2>&1 ||
             { echo "prepare: the sm_90 build failed (build/gpu-check-prepare.log)"; exit 1; }
         rm -rf "$KIT/bin" && mkdir -p "$KIT/bin/bench" "$KIT/bin/tests" || exit 1
-        for f in bench/synth_gguf bench/bench_gpu_check tests/test_cuda bench/bench_kernels_cuda; do
+        for f in bench/synth_gguf bench/bench_gpu_check tests/test_cuda tests/test_cuda_forward \
+            bench/bench_kernels_cuda; do
             strip -o "$KIT/bin/$f" "$PB/$f" || exit 1
         done
         tar -C "$KIT/bin" -czf "$KIT/bin.tar.gz" . && rm -rf "$KIT/bin" || exit 1
@@ -218,7 +233,7 @@ if [ $GPU = 1 ] && [ -f "$KIT/bin.tar.gz" ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ];
     LD_LIBRARY_PATH="$PWD/$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
 elif [ $GPU = 1 ]; then
-    BINS="$BINS build/tests/test_cuda build/bench/bench_kernels_cuda"
+    BINS="$BINS build/tests/test_cuda build/tests/test_cuda_forward build/bench/bench_kernels_cuda"
     [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
     # the kit when there is one; -Wno-error and no nvcc --Werror: another
     # gcc's new warnings must not stop a check that is about the GPU
@@ -262,6 +277,7 @@ if [ $GPU = 1 ]; then
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         step "compare_$p" 90 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
+    step forward_strategies 120 sh "$SELF" --run forward_tests
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         # shellcheck disable=SC2046
         step "decode_$p" 60 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
@@ -271,8 +287,11 @@ if [ $GPU = 1 ]; then
         step "decode_graph_pdl_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
     # shellcheck disable=SC2086
-    step verify 90 $BIN/bench/bench_gpu_check verify "$MODELS/qwen-1.5b-q4_k_m.gguf" \
-        "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    step verify 90 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_graph_pdl 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     step bench_kernels 180 sh "$SELF" --run kernels
     step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
     if command -v compute-sanitizer >/dev/null; then

@@ -55,6 +55,12 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
+/* "on" when the environment sets name to 1 (SD_CUDA_GRAPH, SD_CUDA_PDL). */
+static const char *env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v == '1' ? "on" : "off";
+}
+
 static const char *base(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
@@ -250,18 +256,17 @@ static int cmd_decode(const char *path, const char *target, double goal) {
     if (ok) {
         double bytes = (double)sd_model_weight_bytes(m), d = median(r, 3);
         double bound = bw * 1e9 / bytes;
-        const char *g = getenv("SD_CUDA_GRAPH"), *pdl = getenv("SD_CUDA_PDL");
         printf("S decode %-25s graph %-3s pdl %-3s %8.0f tok/s  %7.1f MB/token  bound %7.0f "
                "tok/s (copy %.0f GB/s)  %5.1f%% of bound\n",
-               base(path), g && *g == '1' ? "on" : "off", pdl && *pdl == '1' ? "on" : "off", d,
-               bytes / 1e6, bound, bw, 100.0 * d / bound);
+               base(path), env_on("SD_CUDA_GRAPH"), env_on("SD_CUDA_PDL"), d, bytes / 1e6, bound,
+               bw, 100.0 * d / bound);
         if (target) {
             int toks = !strcmp(target, "--min-toks");
             double got = toks ? d : 100.0 * d / bound;
             printf("S   target >= %.0f%s: %s\n", goal, toks ? " tok/s" : "% of bound",
                    got >= goal ? "met" : "NOT met");
         }
-        rc = g && *g == '1' ? (graph_check(m, &e) ? 1 : 0) : 0;
+        rc = !strcmp(env_on("SD_CUDA_GRAPH"), "on") ? (graph_check(m, &e) ? 1 : 0) : 0;
     } else {
         fprintf(stderr, "bench_gpu_check: decode: %s\n", bw > 0 ? e.msg : "copy bandwidth");
     }
@@ -305,7 +310,8 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
         fprintf(stderr, "bench_gpu_check: verify: %s\n", e.msg);
         return 1;
     }
-    printf("S verify %s: n rows -> ms per call (x n=1):", base(target));
+    printf("S verify %s (graph %s, pdl %s): n rows -> ms per call (x n=1):", base(target),
+           env_on("SD_CUDA_GRAPH"), env_on("SD_CUDA_PDL"));
     for (int n = 1; n <= 9; n++) printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
     printf("\nS verify 5 rows / 1 row = %.2fx (target <= 1.15x): %s\n", cost[5] / cost[1],
            cost[5] / cost[1] <= 1.15 ? "met" : "NOT met");

@@ -10,8 +10,11 @@
  *     decoding (a drafter of another type, and self-speculative with one
  *     layer), NASD, beam search with one beam and greedy without the cache
  *     give exactly the autoregressive output, and beam search with three
- *     beams gives the CPU's beams.
- * The qwen2 path (NEOX rotation, Q/K/V biases) runs for two types. Sampled
+ *     beams gives the CPU's beams; then all of it again with every decode
+ *     and verification step a CUDA graph (sd_cuda_set_graph).
+ * The same file, built against the CUDA library (build/tests/
+ * test_cuda_forward), is scripts/gpu-check.sh's check of the strategies
+ * on a GPU. The qwen2 path (NEOX rotation, Q/K/V biases) runs for two types. Sampled
  * strategies are left to test_strategies.c on the CPU: they only differ
  * from the greedy ones after the logits, which are compared here. */
 #include <criterion/criterion.h>
@@ -154,6 +157,13 @@ static void forward_type(uint32_t type, int qwen2, int full) {
         /* a drafter of another type with the same vocabulary */
         twin_load(&d, type == SD_F32 ? SD_F16 : SD_Q8_0, qwen2);
         check_strategies(&t, d.gpu, what);
+        cr_assert(sd_cuda_set_graph(t.gpu->be, 1) == 0 && sd_cuda_set_graph(d.gpu->be, 1) == 0);
+        strncat(what, " (graphs)", sizeof what - strlen(what) - 1);
+        check_strategies(&t, d.gpu, what);
+        sd_cuda_graph_stats st;
+        cr_assert(sd_cuda_graph_stats_get(t.gpu->be, &st) == 0);
+        cr_expect(st.launched > 0 && st.replays > 0, "%s: %ld steps graphed, %ld replayed", what,
+                  st.launched, st.replays);
     } else {
         int32_t a[GEN], b[GEN];
         greedy(t.cpu, 1, a);
@@ -163,6 +173,13 @@ static void forward_type(uint32_t type, int qwen2, int full) {
     if (d.bytes) twin_free(&d);
     twin_free(&t);
 }
+
+/* Built for a real GPU (test_cuda_forward) on a machine without one: skip. */
+static void need_device(void) {
+    char why[256];
+    if (!sd_cuda_available(why, sizeof why)) cr_skip_test("%s", why);
+}
+TestSuite(emu_forward, .init = need_device);
 
 Test(emu_forward, f32) { forward_type(SD_F32, 0, 1); }
 Test(emu_forward, f16) { forward_type(SD_F16, 0, 0); }
