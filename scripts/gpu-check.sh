@@ -188,7 +188,7 @@ step() {
     left=$((BUDGET - ($(date +%s) - T_START)))
     [ $lim -gt $left ] && lim=$left
     if [ $lim -lt 10 ]; then
-        printf '%-30s %-26s %5s\n' "$name" "FAIL (budget spent)" "-" >>"$STEPS"
+        printf '%-36s %-26s %5s\n' "$name" "FAIL (budget spent)" "-" >>"$STEPS"
         status=1
         return 1
     fi
@@ -204,14 +204,14 @@ step() {
         verdict="FAIL (exit $rc$(case $rc in 124 | 137) echo ", timed out" ;; esac))"
         status=1
     fi
-    printf '%-30s %-26s %5d s\n' "$name" "$verdict" "$secs" >>"$STEPS"
+    printf '%-36s %-26s %5d s\n' "$name" "$verdict" "$secs" >>"$STEPS"
     echo "$name: $verdict ($secs s)"
     return $rc
 }
 # nogpu NAME: a CUDA step that cannot run (WHY: no GPU, or nothing built)
 WHY="no GPU"
 nogpu() {
-    printf '%-30s %-26s %5s\n' "$1" "FAIL ($WHY)" "-" >>"$STEPS"
+    printf '%-36s %-26s %5s\n' "$1" "FAIL ($WHY)" "-" >>"$STEPS"
     echo "$1: FAIL ($WHY)"
     status=1
 }
@@ -303,7 +303,7 @@ if [ $GPU = 1 ]; then
             step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
         done
     else
-        printf '%-30s %-26s %5s\n' compute-sanitizer "FAIL (not found)" "-" >>"$STEPS"
+        printf '%-36s %-26s %5s\n' compute-sanitizer "FAIL (not found)" "-" >>"$STEPS"
         status=1
     fi
 else
@@ -313,7 +313,7 @@ fi
 
 {
     echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no GPU'), $(($(date +%s) - T_START)) s of $BUDGET)"
-    printf '%-30s %-26s %7s\n' step result time
+    printf '%-36s %-26s %7s\n' step result time
     cat "$STEPS"
     echo
     echo "figures (targets: matvec kernels >= 85% of copy bandwidth; decode Llama-1B BF16 >= 75% and"
