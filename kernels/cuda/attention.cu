@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         const int cnt = min(AT_KEYS, ke - t0);
         __syncthreads(); /* the previous tile is consumed (and Qs is written) */
         if ((hd & 3) == 0) {
-            /* 16-byte loads, all of a thread's issued before its stores */
+            /* 16-byte loads, unrolled so that several are in flight */
             const int h4 = hd >> 2;
 #pragma unroll 4
             for (int idx = tid; idx < AT_KEYS * h4; idx += AT_THREADS) {
