@@ -7,10 +7,12 @@
 #            (engine/bench/synth_gguf.c): SmolLM2-135M Q4_1, Llama-3.2-1B
 #            BF16 and Q4_1, Qwen2.5-1.5B Q4_K_M (+ the 0.5B as the drafter)
 #   cpu_*    each file on the CPU backend: finite logits
-#   compare_*  each file on CUDA against the CPU backend (logits, argmax)
+#   compare_*  each file on CUDA against the CPU backend (logits, argmax);
+#            compare_pdl_* the same with programmatic dependent launch
 #   forward_strategies  tests/cuda_emu/test_emu_forward.c built for the GPU:
 #            small synthetic models of every weight type against the CPU,
-#            and every greedy strategy, with CUDA graphs off and on
+#            and every greedy strategy, with CUDA graphs off and on;
+#            forward_strategies_pdl the same with programmatic dependent launch
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
 #            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
 #            with programmatic dependent launch
@@ -19,6 +21,8 @@
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, README)
 #   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
+#   profile_*  one Qwen 1.5B decode step under Nsight Compute, time by
+#            kernel (caches left warm, as a decode step finds them)
 #   memcheck_*, racecheck_*  compute-sanitizer on short test cases
 # Each step runs under its own limit and the whole run under BUDGET seconds
 # (a step that would start with under 10 s left is not run and fails).
@@ -100,7 +104,7 @@ san() {
 profile() {
     command -v ncu >/dev/null || { echo "gpu-check: ncu not found"; return 3; }
     csv="$LOG/profile_$(basename "$1" .gguf).csv"
-    SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 ncu --clock-control none --launch-skip "$2" --launch-count "$3" \
+    SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 ncu --clock-control none --cache-control none --launch-skip "$2" --launch-count "$3" \
         --metrics gpu__time_duration.sum --print-units base --csv "$BIN/bench/bench_gpu_check" decode "$1" >"$csv.raw" || return $?
     grep '^"' "$csv.raw" | awk -F'","' -v f="$csv" 'NR > 1 { gsub(/[",]/, "", $NF); n = $5;
             sub(/[<(].*/, "", n); sub(/^void /, "", n); t[n] += $NF; c[n]++; all += $NF }
@@ -277,7 +281,13 @@ if [ $GPU = 1 ]; then
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         step "compare_$p" 90 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
+    # the same with programmatic dependent launch, whose kernels run
+    # ahead of their wait (cuda_int.h): against the CPU again
+    for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
+        step "compare_pdl_$p" 90 env SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+    done
     step forward_strategies 120 sh "$SELF" --run forward_tests
+    step forward_strategies_pdl 120 env SD_CUDA_PDL=1 sh "$SELF" --run forward_tests
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         # shellcheck disable=SC2046
         step "decode_$p" 60 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)

@@ -251,9 +251,11 @@ Test(cuda, matmul_q6_k) { matmul_type(SD_Q6_K); }
 /* ---- rmsnorm -------------------------------------------------------------------- */
 Test(cuda, rmsnorm) {
     rng_state = 11;
-    static const int dims[] = {64, 576, 2048, 3072};
+    /* every register tiling of norm.cu (1, 4, 8, 16 elements a thread),
+     * the loop past it (4099), and a row of no whole blocks (100) */
+    static const int dims[] = {64, 100, 576, 2048, 3072, 4099};
     static const int ns[] = {1, 9, 64};
-    for (size_t d = 0; d < 4; d++)
+    for (size_t d = 0; d < 6; d++)
         for (size_t k = 0; k < 3; k++)
             for (int in_place = 0; in_place < 2; in_place++) {
                 const int dim = dims[d], n = ns[k];

@@ -9,9 +9,14 @@
  * g of the group, numbered i*group + g), and one slice of the key range. It
  * walks the slice AT_KEYS keys at a time: K and V of those keys go to shared
  * memory once and serve every query of the tile, which is what makes GQA
- * and the 1..gamma+1 verification rows cost one read of the cache. Each warp
- * owns up to 4 query vectors: lane t scores key t (K rows padded to an odd
- * stride, so the 32 lanes hit 32 banks), the warp keeps a running maximum m,
+ * and the 1..gamma+1 verification rows cost one read of the cache. Each of
+ * the 8 warps owns up to 2 query vectors (a GQA group of up to 8 heads is
+ * one vector a warp, so a decode step's heads are scored side by side):
+ * lane t scores key t, reading K and q 16 bytes at a time into four
+ * independent sums (K rows padded to hd + 4 floats, so the 8 lanes of each
+ * quarter-warp phase of a 16-byte load hit 32 distinct banks; odd head
+ * dims read one float at a time from rows padded to an odd stride), the
+ * warp keeps a running maximum m,
  * per-lane sums l and an accumulator over head dims (lane d holds dims d,
  * d+32, ...), rescaled when m grows (online softmax). Keys past a query's
  * position are masked; a tile with no visible key leaves the state alone.
@@ -43,7 +48,11 @@
 #include "kernels/cuda/plan.h"
 #include "kernels/cuda/qact.cuh"
 
-enum { AT_KEYS = SD_AT_KEYS, AT_QV = SD_AT_QV, AT_THREADS = 128, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM };
+enum { AT_KEYS = SD_AT_KEYS, AT_QV = SD_AT_QV, AT_WARPS = 8, AT_THREADS = 32 * AT_WARPS,
+       AT_QPW = AT_QV / AT_WARPS, AT_MAX_HD = SD_CUDA_MAX_HEAD_DIM };
+
+/* Floats between K rows in shared memory (see the top). */
+__host__ __device__ __forceinline__ int at_kstride(int hd) { return (hd & 3) == 0 ? hd + 4 : hd | 1; }
 
 struct AttnArgs {
     const float *q, *kc, *vc;
@@ -141,9 +150,10 @@ __device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, i
 /* D = ceil(hd / 32): head dims per lane. */
 template <int D>
 __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
+    cu_grid_trigger();
     cu_grid_wait();
-    extern __shared__ float sm[];
-    const int hd = a.hd, kstride = hd | 1;
+    extern __shared__ __align__(16) float sm[];
+    const int hd = a.hd, kstride = at_kstride(hd);
     float *Ks = sm;                    /* [AT_KEYS][kstride] */
     float *Vs = Ks + AT_KEYS * kstride; /* [AT_KEYS][hd] */
     float *Qs = Vs + AT_KEYS * hd;      /* [AT_QV][hd] */
@@ -162,11 +172,11 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     const int ks = split * a.kps;
     const int ke = min(ks + a.kps, pos + (qv0 + nq - 1) / a.group + 1);
 
-    float m[4], l[4], acc[4][D];
-    int qpos[4];
+    float m[AT_QPW], l[AT_QPW], acc[AT_QPW][D];
+    int qpos[AT_QPW];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int v = warp + 4 * j;
+    for (int j = 0; j < AT_QPW; j++) {
+        const int v = warp + AT_WARPS * j;
         m[j] = -INFINITY;
         l[j] = 0.f;
         qpos[j] = v < nq ? pos + (qv0 + v) / a.group : -1;
@@ -189,8 +199,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
                     kv = __ldg(reinterpret_cast<const float4 *>(a.kc + off));
                     vv = __ldg(reinterpret_cast<const float4 *>(a.vc + off));
                 }
-                float *kr = Ks + t * kstride + d;
-                kr[0] = kv.x, kr[1] = kv.y, kr[2] = kv.z, kr[3] = kv.w;
+                *reinterpret_cast<float4 *>(Ks + t * kstride + d) = kv;
                 *reinterpret_cast<float4 *>(Vs + t * hd + d) = vv;
             }
         } else {
@@ -208,13 +217,29 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         }
         __syncthreads();
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < AT_QPW; j++) {
             if (qpos[j] < 0) continue;
-            const float *qr = Qs + (warp + 4 * j) * hd, *kr = Ks + lane * kstride;
+            const float *qr = Qs + (warp + AT_WARPS * j) * hd, *kr = Ks + lane * kstride;
             float s = -INFINITY;
             if (lane < cnt && t0 + lane <= qpos[j]) {
-                float dot = 0.f;
-                for (int d = 0; d < hd; d++) dot += qr[d] * kr[d];
+                float dot;
+                if ((hd & 3) == 0) {
+                    const float4 *q4 = reinterpret_cast<const float4 *>(qr),
+                                 *k4 = reinterpret_cast<const float4 *>(kr);
+                    float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+#pragma unroll 4
+                    for (int d = 0; d < hd / 4; d++) {
+                        const float4 qa = q4[d], ka = k4[d];
+                        d0 += qa.x * ka.x;
+                        d1 += qa.y * ka.y;
+                        d2 += qa.z * ka.z;
+                        d3 += qa.w * ka.w;
+                    }
+                    dot = (d0 + d1) + (d2 + d3);
+                } else {
+                    dot = 0.f;
+                    for (int d = 0; d < hd; d++) dot += qr[d] * kr[d];
+                }
                 s = dot * a.scale;
             }
             const float mt = at_warp_max(s);
@@ -237,10 +262,10 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     }
 
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < AT_QPW; j++) {
         if (qpos[j] < 0) continue;
         const float L = at_warp_sum(l[j]);
-        const int qv = qv0 + warp + 4 * j;
+        const int qv = qv0 + warp + AT_WARPS * j;
         const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
         if (a.n_splits == 1) {
             float v[D];
@@ -345,7 +370,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
         a.part_ml = buf + slots * hd;
     }
     const dim3 grid((unsigned)a.n_splits, (unsigned)s->n_kv, (unsigned)qtiles);
-    const size_t smem = (size_t)(AT_KEYS * (hd | 1) + AT_KEYS * hd + AT_QV * hd) * sizeof(float);
+    const size_t smem = (size_t)(AT_KEYS * at_kstride(hd) + AT_KEYS * hd + AT_QV * hd) * sizeof(float);
     switch ((hd + 31) / 32) {
     case 1: attn_launch<1>(grid, smem, c, a); break;
     case 2: attn_launch<2>(grid, smem, c, a); break;

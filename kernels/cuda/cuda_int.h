@@ -114,17 +114,26 @@ static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
  * With c->pdl (SD_CUDA_PDL=1 at sd_backend_cuda, on a device of compute
  * capability 9.0 or newer) the kernels of a decode step (embed, rmsnorm,
  * qact, the matrix-vector family of mv.cuh, attention) are launched with
- * cudaLaunchAttributeProgrammaticStreamSerialization: such a kernel may be
- * launched and its blocks scheduled while the kernel before it in the
- * stream still runs, and waits in cu_grid_wait(), its first statement,
- * until that kernel has completed and its writes are visible. What overlaps
- * is one kernel's launch latency with the tail of the one before; since
- * each waits before it touches memory, and the one before waited for its
- * own predecessor, the stream's order is kept. Kernels launched plainly
- * wait as always; in a captured graph the attribute becomes a programmatic
- * edge. Off unless asked for: it has not been measured on a GPU yet
- * (scripts/gpu-check.sh). at: the attribute's storage, alive until the
- * launch. */
+ * cudaLaunchAttributeProgrammaticStreamSerialization, and each of them
+ * first calls cu_grid_trigger(): once every block of the running kernel has
+ * called it, the next kernel in the stream is launched and its blocks are
+ * scheduled wherever they fit, while the running kernel still works.
+ * cu_grid_wait() then holds each thread of the next kernel until the
+ * running one has completed and its writes are visible, so the stream's
+ * order is kept for everything a kernel reads or writes after its wait.
+ *
+ * What a kernel may do before its wait: read what no kernel of the step
+ * writes, that is the weights (uploaded before any step) and its launch
+ * arguments, and nothing else; in particular it writes nothing, since the
+ * kernel before it may still be reading. The kernels of a layer use this to
+ * start streaming their weights: the matrix-vector kernels load their first
+ * chunks of weights into registers (mv.cuh), RMSNorm its gain vector, so
+ * the memory latency of a kernel overlaps the tail of the one before. With
+ * the trigger at the start, several kernels may be launched ahead; each
+ * waits only for the one before it, which waited for its own predecessor.
+ * Kernels launched plainly wait as always; in a captured graph the
+ * attribute becomes a programmatic edge. at: the attribute's storage, alive
+ * until the launch. */
 static inline cudaLaunchConfig_t cu_launch_cfg(const sd_cuda *c, dim3 grid, dim3 block,
                                                size_t smem, cudaLaunchAttribute *at) {
     cudaLaunchConfig_t cfg = {};
@@ -139,11 +148,17 @@ static inline cudaLaunchConfig_t cu_launch_cfg(const sd_cuda *c, dim3 grid, dim3
     return cfg;
 }
 
-/* The wait of a kernel launched with cu_launch_cfg (a no-op before sm_90,
- * where no launch carries the attribute). */
+/* The wait of a kernel launched with cu_launch_cfg, and the signal that
+ * lets the next one launch (no-ops before sm_90, where no launch carries the
+ * attribute, and for a kernel launched without it). */
 __device__ __forceinline__ void cu_grid_wait(void) {
 #if defined(CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
     cudaGridDependencySynchronize();
+#endif
+}
+__device__ __forceinline__ void cu_grid_trigger(void) {
+#if defined(CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    cudaTriggerProgrammaticLaunchCompletion();
 #endif
 }
 

@@ -26,6 +26,7 @@ __device__ __forceinline__ int em_nibble(const uint8_t *rq, int64_t b, int64_t j
 __global__ void __launch_bounds__(EM_THREADS)
 embed_kernel(float *x, const uint8_t *q, const uint8_t *hb, const uint8_t *sc, const int32_t *ids,
              int64_t cols, size_t qrow, size_t hrow, size_t srow, int type) {
+    cu_grid_trigger();
     cu_grid_wait();
     const int64_t r = ids[blockIdx.y];
     const uint8_t *rq = q + (size_t)r * qrow, *rh = hb + (size_t)r * hrow, *rs = sc + (size_t)r * srow;

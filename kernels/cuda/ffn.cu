@@ -58,7 +58,7 @@ __device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, int i0) {
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p) {
-    cu_grid_wait();
+    cu_grid_trigger();
     int i0, r, slice;
     mv_place(p.ntiles, p.ks, NT, i0, r, slice);
     float acc[2][NT], g, u;

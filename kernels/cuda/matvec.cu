@@ -15,7 +15,7 @@ struct MmArgs {
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) mm_plain_kernel(const MmArgs p) {
-    cu_grid_wait();
+    cu_grid_trigger();
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
     const int r0 = 2 * pair, r1 = r0 + 1;

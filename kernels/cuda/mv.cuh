@@ -217,7 +217,14 @@ __device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
 /* acc[s][i] = this lane's part of row slot s . activation row i0+i; rows
  * past n are left at 0 and not computed (a tile of NT = 8 for 5 rows, or
  * the second tile of 9, would otherwise do 3 or 7 rows of products for
- * nothing), and the caller does not store them. */
+ * nothing), and the caller does not store them.
+ *
+ * It holds the kernel's wait (cuda_int.h, programmatic dependent launch):
+ * the first step's weight chunks are loaded before cu_grid_wait(), the
+ * activations only after it, so a kernel launched early has its first
+ * 2 * MV_UNROLL * 512 bytes a warp in flight (for rows of up to 2048
+ * 4-bit values, all of its weights) while the kernel before it finishes.
+ * The caller has read nothing but its arguments before calling it. */
 template <int T, int NT>
 __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const MvAct &A, int i0,
                                          int slice, int ks, float acc[2][NT]) {
@@ -226,6 +233,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
     for (int i = 0; i < NT; i++) acc[0][i] = acc[1][i] = 0.f;
     if constexpr (T == SD_F32 || T == SD_F16 || T == SD_BF16) {
         if (!A.fast) {
+            cu_grid_wait();
             for (int k = slice * 32 + lane; k < A.cols; k += 32 * ks) {
                 const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
 #pragma unroll
@@ -240,6 +248,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
         }
     }
     const int nch = A.cols / mv_chunk_elems(T);
+    bool waited = false;
     for (int base = slice * 32 * MV_UNROLL; base < nch; base += 32 * MV_UNROLL * ks) {
         MvW w[2][MV_UNROLL];
         float2 dm[2][MV_UNROLL];
@@ -255,6 +264,10 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
                 dm[1][u] = mv_lds<T>(r1, c);
             }
         }
+        if (!waited) {
+            cu_grid_wait();
+            waited = true;
+        }
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; u++) {
             const int c = base + 32 * u + lane;
@@ -268,6 +281,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
             }
         }
     }
+    if (!waited) cu_grid_wait();
 }
 
 __device__ __forceinline__ float mv_warp_sum(float v) {

@@ -23,6 +23,7 @@ enum { QA_WARPS = 8 };
 
 __global__ void __launch_bounds__(32 * QA_WARPS)
 qact_kernel(const float *x, int8_t *q, float *d, float *s, int64_t blocks) {
+    cu_grid_trigger();
     cu_grid_wait();
     const int64_t b = (int64_t)blockIdx.x * QA_WARPS + (threadIdx.x >> 5);
     if (b >= blocks) return;

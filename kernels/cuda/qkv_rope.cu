@@ -71,7 +71,7 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
  * struct to each thread's local memory). */
 template <int T, int NT, class P>
 __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
-    cu_grid_wait();
+    cu_grid_trigger();
     const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
     mv_place(p.ntiles, p.ks, NT, i0, pair, slice);

@@ -521,6 +521,10 @@ void grid_dependency_sync(void) {
     pdl_waited = true;
 }
 
+void grid_trigger(void) {
+    if (!t_cur) fail("cudaTriggerProgrammaticLaunchCompletion outside a kernel");
+}
+
 void fail_attr(const char *name, int id) {
     fail("launch of %s: launch attribute %d is not emulated", name, id);
 }

@@ -217,6 +217,9 @@ struct Config {
 static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s, false}; }
 /* cudaGridDependencySynchronize: marks the running block as having waited. */
 void grid_dependency_sync(void);
+/* cudaTriggerProgrammaticLaunchCompletion: kernels run one after another,
+ * so the next one cannot start early; only a call outside a kernel fails. */
+void grid_trigger(void);
 [[noreturn]] void fail_attr(const char *name, int id);
 
 /* Runs body once per thread of every block (blocks one after another);
@@ -275,6 +278,7 @@ inline const uint3 &gridDim = emu::t_gdim;
 
 #define __syncthreads() emu::syncthreads(__FILE__, __LINE__)
 static inline void cudaGridDependencySynchronize(void) { emu::grid_dependency_sync(); }
+static inline void cudaTriggerProgrammaticLaunchCompletion(void) { emu::grid_trigger(); }
 #define __syncwarp(...) ((void)emu::warp_op(emu::OP_SYNCWARP, emu_mask_or_full(__VA_ARGS__), 0, 0, 32, __FILE__, __LINE__))
 static inline unsigned emu_mask_or_full(unsigned m = 0xffffffffu) { return m; }
 
