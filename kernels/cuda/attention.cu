@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
                 float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
                 if (t < cnt) {
                     const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
-                    kv = __ldg(reinterpret_cast<const float4 *>(a.kc + off));
-                    vv = __ldg(reinterpret_cast<const float4 *>(a.vc + off));
+                    kv = *reinterpret_cast<const float4 *>(a.kc + off);
+                    vv = *reinterpret_cast<const float4 *>(a.vc + off);
                 }
                 *reinterpret_cast<float4 *>(Ks + t * kstride + d) = kv;
                 *reinterpret_cast<float4 *>(Vs + t * hd + d) = vv;

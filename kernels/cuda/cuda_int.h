@@ -148,6 +148,18 @@ static inline cudaLaunchConfig_t cu_launch_cfg(const sd_cuda *c, dim3 grid, dim3
     return cfg;
 }
 
+/* Reads of what a kernel of the step wrote (activations, the KV cache,
+ * partials): a plain coherent load. Never __ldg or ld.global.nc for these:
+ * the read-only path requires the data not to change while the kernel
+ * lives, and under programmatic dependent launch the kernel is alive
+ * before the one it waits for has written them; the first H200 run with
+ * early triggers returned stale activations through it (an F32 model,
+ * logits off by 1.29). __ldg is for weights only. */
+template <class T>
+__device__ __forceinline__ T cu_ld_act(const T *p) {
+    return *p;
+}
+
 /* The wait of a kernel launched with cu_launch_cfg, and the signal that
  * lets the next one launch (no-ops before sm_90, where no launch carries the
  * attribute, and for a kernel launched without it). */

@@ -14,10 +14,13 @@
  * chunks and add their sums through shared memory, so the grid keeps enough
  * loads in flight.
  *
- * Activations are read through the read-only cache (__ldg): they are at most
- * NT*cols bytes (int8) or floats, read by every warp of a multiprocessor,
- * so they stay in L1, and holding them for two rows at once halves the
- * on-chip traffic; weights are read once, with an evict-first hint (__ldcs).
+ * Activations are at most NT*cols bytes (int8) or floats, read by every
+ * warp of a multiprocessor, so they stay in L1, and holding them for two
+ * rows at once halves the on-chip traffic. They are read with coherent
+ * loads (cu_ld_act), not through the read-only path: the kernel before
+ * writes them while this one is already running under programmatic
+ * dependent launch (cuda_int.h). Weights are read once, with an
+ * evict-first hint (__ldcs).
  * Blocks are numbered tile-fastest (block b: activation tile b % ntiles, row
  * group b / ntiles), so for n > NT the blocks that read the same weight rows
  * run side by side and all but the first find them in L2: every weight byte
@@ -65,22 +68,22 @@ template <int T>
 __device__ __forceinline__ MvX mv_ldx(const MvAct &A, int i, int c) {
     MvX x = {};
     if constexpr (T == SD_F32) {
-        x.a = __ldg(reinterpret_cast<const int4 *>(A.x + (size_t)i * A.cols) + c);
+        x.a = cu_ld_act(reinterpret_cast<const int4 *>(A.x + (size_t)i * A.cols) + c);
     } else if constexpr (T == SD_F16 || T == SD_BF16) {
         const int4 *p = reinterpret_cast<const int4 *>(A.x + (size_t)i * A.cols) + 2 * c;
-        x.a = __ldg(p);
-        x.b = __ldg(p + 1);
+        x.a = cu_ld_act(p);
+        x.b = cu_ld_act(p + 1);
     } else if constexpr (T == SD_Q8_0) {
         const size_t nb = (size_t)(A.cols / 32);
-        x.a = __ldg(reinterpret_cast<const int4 *>(A.xq + (size_t)i * A.cols) + c);
-        x.d = __ldg(A.xd + i * nb + (c >> 1));
+        x.a = cu_ld_act(reinterpret_cast<const int4 *>(A.xq + (size_t)i * A.cols) + c);
+        x.d = cu_ld_act(A.xd + i * nb + (c >> 1));
     } else {
         const size_t nb = (size_t)(A.cols / 32);
         const int4 *p = reinterpret_cast<const int4 *>(A.xq + (size_t)i * A.cols) + 2 * c;
-        x.a = __ldg(p);
-        x.b = __ldg(p + 1);
-        x.d = __ldg(A.xd + i * nb + c);
-        if constexpr (T == SD_Q4_1 || T == SD_Q4_K) x.s = __ldg(A.xs + i * nb + c);
+        x.a = cu_ld_act(p);
+        x.b = cu_ld_act(p + 1);
+        x.d = cu_ld_act(A.xd + i * nb + c);
+        if constexpr (T == SD_Q4_1 || T == SD_Q4_K) x.s = cu_ld_act(A.xs + i * nb + c);
     }
     return x;
 }
@@ -239,7 +242,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
                     if (i0 + i >= A.n) break;
-                    const float xv = __ldg(A.x + (size_t)(i0 + i) * A.cols + k);
+                    const float xv = A.x[(size_t)(i0 + i) * A.cols + k];
                     acc[0][i] += w0 * xv;
                     acc[1][i] += w1 * xv;
                 }
