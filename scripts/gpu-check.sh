@@ -20,6 +20,8 @@
 #            launches, then graphs with programmatic dependent launch) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, README)
+#   cli      the specdec binary on the real stories260K files of tests/data:
+#            CUDA's greedy ids equal the CPU's, spec and nasd equal ar
 #   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
 #   profile_*  one Qwen 1.5B decode step under Nsight Compute, time by
 #            kernel (caches left warm, as a decode step finds them)
@@ -35,8 +37,8 @@
 #   scripts/gpu-check.sh --prepare    on the build machine: writes the kit
 #       build/gpu-check-kit (headers and shared libraries of Criterion and
 #       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
-#       has; where nvcc is here, the five programs built for sm_90 alone,
-#       stripped, in bin.tar.gz) and checks that it and the tracked tree fit
+#       has; where nvcc is here, the six programs (the CLI with its sampler
+#       plugins among them) built for sm_90 alone, stripped, in bin.tar.gz) and checks that it and the tracked tree fit
 #       in 64 MiB. Carry build/gpu-check-kit with the tree. With the kit's
 #       programs the check spends no device time building (the first build
 #       on an H200 took over 113 s); GPU_CHECK_BUILD=1 builds there anyway.
@@ -51,6 +53,9 @@ KIT=build/gpu-check-kit
 SELF="$PWD/scripts/gpu-check.sh"
 # where the programs are: build/, or the kit's unpacked (GPU_CHECK_BIN)
 BIN=${GPU_CHECK_BIN:-build}
+# the CLI, with its sampler plugins beside it (plugins/)
+if [ -n "${GPU_CHECK_BIN:-}" ]; then CLI=$GPU_CHECK_BIN/specdec; else CLI=./specdec; fi
+PLUGIN_SOS=$(ls samplers/*.c | sed 's|^samplers/\(.*\)\.c$|plugins/\1.so|')
 LIMIT_MIB=64
 
 # Steps that are shell code, run as `gpu-check.sh --run FUNCTION` so that
@@ -72,6 +77,31 @@ forward_tests() {
     printf '%s\n' "$out"
     printf '%s\n' "$out" | grep -q 'Tested: 11 ' || { rc=3; echo "gpu-check: not all 11 forward tests ran"; }
     printf '%s\n' "$out" | grep -E 'Synthesis' | sed 's/^/S test_cuda_forward: /'
+    return $rc
+}
+# the CLI as a user runs it, with the backend's defaults (graphs and
+# programmatic dependent launch on): the real stories260K files of
+# tests/data (F32, F16, Q8_0), greedy, 64 tokens. On CUDA, spec
+# (self-speculative, the first 2 layers drafting) and nasd must give ar's
+# ids, and ar's ids must be the CPU's; beam and draft run too.
+cli() {
+    rc=0
+    for m in stories260K stories260K-f16 stories260K-q8_0; do
+        f=tests/data/models/$m.gguf
+        set -- -m "$f" -p "Once upon a time" -n 64 --ignore-eos --json
+        g=$("$CLI" "$@" --device cuda --strategy ar,spec,nasd,beam,draft --draft-layers 2) ||
+            { echo "gpu-check: specdec on cuda failed for $m"; rc=1; continue; }
+        c=$("$CLI" "$@" --device cpu) || { echo "gpu-check: specdec on cpu failed for $m"; rc=1; continue; }
+        printf '%s\n%s\n' "$g" "$c"
+        ids() { printf '%s\n' "$1" | grep "\"strategy\":\"$2\"" | sed 's/.*"ids":\(\[[^]]*\]\).*/\1/'; }
+        same=$(printf '%s\n' "$g" | grep -E '"strategy":"(spec|nasd)"' | grep -c '"same_as_ar":1')
+        cuda_ar=$(ids "$g" ar)
+        cpu_ar=$(ids "$c" ar)
+        toks=$(printf '%s\n' "$g" | grep '"strategy":"ar"' | sed 's/.*"decode_tokens_per_s":\([0-9.]*\).*/\1/')
+        verdict=ok
+        if [ -z "$cuda_ar" ] || [ "$cuda_ar" != "$cpu_ar" ] || [ "$same" != 2 ]; then verdict=FAIL; rc=1; fi
+        echo "S cli $m: $verdict: cuda ar ids $([ "$cuda_ar" = "$cpu_ar" ] && echo equal || echo DIFFER from) the cpu's; spec, nasd same as ar: $same of 2; cuda ar decode $toks tok/s"
+    done
     return $rc
 }
 # matrix-vector kernels (matmul, qkv_rope, ffn_swiglu) one row each: the
@@ -112,6 +142,22 @@ profile() {
               printf "S profile %s: %d kernels, %.1f us in all\n", f, NR - 1, all / 1000 }'
     sort -t, -k3 -n -r "$csv" | head -n 12 | awk -F, '{ printf "S   %-32s %4d launches %9.1f us\n", $1, $2, $3 }'
 }
+# one launch each of the decode step's attention, SwiGLU, RMSNorm and
+# output-projection kernels under Nsight Compute's throughput, occupancy
+# and warp-stall sections (profile_detail.txt): where a small kernel's
+# microseconds go
+profile_detail() {
+    command -v ncu >/dev/null || { echo "gpu-check: ncu not found"; return 3; }
+    for k in attn_kernel ffn_swiglu_kernel rmsnorm_kernel mm_plain_kernel; do
+        SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 ncu --clock-control none --cache-control none -k "regex:^$k" \
+            --launch-skip 100 --launch-count 1 --section SpeedOfLight --section LaunchStats \
+            --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+            --section SchedulerStats "$BIN/bench/bench_gpu_check" decode "$1" 2>&1 |
+            grep -v '^S ' || return $?
+    done >"$LOG/profile_detail.txt"
+    grep -E '^  [a-z_]+kernel|Duration|Warp Cycles Per Issued|Stall|Achieved Occupancy|Memory Throughput' \
+        "$LOG/profile_detail.txt" | head -n 40 | sed 's/^/S   /'
+}
 if [ "${1:-}" = --run ]; then
     LOG=${OUT:-build/gpu-check}
     shift
@@ -145,13 +191,15 @@ if [ "${1:-}" = --prepare ]; then
         make -j"$(nproc)" BUILD=$PB CUDA=1 NVCC_THREADS="$(nproc)" \
             CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" KIT="$PWD/$KIT" \
             $PB/bench/synth_gguf $PB/bench/bench_gpu_check $PB/tests/test_cuda \
-            $PB/tests/test_cuda_forward $PB/bench/bench_kernels_cuda >build/gpu-check-prepare.log 2>&1 ||
+            $PB/tests/test_cuda_forward $PB/bench/bench_kernels_cuda BIN=$PB/specdec $PB/specdec \
+            $PLUGIN_SOS >build/gpu-check-prepare.log 2>&1 ||
             { echo "prepare: the sm_90 build failed (build/gpu-check-prepare.log)"; exit 1; }
-        rm -rf "$KIT/bin" && mkdir -p "$KIT/bin/bench" "$KIT/bin/tests" || exit 1
+        rm -rf "$KIT/bin" && mkdir -p "$KIT/bin/bench" "$KIT/bin/tests" "$KIT/bin/plugins" || exit 1
         for f in bench/synth_gguf bench/bench_gpu_check tests/test_cuda tests/test_cuda_forward \
-            bench/bench_kernels_cuda; do
+            bench/bench_kernels_cuda specdec; do
             strip -o "$KIT/bin/$f" "$PB/$f" || exit 1
         done
+        for f in $PLUGIN_SOS; do strip -o "$KIT/bin/$f" "$f" || exit 1; done
         tar -C "$KIT/bin" -czf "$KIT/bin.tar.gz" . && rm -rf "$KIT/bin" || exit 1
     else
         echo "prepare: no nvcc here: the check will build on the GPU machine"
@@ -237,7 +285,7 @@ if [ $GPU = 1 ] && [ -f "$KIT/bin.tar.gz" ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ];
     LD_LIBRARY_PATH="$PWD/$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
 elif [ $GPU = 1 ]; then
-    BINS="$BINS build/tests/test_cuda build/tests/test_cuda_forward build/bench/bench_kernels_cuda"
+    BINS="$BINS build/tests/test_cuda build/tests/test_cuda_forward build/bench/bench_kernels_cuda specdec $PLUGIN_SOS"
     [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
     # the kit when there is one; -Wno-error and no nvcc --Werror: another
     # gcc's new warnings must not stop a check that is about the GPU
@@ -279,15 +327,16 @@ target() {
 }
 if [ $GPU = 1 ]; then
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
-        step "compare_$p" 90 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+        step "compare_$p" 90 env SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
     # the same with programmatic dependent launch, whose kernels run
     # ahead of their wait (cuda_int.h): against the CPU again
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         step "compare_pdl_$p" 90 env SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
-    step forward_strategies 120 sh "$SELF" --run forward_tests
+    step forward_strategies 120 env SD_CUDA_PDL=0 sh "$SELF" --run forward_tests
     step forward_strategies_pdl 120 env SD_CUDA_PDL=1 sh "$SELF" --run forward_tests
+    step cli 120 sh "$SELF" --run cli
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
         # shellcheck disable=SC2046
         step "decode_$p" 60 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
@@ -304,6 +353,7 @@ if [ $GPU = 1 ]; then
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     step bench_kernels 180 sh "$SELF" --run kernels
     step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
+    step profile_detail 120 sh "$SELF" --run profile_detail "$MODELS/qwen-1.5b-q4_k_m.gguf"
     if command -v compute-sanitizer >/dev/null; then
         for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch \
             qkv_rope_neox_bias top_k_rows decode_graph; do

@@ -15,9 +15,10 @@
  *       tok/s over 128 tokens after a 32-token prompt, median of 3, next to
  *       the bound copy_bw / weight bytes per token, copy_bw being the
  *       device-to-device copy bandwidth (bytes read + written) measured in
- *       the same run. SD_CUDA_GRAPH and SD_CUDA_PDL (0/1) are passed on to
- *       the backend (graphs; programmatic dependent launch); with graphs
- *       on, 64 graphed steps must give the ids of 64 plain ones.
+ *       the same run. The backend reads SD_CUDA_GRAPH (graphs) and
+ *       SD_CUDA_PDL (programmatic dependent launch): both on unless set to
+ *       0. With graphs on, 64 graphed steps must give the ids of 64 plain
+ *       ones.
  *       --min-toks T / --min-pct P print the target and whether it is met
  *       (reported, not an exit status).
  *   bench_gpu_check verify TARGET DRAFT ALPHA...
@@ -55,10 +56,12 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-/* "on" when the environment sets name to 1 (SD_CUDA_GRAPH, SD_CUDA_PDL). */
+/* The backend's setting of SD_CUDA_GRAPH or SD_CUDA_PDL: on unless the
+ * environment sets it to 0 (PDL also needs sm_90, which the check's H200
+ * has). */
 static const char *env_on(const char *name) {
     const char *v = getenv(name);
-    return v && *v == '1' ? "on" : "off";
+    return v && !strcmp(v, "0") ? "off" : "on";
 }
 
 static const char *base(const char *path) {

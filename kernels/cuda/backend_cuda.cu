@@ -824,11 +824,11 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     const char *sync = getenv("SD_CUDA_SYNC");
     c->sync_each = sync && strcmp(sync, "0") != 0;
     const char *graph = getenv("SD_CUDA_GRAPH");
-    c->graph_on = graph && strcmp(graph, "1") == 0;
+    c->graph_on = !(graph && strcmp(graph, "0") == 0);
     const char *merge = getenv("SD_CUDA_ATTN_MERGE");
     c->attn_merge_launch = merge && strcmp(merge, "launch") == 0;
     const char *pdl = getenv("SD_CUDA_PDL");
-    c->pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
+    c->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||

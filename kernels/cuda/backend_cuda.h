@@ -30,8 +30,10 @@ int sd_cuda_available(char *why, size_t cap);
 #define SD_CUDA_MAX_HEAD_DIM 128
 /* The backend on device `device` (0 = first), or NULL with e filled. */
 sd_backend *sd_backend_cuda(int device, sd_err *e);
-/* CUDA graphs for decode steps (backend.h graph_begin/graph_end): on when
- * the environment has SD_CUDA_GRAPH=1 at sd_backend_cuda, or as set here.
+/* CUDA graphs for decode steps (backend.h graph_begin/graph_end): on unless
+ * the environment has SD_CUDA_GRAPH=0 at sd_backend_cuda, or as set here
+ * (programmatic dependent launch, sm_90, likewise: SD_CUDA_PDL=0 turns it
+ * off).
  * 0, or -1 when b is not a CUDA backend. */
 int sd_cuda_set_graph(sd_backend *b, int on);
 /* What the graphs did: steps launched as graphs; of those the steps

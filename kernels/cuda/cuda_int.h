@@ -76,7 +76,7 @@ typedef struct sd_cuda {
     int ids_cap;
     cudaEvent_t ids_copied;
     /* graph_begin/graph_end (backend.h), backend_cuda.cu "graphs": graph_on
-     * switches them (starts as SD_CUDA_GRAPH=1 says; sd_cuda_set_graph).
+     * switches them (on unless SD_CUDA_GRAPH=0 at sd_backend_cuda; sd_cuda_set_graph).
      * While recording, op calls only append to cur; graph_end replays the
      * graph of graphs[] whose calls equal them, or captures them (capturing
      * set, pos_dev pointing at pos_word so the position kernels read it)
@@ -111,8 +111,8 @@ typedef struct sd_cuda {
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
 
 /* ---- programmatic dependent launch (sm_90) ---------------------------------
- * With c->pdl (SD_CUDA_PDL=1 at sd_backend_cuda, on a device of compute
- * capability 9.0 or newer) the kernels of a decode step (embed, rmsnorm,
+ * With c->pdl (a device of compute capability 9.0 or newer, unless
+ * SD_CUDA_PDL=0 at sd_backend_cuda) the kernels of a decode step (embed, rmsnorm,
  * qact, the matrix-vector family of mv.cuh, attention) are launched with
  * cudaLaunchAttributeProgrammaticStreamSerialization, and each of them
  * first calls cu_grid_trigger(): once every block of the running kernel has
