@@ -355,7 +355,7 @@ if [ $GPU = 1 ]; then
     step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
     step profile_detail 120 sh "$SELF" --run profile_detail "$MODELS/qwen-1.5b-q4_k_m.gguf"
     if command -v compute-sanitizer >/dev/null; then
-        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch \
+        for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch attention_live_splits \
             qkv_rope_neox_bias top_k_rows decode_graph; do
             step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done

@@ -492,6 +492,20 @@ Test(cuda, attention_long_and_prefill) {
     check_attention(attn_shapes[3], 128, 300);
 }
 
+/* The key split covers the length bucket (plan.h), so some of its splits
+ * lie past the context: only the live ones (keys the query tile sees) run
+ * and merge. Contexts where 2 of 4 splits (bucket 256) and 10 of 16
+ * (bucket 1024) are live, and rows whose tiles see different counts. */
+Test(cuda, attention_live_splits) {
+    rng_state = 47;
+    static const int poss[] = {64, 100, 191, 600};
+    for (size_t s = 0; s < 4; s++)
+        for (size_t p = 0; p < 4; p++) {
+            check_attention(attn_shapes[s], 1, poss[p]);
+            check_attention(attn_shapes[s], 9, poss[p] - 5);
+        }
+}
+
 /* Attention then a quantised output projection: the int8 blocks the
  * attention kernel leaves (head dims that are multiples of 32) must be the
  * bits qact makes of the same rows: the projection right after attention
@@ -549,6 +563,8 @@ Test(cuda, attention_merge_launch) {
     check_attention(attn_shapes[1], 9, 4000);
     check_attention(attn_shapes[3], 5, 300);
     check_attention(attn_shapes[4], 3, 200);
+    check_attention(attn_shapes[2], 1, 100); /* 2 of 4 splits live */
+    check_attention(attn_shapes[2], 1, 30);  /* one live split: no merge to launch */
     check_attention_qact(attn_shapes[2], 5, 1000, SD_Q4_0);
 }
 

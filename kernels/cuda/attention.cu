@@ -21,21 +21,22 @@
  * d+32, ...), rescaled when m grows (online softmax). Keys past a query's
  * position are masked; a tile with no visible key leaves the state alone.
  *
- * With one split the block writes acc / sum(l) directly. Otherwise every
- * block writes its (m, l, acc), and the splits are merged:
+ * With one split that holds keys the tile sees (at_live) the block writes
+ * acc / sum(l) directly. Otherwise every such block writes its (m, l, acc),
+ * and those splits are merged:
  * out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. Splits are sized
  * so the grid has about two blocks per multiprocessor, at least 64 keys
  * each, which matters for long contexts with few kv heads and one query.
  * The merge is folded into the kernel: each block of a (kv head, query
  * tile) counts itself in c->attn_ctr after its partials are visible
- * (__threadfence, then one atomicAdd), and the last of the n_splits blocks
+ * (__threadfence, then one atomicAdd), and the last of the live blocks
  * merges the tile (reading the partials from L2) and sets the counter back
  * to 0 for the next launch. attn_combine, a launch of its own, remains for
  * calls with more (kv head, tile) pairs than the counters cover (and for
  * every call under SD_CUDA_ATTN_MERGE=launch, which the tests use).
  *
  * When the head dim is a multiple of 32, the kernel that writes a head's
- * output (the block itself with one split, else the merging block) also
+ * output (the block itself with one live split, else the merging block) also
  * quantises it into qact.cu's scratch and the call leaves qact's tag, so
  * the output projection after it launches no quantisation of its own.
  *
@@ -97,8 +98,8 @@ __device__ __forceinline__ void at_store(const AttnArgs &a, size_t qh, const flo
         }
 }
 
-/* Merges the n_splits partials of query vectors qv0..qv0+nq-1 of kv head kh
- * into out. A warp takes one query vector at a time: lane s reads split s's
+/* Merges the partials of splits 0..ns-1 (the live ones, at_live) for
+ * query vectors qv0..qv0+nq-1 of kv head kh into out. A warp takes one query vector at a time: lane s reads split s's
  * (m, l) (and s+32, ...), the warp's maximum is M, and the weights e^(m_s - M)
  * go to the lanes by shuffle while each lane sums its head dims of
  * e^(m_s - M) acc_s over the splits in order; the loads of consecutive
@@ -107,22 +108,22 @@ __device__ __forceinline__ void at_store(const AttnArgs &a, size_t qh, const flo
  * every slot of its tile (m = -inf, l = 0, acc = 0 when it saw no key), so
  * a zero weight adds zero. */
 template <int D>
-__device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, int nq) {
+__device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, int nq, int ns) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hd = a.hd;
     const size_t nqh = (size_t)a.n * a.n_head;
     for (int v = warp; v < nq; v += AT_THREADS / 32) {
         const int qv = qv0 + v;
         const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
         float M = -INFINITY;
-        for (int sp = lane; sp < a.n_splits; sp += 32) M = fmaxf(M, __ldcg(a.part_ml + 2 * (sp * nqh + qh)));
+        for (int sp = lane; sp < ns; sp += 32) M = fmaxf(M, __ldcg(a.part_ml + 2 * (sp * nqh + qh)));
         M = at_warp_max(M);
         float L = 0.f, o[D];
 #pragma unroll
         for (int k = 0; k < D; k++) o[k] = 0.f;
-        for (int s0 = 0; s0 < a.n_splits; s0 += 32) {
+        for (int s0 = 0; s0 < ns; s0 += 32) {
             const int sp = s0 + lane;
             float w = 0.f;
-            if (sp < a.n_splits) {
+            if (sp < ns) {
                 const size_t slot = sp * nqh + qh;
                 const float ms = __ldcg(a.part_ml + 2 * slot);
                 if (ms != -INFINITY) {
@@ -130,7 +131,7 @@ __device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, i
                     L += w * __ldcg(a.part_ml + 2 * slot + 1);
                 }
             }
-            const int cnt = min(32, a.n_splits - s0);
+            const int cnt = min(32, ns - s0);
 #pragma unroll 4
             for (int t = 0; t < cnt; t++) {
                 const float wt = __shfl_sync(0xffffffffu, w, t);
@@ -144,6 +145,52 @@ __device__ __forceinline__ void attn_merge(const AttnArgs &a, int kh, int qv0, i
 #pragma unroll
         for (int k = 0; k < D; k++) o[k] /= L;
         at_store<D>(a, qh, o);
+    }
+}
+
+/* The splits that hold a key the query tile qv0..qv0+nq-1 sees (keys
+ * 0..pos + its last row): the split is planned for the length bucket
+ * (plan.h), so the splits past the real length are empty; they return at
+ * once and the merge counts and reads only the live ones. With one live
+ * split (a context shorter than a split) its block writes the output
+ * itself: no partials, no counter, no merge. */
+__device__ __forceinline__ int at_live(const AttnArgs &a, int pos, int qv0, int nq) {
+    return min(a.n_splits, (pos + (qv0 + nq - 1) / a.group) / a.kps + 1);
+}
+
+/* K/V tile loads with head dims a multiple of 4: element r of this thread
+ * is float4 idx = tid + r * AT_THREADS of the tile's [AT_KEYS][hd / 4]
+ * (AT_KEYS * hd / 4 <= AT_THREADS * D). at_fetch loads keys t0..t0+cnt-1
+ * into registers (zeros past cnt), at_stash stores them to shared memory;
+ * the next tile's fetch is issued before the current tile is scored, so
+ * its load latency passes under the arithmetic. */
+template <int D>
+__device__ __forceinline__ void at_fetch(const AttnArgs &a, int kh, int t0, int cnt, float4 pk[D],
+                                         float4 pv[D]) {
+    const int h4 = a.hd >> 2;
+#pragma unroll
+    for (int r = 0; r < D; r++) {
+        const int idx = threadIdx.x + r * AT_THREADS, t = idx / h4, d = 4 * (idx - t * h4);
+        pk[r] = pv[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (idx < AT_KEYS * h4 && t < cnt) {
+            const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * a.hd + d;
+            pk[r] = *reinterpret_cast<const float4 *>(a.kc + off);
+            pv[r] = *reinterpret_cast<const float4 *>(a.vc + off);
+        }
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void at_stash(float *Ks, float *Vs, int hd, int kstride,
+                                         const float4 pk[D], const float4 pv[D]) {
+    const int h4 = hd >> 2;
+#pragma unroll
+    for (int r = 0; r < D; r++) {
+        const int idx = threadIdx.x + r * AT_THREADS, t = idx / h4, d = 4 * (idx - t * h4);
+        if (idx < AT_KEYS * h4) {
+            *reinterpret_cast<float4 *>(Ks + t * kstride + d) = pk[r];
+            *reinterpret_cast<float4 *>(Vs + t * hd + d) = pv[r];
+        }
     }
 }
 
@@ -162,6 +209,8 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     const int q_dim = a.n_head * hd;
     const int nq = min(AT_QV, a.n * a.group - qv0);
     const int pos = a.pos_dev ? *a.pos_dev : a.pos;
+    const int live = at_live(a, pos, qv0, nq);
+    if (split >= live) return;
 
     for (int idx = tid; idx < nq * hd; idx += AT_THREADS) {
         const int v = idx / hd, d = idx - v * hd, qv = qv0 + v;
@@ -184,24 +233,15 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         for (int k = 0; k < D; k++) acc[j][k] = 0.f;
     }
 
+    const bool vec = (hd & 3) == 0;
+    float4 pk[D], pv[D];
+    if (vec && ks < ke) at_fetch<D>(a, kh, ks, min(AT_KEYS, ke - ks), pk, pv);
     for (int t0 = ks; t0 < ke; t0 += AT_KEYS) {
         const int cnt = min(AT_KEYS, ke - t0);
         __syncthreads(); /* the previous tile is consumed (and Qs is written) */
-        if ((hd & 3) == 0) {
-            /* 16-byte loads, unrolled so that several are in flight */
-            const int h4 = hd >> 2;
-#pragma unroll 4
-            for (int idx = tid; idx < AT_KEYS * h4; idx += AT_THREADS) {
-                const int t = idx / h4, d = 4 * (idx - t * h4);
-                float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
-                if (t < cnt) {
-                    const size_t off = (size_t)(t0 + t) * a.kv_dim + (size_t)kh * hd + d;
-                    kv = *reinterpret_cast<const float4 *>(a.kc + off);
-                    vv = *reinterpret_cast<const float4 *>(a.vc + off);
-                }
-                *reinterpret_cast<float4 *>(Ks + t * kstride + d) = kv;
-                *reinterpret_cast<float4 *>(Vs + t * hd + d) = vv;
-            }
+        if (vec) {
+            at_stash<D>(Ks, Vs, hd, kstride, pk, pv);
+            if (t0 + AT_KEYS < ke) at_fetch<D>(a, kh, t0 + AT_KEYS, min(AT_KEYS, ke - t0 - AT_KEYS), pk, pv);
         } else {
             for (int idx = tid; idx < AT_KEYS * hd; idx += AT_THREADS) {
                 const int t = idx / hd, d = idx - t * hd;
@@ -267,7 +307,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
         const float L = at_warp_sum(l[j]);
         const int qv = qv0 + warp + AT_WARPS * j;
         const size_t qh = (size_t)(qv / a.group) * a.n_head + kh * a.group + qv % a.group;
-        if (a.n_splits == 1) {
+        if (live == 1) {
             float v[D];
 #pragma unroll
             for (int k = 0; k < D; k++) v[k] = acc[j][k] / L;
@@ -281,7 +321,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
             if (lane == 0) a.part_ml[2 * slot] = m[j], a.part_ml[2 * slot + 1] = L;
         }
     }
-    if (a.n_splits == 1 || !a.ctr) return;
+    if (live == 1 || !a.ctr) return;
 
     /* the last split of this (kv head, tile) merges the tile */
     __shared__ int last;
@@ -289,20 +329,21 @@ __global__ void __launch_bounds__(AT_THREADS) attn_kernel(const AttnArgs a) {
     __syncthreads();
     if (tid == 0) {
         unsigned *ctr = a.ctr + (size_t)blockIdx.z * gridDim.y + kh;
-        last = atomicAdd(ctr, 1u) == (unsigned)(a.n_splits - 1);
-        if (last) *ctr = 0; /* every split has counted: ready for the next launch */
+        last = atomicAdd(ctr, 1u) == (unsigned)(live - 1);
+        if (last) *ctr = 0; /* every live split has counted: ready for the next launch */
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    attn_merge<D>(a, kh, qv0, nq);
+    attn_merge<D>(a, kh, qv0, nq, live);
 }
 
 /* attn_combine: the merge as a launch of its own, grid (kv head, query tile). */
 template <int D>
 __global__ void __launch_bounds__(AT_THREADS) attn_combine(const AttnArgs a) {
-    const int qv0 = blockIdx.y * AT_QV;
-    attn_merge<D>(a, blockIdx.x, qv0, min(AT_QV, a.n * a.group - qv0));
+    const int qv0 = blockIdx.y * AT_QV, nq = min(AT_QV, a.n * a.group - qv0);
+    const int live = at_live(a, a.pos_dev ? *a.pos_dev : a.pos, qv0, nq);
+    if (live > 1) attn_merge<D>(a, blockIdx.x, qv0, nq, live);
 }
 
 size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int pos) {

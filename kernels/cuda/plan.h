@@ -68,14 +68,15 @@ static inline int sd_attn_plan_make(int n, int pos, int n_kv, int group, int sms
  * runs as a CUDA graph is replayed at later positions with the launch
  * shapes it was captured with (backend_cuda.cu, "graphs"), so the split
  * must stay valid while the length grows: it covers the whole bucket, the
- * splits past the real length find no key and leave empty partials that
- * the merge skips, and a graph is captured anew only when the length
+ * splits past the real length find no key and return at once (the kernel
+ * counts the live splits from the position it reads), and a graph is
+ * captured anew only when the length
  * crosses into the next bucket (log2 of the context times in a decode).
  * Planning for the exact length instead would change the split every
  * SD_AT_MIN_SPLIT keys and force a capture each time. Plain launches use
  * the same plan, so a step gives the same bits either way. The cost: up
- * to half the splits of a step are empty blocks, against about two blocks
- * per multiprocessor in the grid. */
+ * to half the blocks of a step exit at once, and a short context has the
+ * parallelism of its length, not of the bucket. */
 enum { SD_AT_BUCKET_MIN = 256 };
 static inline int sd_attn_plan_bucket(int n, int pos, int n_kv, int group, int sms,
                                       sd_attn_plan *p) {
