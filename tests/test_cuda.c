@@ -1159,6 +1159,9 @@ Test(cuda, decode_graph) {
     /* with programmatic dependent launch (cuda_int.h cu_launch_cfg), which
      * the emulator checks every block of the launched kernels waits for */
     cr_assert(setenv("SD_CUDA_PDL", "1", 1) == 0);
+    /* and, in the emulator, that no kernel reads through __ldg what a
+     * kernel it may run beside wrote (tests/cuda_emu/emu.cpp) */
+    cr_assert(setenv("CUDA_EMU_LDG_CHECK", "1", 1) == 0);
     synth_cfg c = synth_default();
     c.wtype = SD_Q4_K;
     c.dim = 256;

@@ -525,12 +525,15 @@ void grid_trigger(void) {
     if (!t_cur) fail("cudaTriggerProgrammaticLaunchCompletion outside a kernel");
 }
 
+static void ldg_kernel_start(bool pdl);
+
 void fail_attr(const char *name, int id) {
     fail("launch of %s: launch attribute %d is not emulated", name, id);
 }
 
 bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
     if (!check_config(c, name, func)) return false;
+    ldg_kernel_start(c.pdl);
     const dim3 g = c.grid, b = c.block;
     const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
     if (!stack_bytes) stack_bytes = stack_size();
@@ -608,6 +611,75 @@ static bool is_device(const void *p, size_t n) {
     if (it == allocs.begin()) return false;
     --it;
     return (uintptr_t)p >= it->first && (uintptr_t)p + n <= it->first + it->second;
+}
+
+/* ---- the read-only path under programmatic dependent launch ---------------------------
+ * __ldg (ld.global.nc) requires data that does not change while the kernel
+ * lives. A kernel launched with programmatic stream serialization lives
+ * beside the kernels before it, back to the last launch without the
+ * attribute or the last copy or memset (each kernel triggers its
+ * successor at its start, so a chain of them may all be resident), and
+ * those may still be writing. The emulator runs kernels one after another,
+ * so the stale read never happens here; with CUDA_EMU_LDG_CHECK=1 it is
+ * caught anyway: at each kernel's start the device memory is compared with
+ * a copy taken at the previous one, the bytes that changed are added to
+ * the chain's written set (emptied by a plain launch, a copy, a memset, an
+ * allocation), and an __ldg of any of them fails. Every allocation is
+ * copied at every launch, so the check is for small models. */
+static std::map<uintptr_t, std::vector<uint8_t>> ldg_snap;  /* allocation -> its bytes at the last point */
+static std::map<uintptr_t, std::vector<uint8_t>> ldg_chain; /* allocation -> 1 per byte the chain wrote */
+static bool ldg_pdl;                                         /* the running kernel has the attribute */
+
+static bool ldg_on(void) {
+    const char *v = getenv("CUDA_EMU_LDG_CHECK");
+    return v && !strcmp(v, "1");
+}
+
+static void ldg_take(void) {
+    ldg_snap.clear();
+    for (const auto &a : allocs) ldg_snap[a.first].assign((const uint8_t *)a.first, (const uint8_t *)a.first + a.second);
+}
+
+/* A copy, a memset or an allocation: the stream waits for every kernel before it. */
+static void ldg_barrier(void) {
+    ldg_chain.clear();
+    if (ldg_on()) ldg_take();
+    else ldg_snap.clear();
+}
+
+static void ldg_kernel_start(bool pdl) {
+    ldg_pdl = pdl;
+    if (!ldg_on()) {
+        ldg_snap.clear();
+        ldg_chain.clear();
+        return;
+    }
+    if (!pdl) ldg_chain.clear(); /* it waits for the kernels before it to complete */
+    for (const auto &a : allocs) {
+        auto it = ldg_snap.find(a.first);
+        if (it == ldg_snap.end() || it->second.size() != a.second) continue;
+        const uint8_t *now = (const uint8_t *)a.first, *was = it->second.data();
+        if (!memcmp(now, was, a.second)) continue;
+        std::vector<uint8_t> &w = ldg_chain[a.first];
+        if (w.size() != a.second) w.assign(a.second, 0);
+        for (size_t i = 0; i < a.second; i++) w[i] |= now[i] != was[i];
+    }
+    ldg_take();
+}
+
+void ldg_read(const void *p, size_t n) {
+    if (!ldg_pdl || ldg_chain.empty() || !t_cur) return;
+    auto it = ldg_chain.upper_bound((uintptr_t)p);
+    if (it == ldg_chain.begin()) return;
+    --it;
+    const size_t off = (uintptr_t)p - it->first;
+    if (off >= it->second.size()) return;
+    for (size_t i = 0; i < n && off + i < it->second.size(); i++)
+        if (it->second[off + i])
+            fail("kernel %s: __ldg of %zu bytes at %p (allocation %p + %zu), which a kernel before it "
+                 "wrote: launched with programmatic stream serialization, this kernel runs beside "
+                 "that one, and the read-only path may return the old bytes (use a plain load)",
+                 cur_name, n, p, (void *)it->first, off);
 }
 
 static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind k, const char *what) {
@@ -747,6 +819,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     memset(m, 0xff, bytes); /* device memory starts as garbage: NaN floats */
     allocs[(uintptr_t)m] = bytes;
     *p = m;
+    ldg_barrier();
     return cudaSuccess;
 }
 
@@ -756,6 +829,7 @@ cudaError_t cudaFree(void *p) {
     if (it == allocs.end()) return ret(cudaErrorInvalidValue);
     allocs.erase(it);
     free(p);
+    ldg_barrier();
     return cudaSuccess;
 }
 
@@ -768,6 +842,7 @@ cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
     check_copy(dst, src, n, k, "cudaMemcpy");
     if (n) memmove(dst, src, n);
+    ldg_barrier();
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
@@ -777,6 +852,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
         return cudaSuccess;
     }
     if (n) memmove(dst, src, n);
+    ldg_barrier();
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
@@ -786,11 +862,13 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
     check_copy(dst, src, dpitch * (height - 1) + width, k, "cudaMemcpy2DAsync");
     for (size_t r = 0; r < height; r++)
         memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    ldg_barrier();
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     if (n && !is_device(p, n)) fail("cudaMemset of %zu bytes at %p: not inside one cudaMalloc allocation", n, p);
     memset(p, v, n);
+    ldg_barrier();
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
@@ -867,6 +945,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
         } else if (n.kind == NODE_COPY) {
             check_copy(n.dst, n.src, n.n, n.k, "graph copy node");
             if (n.n) memmove(n.dst, n.src, n.n);
+            ldg_barrier();
         } else {
             cudaMemset(n.dst, n.value, n.n);
         }

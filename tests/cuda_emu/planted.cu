@@ -3,6 +3,7 @@
  * stop every buggy one with a clear report. Built only for the emulator. */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Reads one float past the end of x (n floats). */
@@ -78,6 +79,16 @@ __global__ void pdl_wait(float *out) {
     out[threadIdx.x] = 1.0f;
 }
 
+/* A producer, then a consumer launched with programmatic stream
+ * serialization that reads the producer's output after its wait: through
+ * the read-only path (the bug: on a GPU the consumer is alive while the
+ * producer writes) or with a plain load. */
+__global__ void produce(float *out) { out[threadIdx.x] = (float)threadIdx.x; }
+__global__ void consume(float *out, const float *in, int nc) {
+    cudaGridDependencySynchronize();
+    out[threadIdx.x] = nc ? __ldg(in + threadIdx.x) : in[threadIdx.x];
+}
+
 __global__ void fine(float *out) {
     extern __shared__ float big[];
     big[threadIdx.x] = 2.0f;
@@ -119,6 +130,18 @@ extern "C" int planted_run(const char *which, int *nan) {
         cfg.attrs = &at;
         cfg.numAttrs = 1;
         cudaLaunchKernelEx(&cfg, pdl_wait, out);
+    } else if (!strcmp(which, "ldg_after_pdl") || !strcmp(which, "plain_after_pdl")) {
+        setenv("CUDA_EMU_LDG_CHECK", "1", 1);
+        cudaLaunchAttribute at;
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = 1;
+        cfg.blockDim = 64;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        produce<<<1, 64>>>(x);
+        cudaLaunchKernelEx(&cfg, consume, out, (const float *)x, !strcmp(which, "ldg_after_pdl") ? 1 : 0);
     } else if (!strcmp(which, "missing_barrier")) {
         missing_barrier<<<4, 64, sizeof(float)>>>(out);
         float h[4 * 64];

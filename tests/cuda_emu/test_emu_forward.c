@@ -12,6 +12,8 @@
  *     give exactly the autoregressive output, and beam search with three
  *     beams gives the CPU's beams; then all of it again with every decode
  *     and verification step a CUDA graph (sd_cuda_set_graph).
+ * Under the emulator every launch also runs its __ldg check
+ * (CUDA_EMU_LDG_CHECK, tests/cuda_emu/emu.cpp).
  * The same file, built against the CUDA library (build/tests/
  * test_cuda_forward), is scripts/gpu-check.sh's check of the strategies
  * on a GPU. The qwen2 path (NEOX rotation, Q/K/V biases) runs for two types. Sampled
@@ -57,6 +59,9 @@ static synth_cfg cfg_for(uint32_t type, int qwen2) {
 }
 
 static void twin_load(twin *t, uint32_t type, int qwen2) {
+    /* the emulator's check that no kernel reads through __ldg what a kernel
+     * it may run beside wrote (tests/cuda_emu/emu.cpp; a GPU ignores it) */
+    cr_assert(setenv("CUDA_EMU_LDG_CHECK", "1", 1) == 0);
     synth_cfg c = cfg_for(type, qwen2);
     size_t n;
     sd_err e = {{0}};

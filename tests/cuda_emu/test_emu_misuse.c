@@ -81,6 +81,12 @@ Test(emu_misuse, pdl_block_without_wait) {
     int st = run_child("pdl_waits", buf, sizeof buf);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
 }
+Test(emu_misuse, ldg_of_what_the_kernel_before_wrote) {
+    expect_report("ldg_after_pdl", "kernel consume: __ldg of 4 bytes");
+    static char buf[4096];
+    int st = run_child("plain_after_pdl", buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
+}
 Test(emu_misuse, missing_barrier_shows_in_reversed_blocks) {
     static char buf[4096];
     int st = run_child("missing_barrier", buf, sizeof buf);

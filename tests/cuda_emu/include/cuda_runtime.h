@@ -220,6 +220,9 @@ void grid_dependency_sync(void);
 /* cudaTriggerProgrammaticLaunchCompletion: kernels run one after another,
  * so the next one cannot start early; only a call outside a kernel fails. */
 void grid_trigger(void);
+/* __ldg's check (emu.cpp, CUDA_EMU_LDG_CHECK=1): fails when the n bytes at
+ * p were written by a kernel that may still run beside the current one. */
+void ldg_read(const void *p, size_t n);
 [[noreturn]] void fail_attr(const char *name, int id);
 
 /* Runs body once per thread of every block (blocks one after another);
@@ -328,7 +331,10 @@ static inline long max(long a, long b) { return a > b ? a : b; }
 static inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
 static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
 
-template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldg(const T *p) {
+    emu::ldg_read(p, sizeof(T));
+    return *p;
+}
 template <class T> static inline T __ldcs(const T *p) { return *p; }
 template <class T> static inline T __ldcg(const T *p) { return *p; }
 template <class T> static inline void __stcs(T *p, T v) { *p = v; }
