@@ -23,7 +23,10 @@
  * when other processes share the cores). The last rows estimate SmolLM2
  * decode tok/s = 1 / (sum of the per-layer matvec times x 30 + head), and
  * prefill tok/s for a 128-token prompt from the n=128 times, next to the
- * machine's memcpy bandwidth over 256 MiB. Runs in well under a minute. */
+ * machine's memcpy bandwidth over 256 MiB. Runs in well under a minute.
+ *   usage: bench_cpu_kernels [TYPE...]   TYPE as the type column prints it
+ *   (Q4_K, Q4Kx, ...): only the product rows of those types, for timing
+ *   one tile while changing it; an unknown TYPE is an error. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +161,24 @@ static double int8_peak(int th) {
     return r[0] + r[1];
 }
 
-int main(void) {
+/* 1 if shape s is selected by the TYPE arguments (all when there are none) */
+static int selected(int s, int argc, char **argv) {
+    for (int k = 1; k < argc; k++)
+        if (!strcmp(argv[k], tname(shapes[s].type))) return 1;
+    return argc < 2;
+}
+
+int main(int argc, char **argv) {
     sd_err e = {{0}};
+    for (int k = 1; k < argc; k++) {
+        int known = 0;
+        for (int s = 0; s < NSHAPES; s++) known |= !strcmp(argv[k], tname(shapes[s].type));
+        if (!known) {
+            fprintf(stderr, "bench_cpu_kernels: unknown type '%s' (the type column's names: Q4_1, Q4Kx, ...)\n",
+                    argv[k]);
+            return 2;
+        }
+    }
     double t_dec[NSHAPES][2], t_pre[NSHAPES][2];
 
     /* copy bandwidth */
@@ -197,6 +216,7 @@ int main(void) {
 
     for (int s = 0; s < NSHAPES; s++) {
         const shape *sh = &shapes[s];
+        if (!selected(s, argc, argv)) continue;
         size_t rb = row_bytes(sh->type, sh->cols), wbytes = rb * sh->rows;
         /* one random weight, then copies of it across the pool */
         float *tmp = malloc(sizeof(float) * sh->cols);
@@ -261,6 +281,12 @@ int main(void) {
                 printf("   (%.0f%% of int8 peak)", 100.0 * gops / peak[th]);
             printf("\n");
         }
+    }
+
+    if (argc > 1) { /* a selection: the rows below need every shape */
+        free(a), free(x), free(out);
+        sd_cpu_destroy(ctx[0]), sd_cpu_destroy(ctx[1]);
+        return 0;
     }
 
     /* the fused calls the forward pass makes: Q/K/V and gate/up through

@@ -556,6 +556,9 @@ AI void x16_scales(const uint8_t *G, const int s, __m128i *sc, __m128i *mn) {
     *sc = _mm_or_si128(_mm_and_si128(v, m4), _mm_and_si128(hs, m30));
     *mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(hm, m30));
 }
+/* Pins v to a register at this point of the code: keeps GCC from
+ * computing all of a tile's products first and spilling them. */
+#define KEEP(v) __asm__("" : "+x"(v))
 AI __m256i bc4(const int8_t *p) { return _mm256_set1_epi32((int)ld32((const uint8_t *)p)); }
 
 /* the 4-bit SD_*_X16 types: bytes of a block group, offset of its codes */
@@ -586,32 +589,25 @@ AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, floa
             if (hf) sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8);
             const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8);
             const __m256 M = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8);
-            __m256i is[SD_QA];
-            for (int a = 0; a < A; a++) is[a] = _mm256_setzero_si256();
+            __m256i lo[4], hi[4];
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 256 + 256 * s + 64 * q + 32 * hf));
-                const __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-#pragma GCC unroll 8
-                for (int a = 0; a < A; a++) {
-                    const int8_t *xp = x->q + a * cols + 256 * sb + 32 * s + 8 * q;
-#ifdef SD_VNNI
-                    is[a] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(is[a], lo, bc4(xp)), hi, bc4(xp + 4));
-#else
-                    is[a] = _mm256_add_epi16(is[a], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bc4(xp)),
-                                                                     _mm256_maddubs_epi16(hi, bc4(xp + 4))));
-#endif
-                }
+                lo[q] = _mm256_and_si256(c, m4);
+                hi[q] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
             }
 #pragma GCC unroll 8
             for (int a = 0; a < A; a++) {
+                const int8_t *xp = x->q + a * cols + 256 * sb + 32 * s;
+                __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bc4(xp)), _mm256_maddubs_epi16(hi[0], bc4(xp + 4)));
+#pragma GCC unroll 3
+                for (int q = 1; q < 4; q++) {
+                    KEEP(t);
+                    t = _mm256_add_epi16(t, _mm256_add_epi16(_mm256_maddubs_epi16(lo[q], bc4(xp + 8 * q)),
+                                                             _mm256_maddubs_epi16(hi[q], bc4(xp + 8 * q + 4))));
+                }
                 const int64_t b = a * nb + 8 * sb + s;
-#ifdef SD_VNNI
-                const __m256i i32 = is[a];
-#else
-                const __m256i i32 = _mm256_madd_epi16(is[a], _mm256_set1_epi16(1));
-#endif
-                acc[a] = x16_min(x16_step(acc[a], i32, D, x->d[b]), M, x->s[b]);
+                acc[a] = x16_min(x16_step(acc[a], _mm256_madd_epi16(t, _mm256_set1_epi16(1)), D, x->d[b]), M, x->s[b]);
             }
         }
     }
@@ -713,21 +709,18 @@ AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, cons
 #pragma GCC unroll 8
         for (int a = 0; a < A; a++) {
             const int8_t *xp = x->q + a * cols + 32 * b;
-#ifdef SD_VNNI
-            __m256i t = _mm256_setzero_si256();
-            for (int q = 0; q < 4; q++)
-                t = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(t, lo[q], bc4(xp + 8 * q)), hi[q], bc4(xp + 8 * q + 4));
-#else
             const __m256i one = _mm256_set1_epi16(1);
             __m256i t = _mm256_setzero_si256();
             for (int h2 = 0; h2 < 2; h2++) {
                 const int q0 = 2 * h2, q1 = q0 + 1;
-                const __m256i u = _mm256_add_epi16(
-                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[q0], bc4(xp + 8 * q0)), _mm256_maddubs_epi16(hi[q0], bc4(xp + 8 * q0 + 4))),
-                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[q1], bc4(xp + 8 * q1)), _mm256_maddubs_epi16(hi[q1], bc4(xp + 8 * q1 + 4))));
+                __m256i u = _mm256_add_epi16(_mm256_maddubs_epi16(lo[q0], bc4(xp + 8 * q0)),
+                                             _mm256_maddubs_epi16(hi[q0], bc4(xp + 8 * q0 + 4)));
+                KEEP(u);
+                u = _mm256_add_epi16(u, _mm256_add_epi16(_mm256_maddubs_epi16(lo[q1], bc4(xp + 8 * q1)),
+                                                         _mm256_maddubs_epi16(hi[q1], bc4(xp + 8 * q1 + 4))));
                 t = _mm256_add_epi32(t, _mm256_madd_epi16(u, one));
+                KEEP(t);
             }
-#endif
             acc[a] = _mm256_fmadd_ps(M, _mm256_set1_ps(x->s[a * nb + b]), x16_step(acc[a], t, D, x->d[a * nb + b]));
         }
     }
