@@ -24,9 +24,11 @@
  * decode tok/s = 1 / (sum of the per-layer matvec times x 30 + head), and
  * prefill tok/s for a 128-token prompt from the n=128 times, next to the
  * machine's memcpy bandwidth over 256 MiB. Runs in well under a minute.
- *   usage: bench_cpu_kernels [TYPE...]   TYPE as the type column prints it
- *   (Q4_K, Q4Kx, ...): only the product rows of those types, for timing
- *   one tile while changing it; an unknown TYPE is an error. */
+ *   usage: bench_cpu_kernels [ROW...]   ROW a type as the type column
+ *   prints it (Q4_K, Q4Kx, ...) or a kernel column name among multi
+ *   (qkv_multi, gateup_multi), attention, top_k_rows, elementwise: only
+ *   those rows, for timing one kernel while changing it (the estimates at
+ *   the end need every row and are left out); an unknown ROW is an error. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,10 +163,12 @@ static double int8_peak(int th) {
     return r[0] + r[1];
 }
 
-/* 1 if shape s is selected by the TYPE arguments (all when there are none) */
-static int selected(int s, int argc, char **argv) {
+static const char *const sections[] = {"multi", "attention", "top_k_rows", "elementwise"};
+
+/* 1 if the rows named `name` are selected (all are when there are no arguments) */
+static int selected(const char *name, int argc, char **argv) {
     for (int k = 1; k < argc; k++)
-        if (!strcmp(argv[k], tname(shapes[s].type))) return 1;
+        if (!strcmp(argv[k], name)) return 1;
     return argc < 2;
 }
 
@@ -173,9 +177,10 @@ int main(int argc, char **argv) {
     for (int k = 1; k < argc; k++) {
         int known = 0;
         for (int s = 0; s < NSHAPES; s++) known |= !strcmp(argv[k], tname(shapes[s].type));
+        for (size_t s = 0; s < sizeof sections / sizeof *sections; s++) known |= !strcmp(argv[k], sections[s]);
         if (!known) {
-            fprintf(stderr, "bench_cpu_kernels: unknown type '%s' (the type column's names: Q4_1, Q4Kx, ...)\n",
-                    argv[k]);
+            fprintf(stderr, "bench_cpu_kernels: unknown row '%s' (a type as the type column prints it: Q4_1, "
+                            "Q4Kx, ...; or multi, attention, top_k_rows, elementwise)\n", argv[k]);
             return 2;
         }
     }
@@ -216,7 +221,7 @@ int main(int argc, char **argv) {
 
     for (int s = 0; s < NSHAPES; s++) {
         const shape *sh = &shapes[s];
-        if (!selected(s, argc, argv)) continue;
+        if (!selected(tname(sh->type), argc, argv)) continue;
         size_t rb = row_bytes(sh->type, sh->cols), wbytes = rb * sh->rows;
         /* one random weight, then copies of it across the pool */
         float *tmp = malloc(sizeof(float) * sh->cols);
@@ -283,16 +288,10 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (argc > 1) { /* a selection: the rows below need every shape */
-        free(a), free(x), free(out);
-        sd_cpu_destroy(ctx[0]), sd_cpu_destroy(ctx[1]);
-        return 0;
-    }
-
     /* the fused calls the forward pass makes: Q/K/V and gate/up through
      * sd_cpu_matmul_multi (one activation quantization, one thread split) */
     double t_multi[2][2][2]; /* [qkv, gateup][n=1, n=128][threads] */
-    {
+    if (selected("multi", argc, argv)) {
         const int64_t mrows[2][3] = {{576, 192, 192}, {1536, 1536, 0}};
         const int nws[2] = {3, 2};
         const char *names[2] = {"qkv_multi", "gateup_multi"};
@@ -340,7 +339,7 @@ int main(int argc, char **argv) {
     }
 
     /* attention: decode at position 511 and a 128-token prefill, 9 heads / 3 kv, hd 64 */
-    {
+    if (selected("attention", argc, argv)) {
         const int nh = 9, nkv = 3, hd = 64, maxlen = 640;
         float *q = malloc(sizeof(float) * 128 * nh * hd), *kc = malloc(sizeof(float) * maxlen * nkv * hd),
               *vc = malloc(sizeof(float) * maxlen * nkv * hd), *o = malloc(sizeof(float) * 128 * nh * hd);
@@ -368,7 +367,7 @@ int main(int argc, char **argv) {
     /* top-k ids of logits rows (SmolLM2's vocabulary): one row with k = 1
      * (greedy decoding), 5 rows with k = 1 (verifying 4 drafts) and k = 8
      * (NASD with fillers); cols = vocab, n = rows, GFLOP/s column = Gvalues/s */
-    {
+    if (selected("top_k_rows", argc, argv)) {
         const int vocab = 49152, cfg[3][2] = {{1, 1}, {5, 1}, {5, 8}};
         float *lg = malloc(sizeof(float) * 5 * vocab);
         int32_t ids[5 * 8];
@@ -395,7 +394,7 @@ int main(int argc, char **argv) {
      * swiglu over ffn 1536, embed of n rows of the Q8_0 576-wide table.
      * GB/s counts the activation bytes read and written (embed: the rows
      * read); the GFLOP/s column is Gelements/s. */
-    {
+    if (selected("elementwise", argc, argv)) {
         const int dim = 576, ffn = 1536, hd = 64, nh = 9, vocab = 49152;
         float *xa = malloc(sizeof(float) * 128 * ffn), *xb = malloc(sizeof(float) * 128 * ffn),
               *xc = malloc(sizeof(float) * 128 * ffn), *wn = malloc(sizeof(float) * dim);
@@ -440,7 +439,7 @@ int main(int argc, char **argv) {
 
     /* SmolLM2-135M estimates: per layer q,o (576x576), k,v (192x576),
      * gate,up (1536x576), down (576x1536); 30 layers; Q8_0 head. */
-    for (int th = 0; th < 2; th++) {
+    for (int th = 0; th < 2 && argc < 2; th++) {
         double layer = 2 * t_dec[0][th] + 2 * t_dec[1][th] + 2 * t_dec[2][th] + t_dec[3][th];
         double tok = 30 * layer + t_dec[4][th];
         double bytes = 30.0 * (2 * 576 * 576 + 2 * 192 * 576 + 3 * 1536 * 576) / 32 * 20 +
