@@ -537,8 +537,11 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
  * codes of each row and the high nibbles the next 4, each multiplied with
  * 4 activation bytes broadcast to every lane. The 256-bit tile takes the
  * 8 rows of one half h of a group (bytes 32h.. of each piece, lanes 8h..
- * of the scale bytes). Without VNNI the 8 vpmaddubsw of a sub-block add
- * in int16 (8 * 2 * 15 * 127 = 30480 < 32767) before one vpmaddwd. The
+ * of the scale bytes); the AVX-512 builds take tile_q4kx512 and the other
+ * 512-bit x16 tiles below, so the 256-bit ones are AVX2 code (no VNNI).
+ * The 8 vpmaddubsw of a sub-block add in int16 (8 * 2 * 15 * 127 = 30480
+ * < 32767) before one vpmaddwd, each activation row's sum one chain (see
+ * KEEP). The
  * scale and min apply per sub-block: two FMAs an activation row for 8
  * rows x 32 elements. A group is one contiguous stream: prefetch runs
  * SD_PF bytes ahead of it, never past lim (the end of the thread's rows). */
@@ -623,7 +626,7 @@ static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], con
  * pieces of low nibbles and one of top bits give 4 code vectors (elements
  * 4k..4k+3 of each row); sum(code*x) - 32*sum(x) (xo16) is the sub-block's
  * integer sum, which the row's scale times d times the activation block's
- * d turns into float. Without VNNI two vpmaddubsw add in int16 (2 * 2 *
+ * d turns into float. Two vpmaddubsw add in int16 (2 * 2 *
  * 63 * 127 < 32767) before each vpmaddwd. */
 AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xo,
                   float (*res)[16], const uint8_t *lim) {
@@ -649,17 +652,10 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
 #pragma GCC unroll 8
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
-#ifdef SD_VNNI
-                __m256i t = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c0, bc4(xp));
-                t = _mm256_dpbusd_epi32(t, c1, bc4(xp + 4));
-                t = _mm256_dpbusd_epi32(t, c2, bc4(xp + 8));
-                t = _mm256_dpbusd_epi32(t, c3, bc4(xp + 12));
-#else
                 const __m256i one = _mm256_set1_epi16(1);
                 const __m256i t = _mm256_add_epi32(
                     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))), one),
                     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
-#endif
                 const __m256i i32 = _mm256_sub_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
                 acc[a] = x16_step(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
             }
@@ -679,7 +675,7 @@ static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, fl
  * element 4j+e: piece q's low nibbles take bit 2q, its high ones bit
  * 2q+1, each moved to 0x10 by a shift). The offset term of a block is one
  * FMA with the activation block's sum (s): -8 d_w (Q4_0), +m (Q4_1),
- * -16 d_w (Q5_0). Without VNNI four vpmaddubsw add in int16
+ * -16 d_w (Q5_0). Four vpmaddubsw add in int16
  * (4 * 2 * 31 * 127 < 32767) before each vpmaddwd. */
 AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
                   const uint8_t *lim) {
