@@ -161,6 +161,10 @@ include tests/cuda_emu/emu.mk
 # with coverage hooks (fuzzer-no-link) and always without CUDA, whose
 # runtime the sanitizers cannot see into. (-Wno-constant-logical-operand:
 # clang flags the kernels' `cond && SD_PF` compile-time prefetch switches.)
+# The objects wait for deps-dev (clang), so `make -j2 fuzz` builds them two
+# at a time: the three matmul tile files take minutes each under
+# ASan+UBSan with coverage (about 21 minutes of one core in all on a slow
+# 2-core machine).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
@@ -184,16 +188,16 @@ $(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/be
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
 .SECONDARY: $(FUZZ_OBJ) $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
 
-$(FUZZ_BUILD)/%_avx2.o: %_avx2.c | deps
+$(FUZZ_BUILD)/%_avx2.o: %_avx2.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps
+$(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps
+$(FUZZ_BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%.o: %.c | deps
+$(FUZZ_BUILD)/%.o: %.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
