@@ -183,6 +183,9 @@ $(BUILD)/tests/test_fuzz_regress: $(FUZZ_REGRESS_OBJ)
 $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
 .PHONY: fuzz
 # The synthetic-model suite runs the GPU check's generator.
+# The kernel benchmark's argument check runs the benchmark binary.
+$(BUILD)/tests/test_bench_args: $(BUILD)/bench/bench_cpu_kernels
+$(BUILD)/tests/test_bench_args: private CFLAGS += -DBENCH_CPU_KERNELS_BIN='"$(BUILD)/bench/bench_cpu_kernels"'
 $(BUILD)/tests/test_synth_gguf: $(BUILD)/bench/synth_gguf
 $(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
