@@ -569,6 +569,26 @@ enum { NX_Q40 = 0, NX_Q41 = 1, NX_Q50 = 2 };
 #define NX_BYTES(T) ((T) == NX_Q40 ? 288 : (T) == NX_Q41 ? 320 : 352)
 #define NX_CODES(T) ((T) == NX_Q40 ? 32 : (T) == NX_Q41 ? 64 : 96)
 #if !(defined(__AVX512F__) && defined(__AVX512BW__)) /* the AVX-512 builds use tile_q4kx512 */
+/* Activation rows a pass of the 256-bit x16 tiles: 5, one more than the
+ * other AVX2 tiles. A verification of gamma 4 (5 rows) then streams each
+ * group once instead of in passes of 3 + 2, each of which unpacks the
+ * codes and scales again. GCC spills some accumulators at 5 rows (16
+ * registers); a spilled accumulator costs a load and a store per
+ * sub-block, less than a second unpack. Measured on an AVX2-only Zen 3,
+ * bench_cpu_kernels, previous pass width 4 -> 5, 1 thread, us: Q4Kx
+ * 8960x1536 n = 5 1464 -> 1253-1285, n = 9 (3+3+3 -> 5+4) 2329-2344 ->
+ * 2136-2163; Q41x 1536x576 n = 5 98-114 -> 80, n = 128 1902-1906 ->
+ * 1756; Q50x 4864x896 n = 5 602-605 -> 473-474. Single passes of up to 8
+ * rows were slower again at 7 and 8 rows (more spills). */
+#define SD_XA 5
+#define XCASES(CALL)                                                                       \
+    switch (A) {                                                                           \
+    case 1: CALL(1); break;                                                                \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    case 4: CALL(4); break;                                                                \
+    default: CALL(5); break;                                                               \
+    }
 AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
 }
@@ -578,7 +598,7 @@ AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, floa
                   const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[SD_QA];
+    __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 2304 * sb;
@@ -618,7 +638,7 @@ AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, floa
 }
 static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q4kx(k, 0, g, x, res, lim), tile_q4kx(k, 1, g, x, res, NULL)
-    QCASES(C)
+    XCASES(C)
 #undef C
 }
 
@@ -632,7 +652,7 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
                   float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc[SD_QA];
+    __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 3360 * sb;
@@ -665,7 +685,7 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
 }
 static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q6kx(k, 0, g, x, xo, res, lim), tile_q6kx(k, 1, g, x, xo, res, NULL)
-    QCASES(C)
+    XCASES(C)
 #undef C
 }
 
@@ -681,7 +701,7 @@ AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, cons
                   const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
-    __m256 acc[SD_QA];
+    __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
@@ -727,11 +747,11 @@ static void run_nibx(int T, int A, const uint8_t *g, const qx *x, float (*res)[1
 #define C1(k) tile_nibx(NX_Q41, k, 0, g, x, res, lim), tile_nibx(NX_Q41, k, 1, g, x, res, NULL)
 #define C2(k) tile_nibx(NX_Q50, k, 0, g, x, res, lim), tile_nibx(NX_Q50, k, 1, g, x, res, NULL)
     if (T == NX_Q40) {
-        QCASES(C0)
+        XCASES(C0)
     } else if (T == NX_Q41) {
-        QCASES(C1)
+        XCASES(C1)
     } else {
-        QCASES(C2)
+        XCASES(C2)
     }
 #undef C0
 #undef C1
@@ -746,13 +766,13 @@ AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, floa
                   const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m256i one = _mm256_set1_epi16(1);
-    __m256 acc[SD_QA];
+    __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + 544 * b;
         if (lim && (b & 3) == 0) x16_prefetch_n(G, 4 * 544, lim);
         const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
-        __m256i t[SD_QA];
+        __m256i t[SD_XA];
         for (int a = 0; a < A; a++) t[a] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
@@ -772,7 +792,7 @@ AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, floa
 }
 static void run_q80x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q80x(k, 0, g, x, res, lim), tile_q80x(k, 1, g, x, res, NULL)
-    QCASES(C)
+    XCASES(C)
 #undef C
 }
 #endif
@@ -1460,8 +1480,9 @@ static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t col
 }
 
 /* The SD_*_X16 types: groups of 16 rows (r0, r1 multiples of
- * 16), passes of balanced width over the activation rows; the first
- * streams the group. */
+ * 16), passes of balanced width over the activation rows (at most SD_QA
+ * rows with 512-bit tiles, SD_XA with 256-bit ones); the first streams
+ * the group. */
 static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
     const uint32_t t = w->type;
@@ -1469,13 +1490,18 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const int nx = t == SD_Q4_0_X16 ? NX_Q40 : t == SD_Q4_1_X16 ? NX_Q41 : t == SD_Q5_0_X16 ? NX_Q50 : -1;
     const int64_t cols = w->cols, nb = cols / 32;
     const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
-    float res[SD_QA][16];
+#ifdef SD_HAVE512
+    enum { XA = SD_QA };
+#else
+    enum { XA = SD_XA };
+#endif
+    float res[XA][16];
     for (int64_t v = 0; v < SD_PF && (size_t)r0 * w->row_bytes + v < (size_t)r1 * w->row_bytes; v += 64)
         _mm_prefetch((const char *)base + (size_t)r0 * w->row_bytes + v, SD_PFH);
     for (int64_t r = r0; r < r1; r += 16) {
         const uint8_t *g = base + (size_t)r * w->row_bytes;
         for (int i = 0; i < j->n;) {
-            const int left = j->n - i, passes = (left + SD_QA - 1) / SD_QA, A = (left + passes - 1) / passes;
+            const int left = j->n - i, passes = (left + XA - 1) / XA, A = (left + passes - 1) / passes;
             const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
             const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
             const uint8_t *pl = i == 0 ? lim : NULL;
