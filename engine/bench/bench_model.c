@@ -10,9 +10,9 @@
  *   - where the time of one decode step and one 5-row verification goes,
  *     op by op (the CPU kernels' profile);
  *   - decode at LONG_CTX cached positions with an F32 and an F16 cache, and
- *     attention's share of the step (the cache's contents are the zeros it
- *     was allocated with: the time does not depend on them, and filling
- *     2048 positions of the 1.5B by prefill would take a minute).
+ *     attention's share of the step (the cache holds random values, see
+ *     fill_cache: filling 2048 positions of the 1.5B by prefill would take
+ *     a minute).
  * CUDA rows (decode and prefill) when a GPU is usable.
  *   usage: bench_model [MODEL...]   (default: stories260K, SmolLM2 and the
  *   Qwen2.5-Coder pair) */
@@ -226,6 +226,35 @@ static int breakdown(sd_model *m, sd_cpu *c, const int32_t *toks, int n, int ste
     return 0;
 }
 
+/* Writes random values into positions 0..n_pos-1 of every layer's K and V
+ * (uniform in [-1, 1]; F16 as halves of magnitude 2^-3..2^0). The CPU
+ * backend's cache comes from calloc, and pages of a large calloc that were
+ * never written all map to the kernel's one zero page: attention over an
+ * unwritten cache reads the same 4 KiB again and again from L1, so the
+ * step looked cheaper than one over a prefilled cache and the F16 cache
+ * could not show that it reads half the bytes. */
+static void fill_cache(sd_kv *kv, int n_pos) {
+    uint32_t r = 0x9e3779b9u;
+    const size_t bytes = (size_t)n_pos * kv->row_bytes;
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int h = 0; h < 2; h++) {
+            void *buf = h ? kv->v[l] : kv->k[l];
+            if (kv->type == SD_F16) {
+                uint16_t *p = buf;
+                for (size_t i = 0; i < bytes / 2; i++) {
+                    r = r * 1664525u + 1013904223u;
+                    p[i] = (uint16_t)((r >> 31) << 15 | (0x3000u + ((r >> 8) % 0x0c00u)));
+                }
+            } else {
+                float *p = buf;
+                for (size_t i = 0; i < bytes / 4; i++) {
+                    r = r * 1664525u + 1013904223u;
+                    p[i] = (float)(r >> 8) * (2.0f / 16777216.0f) - 1.0f;
+                }
+            }
+        }
+}
+
 /* Decode at LONG_CTX positions, 2 threads, for each cache type. */
 static int long_context(const char *path, sd_err *e) {
     const uint32_t types[2] = {SD_F32, SD_F16};
@@ -235,6 +264,7 @@ static int long_context(const char *path, sd_err *e) {
         sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 2, e), &o, e);
         if (!m) return -1;
         sd_cpu *c = sd_backend_cpu_context(m->be);
+        fill_cache(m->kv, LONG_CTX);
         m->kv->n = LONG_CTX;
         int32_t tok = 1, next;
         int rc = sd_forward_top_k(m, m->kv, &tok, 1, LONG_CTX, 0, 1, 1, &next, e); /* warm */
