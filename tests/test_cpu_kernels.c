@@ -816,13 +816,56 @@ Test(cpu, attention) {
             attn_case(c, 2, 50, gqa[g][0], gqa[g][1], 128);
         }
     attn_case(c2, 1, 300, 12, 2, 128); /* the Qwen 1.5B: sub-groups 3+3 */
-    attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows */
+    attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows, two key ranges */
+    attn_case(c1, 5, 509, 9, 3, 64); /* rows of one range and rows of two in one call */
+    attn_case(c2, 1, 1500, 12, 2, 128); /* three ranges, the last one short */
+    attn_case(c2, 2, 600, 4, 2, 40);    /* ranges through the scalar kernel */
     attn_case(c2, 130, 0, 9, 3, 64);
     attn_case(c2, 2, 40, 4, 2, 48);  /* a last column slice of 48 (AVX-512) */
     attn_case(c2, 1, 90, 4, 1, 256); /* head dims the 16-position scorer reads at run time */
     cr_assert_eq(sd_cpu_attention(c1, NULL, NULL, NULL, NULL, 1, 0, 3, 2, 64, &e), -1);
     sd_cpu_destroy(c1);
     sd_cpu_destroy(c2);
+}
+
+/* A position's attention output does not depend on the call: row i of a
+ * 5-row call (verification) equals, bit for bit, a 1-row call at the same
+ * position (decode), with 1 or 2 threads, below and across the key ranges
+ * of long rows (speculative decoding's output equals autoregressive
+ * decoding's only if this holds). */
+Test(cpu, attention_rows_agree) {
+    sd_err e = {{0}};
+    sd_cpu *ctx[2];
+    ctx_pair(ctx);
+    enum { NH = 9, NKV = 3, HD = 64, N = 5 };
+    const int poss[] = {100, 509, 1100};
+    for (int pi = 0; pi < 3; pi++) {
+        const int pos = poss[pi], len = pos + N;
+        float *q = malloc(sizeof(float) * N * NH * HD), *k = malloc(sizeof(float) * len * NKV * HD),
+              *v = malloc(sizeof(float) * len * NKV * HD), *o5 = malloc(sizeof(float) * N * NH * HD),
+              *o1 = malloc(sizeof(float) * NH * HD);
+        cr_assert(q && k && v && o5 && o1);
+        fill(q, (size_t)N * NH * HD, -1, 1);
+        fill(k, (size_t)len * NKV * HD, -1, 1);
+        fill(v, (size_t)len * NKV * HD, -1, 1);
+        for (int isa = 0; isa < n_isas(); isa++)
+            for (int t5 = 0; t5 < 2; t5++) {
+                sd_cpu_set_isa(ctx[0], isa);
+                sd_cpu_set_isa(ctx[1], isa);
+                cr_assert_eq(sd_cpu_attention(ctx[t5], o5, q, k, v, N, pos, NH, NKV, HD, &e), 0, "%s", e.msg);
+                for (int i = 0; i < N; i++) {
+                    cr_assert_eq(sd_cpu_attention(ctx[1 - t5], o1, q + (size_t)i * NH * HD, k, v, 1, pos + i,
+                                                  NH, NKV, HD, &e),
+                                 0, "%s", e.msg);
+                    cr_assert_eq(memcmp(o1, o5 + (size_t)i * NH * HD, sizeof(float) * NH * HD), 0,
+                                 "pos %d row %d isa %s: a 1-row call differs from the %d-row call", pos, i,
+                                 sd_isa_name(isa), N);
+                }
+            }
+        free(q), free(k), free(v), free(o5), free(o1);
+    }
+    sd_cpu_destroy(ctx[0]);
+    sd_cpu_destroy(ctx[1]);
 }
 
 /* Every ISA, 1 and 2 threads; a tail after whole vectors (1003) and a count

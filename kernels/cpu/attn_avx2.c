@@ -37,7 +37,7 @@ enum { GS_MAX = 4, PF_ROWS = 32 };
 
 void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const void *v, int f16,
                               int len, int64_t stride, int hd, int G, float scale, float *sc,
-                              int64_t ldsc);
+                              int64_t ldsc, float *lse);
 
 /* 8 cache elements at element index i as floats. */
 AI __m256 ld8(const int f16, const void *p, size_t i) {
@@ -291,7 +291,7 @@ static float softmax_row(float *sc, int len, float mx) {
 
 AI void group(const int GS, const int f16, float *out, const float *q, const void *k,
               const void *v, int len, int64_t stride, int hd, float scale, float *sc,
-              int64_t ldsc) {
+              int64_t ldsc, float *lse) {
     float mx[GS_MAX], inv[GS_MAX];
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
     if (hd == 64) scores512(4, GS, f16, q, k, len, stride, hd, scale, sc, ldsc, mx);
@@ -305,15 +305,18 @@ AI void group(const int GS, const int f16, float *out, const float *q, const voi
     for (int g = 0; g < GS; g++) inv[g] = softmax_row(sc + g * ldsc, len, mx[g]);
     weighted_v(GS, f16, out, v, len, stride, hd, sc, ldsc, inv);
 #endif
+    if (lse)
+        for (int g = 0; g < GS; g++) lse[g] = mx[g] - logf(inv[g]);
 }
 
 /* One sub-group of gs heads, f16 and gs as compile-time constants. */
 static void sub_group(int gs, int f16, float *out, const float *q, const void *k, const void *v,
-                      int len, int64_t stride, int hd, float scale, float *sc, int64_t ldsc) {
+                      int len, int64_t stride, int hd, float scale, float *sc, int64_t ldsc,
+                      float *lse) {
 #define G_CASE(n)                                                                                \
     case n:                                                                                      \
-        if (f16) group(n, 1, out, q, k, v, len, stride, hd, scale, sc, ldsc);                    \
-        else group(n, 0, out, q, k, v, len, stride, hd, scale, sc, ldsc);                        \
+        if (f16) group(n, 1, out, q, k, v, len, stride, hd, scale, sc, ldsc, lse);               \
+        else group(n, 0, out, q, k, v, len, stride, hd, scale, sc, ldsc, lse);                   \
         break;
     switch (gs) {
         G_CASE(1)
@@ -327,9 +330,9 @@ static void sub_group(int gs, int f16, float *out, const float *q, const void *k
 
 void SD_FN(sd_cpu_attn_group)(float *out, const float *q, const void *k, const void *v, int f16,
                               int len, int64_t stride, int hd, int G, float scale, float *sc,
-                              int64_t ldsc) {
+                              int64_t ldsc, float *lse) {
     if (hd % 16) {
-        sd_cpu_attn_group_scalar(out, q, k, v, f16, len, stride, hd, G, scale, sc, ldsc);
+        sd_cpu_attn_group_scalar(out, q, k, v, f16, len, stride, hd, G, scale, sc, ldsc, lse);
         return;
     }
     /* sub-groups of at most GS_MAX, sizes as even as possible (6 -> 3+3) */
@@ -337,7 +340,7 @@ void SD_FN(sd_cpu_attn_group)(float *out, const float *q, const void *k, const v
     for (int s = 0, g0 = 0; s < nsub; s++) {
         const int gs = (G - g0) / (nsub - s);
         sub_group(gs, f16, out + (size_t)g0 * hd, q + (size_t)g0 * hd, k, v, len, stride, hd, scale,
-                  sc, ldsc);
+                  sc, ldsc, lse ? lse + g0 : NULL);
         g0 += gs;
     }
 }

@@ -24,10 +24,11 @@
 
 /* Per-ISA grouped attention kernel (attn*.c): one query row, the G query
  * heads q[G][hd] of one kv head, out[G][hd]; sc: G rows of scores, ldsc
- * floats apart. */
+ * floats apart; lse (NULL: not wanted): each head's log sum_t e^(s_t), the
+ * weight of this key range when ranges are merged. */
 typedef void attn_group_fn(float *out, const float *q, const void *k, const void *v, int f16,
                            int len, int64_t stride, int hd, int G, float scale, float *sc,
-                           int64_t ldsc);
+                           int64_t ldsc, float *lse);
 attn_group_fn sd_cpu_attn_group_scalar, sd_cpu_attn_group_avx2, sd_cpu_attn_group_avx512;
 
 struct sd_cpu {
@@ -356,20 +357,34 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
 }
 
 /* ---- attention -------------------------------------------------------------
- * One task is one query row and one kv head with the G = n_head/n_kv query
- * heads that read it (the kernels load each K/V row once for all of them):
- * scores for positions 0..pos+i into the thread's slice of the scores
- * scratch, max-subtracted softmax, then the weighted sum of V rows. Tasks
- * come from the pool's counter in order, so the longer causal rows of
- * later i balance themselves. The scalar kernel is the reference: one head
- * at a time, in the order of the definition. */
+ * One task is one query row, one kv head with the G = n_head/n_kv query
+ * heads that read it (the kernels load each K/V row once for all of them)
+ * and one range of ATTN_SPLIT keys: scores for the range into the thread's
+ * slice of the scores scratch, max-subtracted softmax, then the weighted
+ * sum of V rows. Tasks come from the pool's counter in order, so the
+ * longer causal rows of later i balance themselves. The scalar kernel is
+ * the reference: one head at a time, in the order of the definition.
+ *
+ * Why key ranges: a decode step has one task per kv head, and 3 kv heads
+ * (SmolLM2) on 2 threads leave one thread idle a third of the time; at
+ * 2048 positions attention is most of the step. A row whose keys 0..pos+i
+ * span several ranges writes each range's normalised output and its
+ * log-sum-exp to the partials scratch ([n][n_head][S][hd] and
+ * [n][n_head][S], S the ranges of the call's longest row), and a second
+ * pass merges them: out = sum_s e^(lse_s - L) out_s, L = log sum_s
+ * e^(lse_s). The ranges depend only on the row's position, never on the
+ * thread count or the rows of the call, so a position's output is the
+ * same in a decode step, a verification and a prefill (speculative
+ * decoding's output equals autoregressive decoding's only if it is); a row
+ * of at most ATTN_SPLIT keys is one range, written directly. */
+enum { ATTN_SPLIT = 512 };
 static inline float kv_at(const void *p, int f16, size_t i) {
     return f16 ? sd_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const void *v, int f16,
                               int len, int64_t stride, int hd, int G, float scale, float *sc,
-                              int64_t ldsc) {
+                              int64_t ldsc, float *lse) {
     (void)ldsc;
     for (int g = 0; g < G; g++) {
         const float *qg = q + (size_t)g * hd;
@@ -390,6 +405,7 @@ void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const v
             sum += p;
         }
         float inv = 1.0f / sum;
+        if (lse) lse[g] = mx + logf(sum);
         for (int d = 0; d < hd; d++) og[d] = 0;
         for (int t = 0; t < len; t++) {
             const size_t vr = (size_t)t * stride;
@@ -409,19 +425,56 @@ typedef struct {
     float *sc;
     size_t slice;   /* scratch floats per thread */
     int64_t ldsc;   /* floats between a group's score rows */
-    int pos, n_kv, group_size, head_dim;
+    float *part;    /* [n][n_head][ns][hd] range outputs (ns > 1) */
+    float *lse;     /* [n][n_head][ns] */
+    int ns;         /* key ranges of the call's longest row */
+    int pos, n_kv, n_head, group_size, head_dim;
     int64_t qdim, kvdim;
     float scale;
 } attn_job;
 
 static void attn_task(void *v, int64_t t, int thread) {
     const attn_job *j = v;
-    int i = (int)(t / j->n_kv), kh = (int)(t % j->n_kv);
+    const int s = (int)(t % j->ns), kh = (int)(t / j->ns % j->n_kv), i = (int)(t / j->ns / j->n_kv);
+    const int len = j->pos + i + 1, t0 = s * ATTN_SPLIT;
+    if (t0 >= len) return; /* a shorter row of the call */
     const int64_t off = i * j->qdim + (int64_t)kh * j->group_size * j->head_dim;
-    const size_t kvoff = (size_t)kh * (size_t)j->head_dim * j->elem;
-    j->group(j->out + off, j->q + off, j->kc + kvoff, j->vc + kvoff, j->f16, j->pos + i + 1,
-             j->kvdim, j->head_dim, j->group_size, j->scale, j->sc + j->slice * (size_t)thread,
-             j->ldsc);
+    const size_t kvoff = ((size_t)t0 * (size_t)j->kvdim + (size_t)kh * (size_t)j->head_dim) * j->elem;
+    float *out = j->out + off, *lse = NULL;
+    if (len > ATTN_SPLIT) {
+        const int64_t r = ((int64_t)i * j->n_kv + kh) * j->ns + s; /* [i][kh][s] */
+        out = j->part + r * j->group_size * j->head_dim;
+        lse = j->lse + r * j->group_size;
+    }
+    j->group(out, j->q + off, j->kc + kvoff, j->vc + kvoff, j->f16,
+             len - t0 < ATTN_SPLIT ? len - t0 : ATTN_SPLIT, j->kvdim, j->head_dim, j->group_size,
+             j->scale, j->sc + j->slice * (size_t)thread, j->ldsc, lse);
+}
+
+/* Row i of a split call: each head's ranges merged into out. */
+static void attn_merge_task(void *v, int64_t i, int thread) {
+    (void)thread;
+    const attn_job *j = v;
+    const int len = j->pos + (int)i + 1, ns = (len + ATTN_SPLIT - 1) / ATTN_SPLIT;
+    const int hd = j->head_dim, G = j->group_size;
+    if (ns == 1) return; /* written directly */
+    for (int h = 0; h < j->n_head; h++) {
+        const int kh = h / G, g = h % G;
+        const int64_t r0 = (i * j->n_kv + kh) * j->ns; /* range 0 of [i][kh] */
+        float mx = -INFINITY, sum = 0;
+        for (int s = 0; s < ns; s++) {
+            const float l = j->lse[(r0 + s) * G + g];
+            mx = l > mx ? l : mx;
+        }
+        for (int s = 0; s < ns; s++) sum += expf(j->lse[(r0 + s) * G + g] - mx);
+        float *o = j->out + i * j->qdim + (int64_t)h * hd;
+        for (int d = 0; d < hd; d++) o[d] = 0;
+        for (int s = 0; s < ns; s++) {
+            const float w = expf(j->lse[(r0 + s) * G + g] - mx) / sum;
+            const float *p = j->part + ((r0 + s) * G + g) * hd;
+            for (int d = 0; d < hd; d++) o[d] += w * p[d];
+        }
+    }
 }
 
 int sd_cpu_attention(sd_cpu *c, float *out, const float *q, const float *kc, const float *vc,
@@ -440,11 +493,19 @@ int sd_cpu_attention_kv(sd_cpu *c, float *out, const float *q, const void *kc, c
                        pos, n_head, n_kv, head_dim);
     const int group = n_head / n_kv;
     /* per thread: one score row per head of a sub-group (at most 4 rows in
-     * the SIMD kernels, 1 in the scalar one), each a 64-byte multiple */
-    const int64_t ldsc = ((int64_t)pos + n + 15) & ~(int64_t)15;
+     * the SIMD kernels, 1 in the scalar one) of one key range, each a
+     * 64-byte multiple */
+    const int64_t ldsc = (((int64_t)pos + n < ATTN_SPLIT ? (int64_t)pos + n : ATTN_SPLIT) + 15) & ~(int64_t)15;
     const size_t slice = (size_t)ldsc * (size_t)(group < 4 ? group : 4);
     float *sc = sd_cpu_scratch(c, SD_SCRATCH_ATTN, slice * sizeof(float) * (size_t)c->n_threads, e);
     if (!sc) return -1;
+    const int ns = (pos + n + ATTN_SPLIT - 1) / ATTN_SPLIT;
+    float *part = NULL;
+    if (ns > 1) {
+        const size_t ranges = (size_t)n * (size_t)n_head * (size_t)ns;
+        part = sd_cpu_scratch(c, SD_SCRATCH_ATTN_PART, ranges * ((size_t)head_dim + 1) * sizeof(float), e);
+        if (!part) return -1;
+    }
     attn_job j = {.group = sd_cpu_attn_group_scalar,
                   .out = out,
                   .q = q,
@@ -455,8 +516,12 @@ int sd_cpu_attention_kv(sd_cpu *c, float *out, const float *q, const void *kc, c
                   .sc = sc,
                   .slice = slice,
                   .ldsc = ldsc,
+                  .part = part,
+                  .lse = part ? part + (size_t)n * n_head * ns * head_dim : NULL,
+                  .ns = ns,
                   .pos = pos,
                   .n_kv = n_kv,
+                  .n_head = n_head,
                   .group_size = group,
                   .head_dim = head_dim,
                   .qdim = (int64_t)n_head * head_dim,
@@ -464,9 +529,10 @@ int sd_cpu_attention_kv(sd_cpu *c, float *out, const float *q, const void *kc, c
                   .scale = 1.0f / sqrtf((float)head_dim)};
     if (c->isa == SD_ISA_AVX2) j.group = sd_cpu_attn_group_avx2;
     else if (c->isa >= SD_ISA_AVX512) j.group = sd_cpu_attn_group_avx512;
-    const int tasks = n * n_kv;
     uint64_t t0 = sd_cpu_prof_start(c);
-    sd_pool_run(c->pool, attn_task, &j, tasks, (int64_t)n * n_head * (pos + n) * head_dim > 16384);
+    const int par = (int64_t)n * n_head * (pos + n) * head_dim > 16384;
+    sd_pool_run(c->pool, attn_task, &j, (int64_t)n * n_kv * ns, par);
+    if (ns > 1) sd_pool_run(c->pool, attn_merge_task, &j, n, n > 1);
     sd_cpu_prof_add(c, SD_OP_ATTENTION, t0);
     return 0;
 }

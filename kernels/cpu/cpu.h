@@ -321,7 +321,7 @@ static inline int sd_q6_kx_code(const uint8_t *G, int r, int i) {
 
 /* Context scratch slot `slot` grown to at least bytes (64-byte aligned);
  * NULL with e filled when the allocation fails. */
-enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_N = 3 };
+enum { SD_SCRATCH_QACT = 0, SD_SCRATCH_ATTN = 1, SD_SCRATCH_KV = 2, SD_SCRATCH_ATTN_PART = 3, SD_SCRATCH_N = 4 };
 void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e);
 /* The context's worker pool. */
 struct sd_pool *sd_cpu_pool(sd_cpu *c);
