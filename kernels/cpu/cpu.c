@@ -369,8 +369,8 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
  * (SmolLM2) on 2 threads leave one thread idle a third of the time; at
  * 2048 positions attention is most of the step. A row whose keys 0..pos+i
  * span several ranges writes each range's normalised output and its
- * log-sum-exp to the partials scratch ([n][n_head][S][hd] and
- * [n][n_head][S], S the ranges of the call's longest row), and a second
+ * log-sum-exp to the partials scratch ([n][n_kv][S][G][hd] and
+ * [n][n_kv][S][G], S the ranges of the call's longest row), and a second
  * pass merges them: out = sum_s e^(lse_s - L) out_s, L = log sum_s
  * e^(lse_s). The ranges depend only on the row's position, never on the
  * thread count or the rows of the call, so a position's output is the
@@ -425,8 +425,8 @@ typedef struct {
     float *sc;
     size_t slice;   /* scratch floats per thread */
     int64_t ldsc;   /* floats between a group's score rows */
-    float *part;    /* [n][n_head][ns][hd] range outputs (ns > 1) */
-    float *lse;     /* [n][n_head][ns] */
+    float *part;    /* [n][n_kv][ns][G][hd] range outputs (ns > 1) */
+    float *lse;     /* [n][n_kv][ns][G] */
     int ns;         /* key ranges of the call's longest row */
     int pos, n_kv, n_head, group_size, head_dim;
     int64_t qdim, kvdim;
