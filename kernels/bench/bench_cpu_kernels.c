@@ -338,15 +338,16 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* attention: decode at position 511 and a 128-token prefill, 9 heads / 3 kv, hd 64 */
+    /* attention: decode at position 511 (one key range), at 2047 (four
+     * ranges and their merge) and a 128-token prefill, 9 heads / 3 kv, hd 64 */
     if (selected("attention", argc, argv)) {
-        const int nh = 9, nkv = 3, hd = 64, maxlen = 640;
+        const int nh = 9, nkv = 3, hd = 64, maxlen = 2048;
         float *q = malloc(sizeof(float) * 128 * nh * hd), *kc = malloc(sizeof(float) * maxlen * nkv * hd),
               *vc = malloc(sizeof(float) * maxlen * nkv * hd), *o = malloc(sizeof(float) * 128 * nh * hd);
         for (int k = 0; k < 128 * nh * hd; k++) q[k] = frand();
         for (int k = 0; k < maxlen * nkv * hd; k++) kc[k] = frand(), vc[k] = frand();
-        const int cfg[2][2] = {{1, 511}, {128, 0}};
-        for (int ci = 0; ci < 2; ci++)
+        const int cfg[3][2] = {{1, 511}, {1, 2047}, {128, 0}};
+        for (int ci = 0; ci < 3; ci++)
             for (int th = 0; th < 2; th++) {
                 double tt[101];
                 int n = cfg[ci][0], pos = cfg[ci][1];
