@@ -11,7 +11,7 @@
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
  *        weight to fill 256 MiB. Reported as GB/s of weight bytes.
- *  n=5, n=9 (verifying 4 or 8 drafts): cold like n=1, one pass over the
+ *  n=4, 5, 9 (verifying 3, 4 or 8 drafts): cold like n=1, one pass over the
  *        weights; "(x1.76)" after a row is its time over the n=1 time.
  *  n=128 (prefill): weights warm, reported as GFLOP/s (2*rows*cols*n);
  *        for the quantized types also as a share of the int8 peak.
@@ -243,11 +243,13 @@ int main(int argc, char **argv) {
         for (int th = 0; th < 2; th++) {
             sd_cpu *c = ctx[th];
             sd_weight w = {sh->type, sh->rows, sh->cols, rb, a};
-            /* n = 1 and 5, cold: cycle through the copies */
+            /* n = 1, 4, 5 and 9, cold: cycle through the copies */
             enum { REP = 400 };
             static double tt[REP];
             double t_one = 0;
-            for (int n = 1; n <= 9; n += 4) {
+            static const int ns[] = {1, 4, 5, 9};
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int n = ns[ni];
                 int reps = 0, k = 0;
                 double tend = now() + 0.25;
                 sd_cpu_matmul(c, out, &w, x, n, 0, &e);
