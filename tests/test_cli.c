@@ -32,7 +32,7 @@ Test(cli, help_lists_every_flag) {
     run_out r = run("--help", NULL);
     cr_assert_eq(r.rc, 0);
     const char *want[] = {"--model", "--draft", "--draft-layers", "--draft-vocab", "--prompt", "--interactive",
-                          "--chat", "--strategy", "--gamma", "--ngram-n", "--ngram-store",
+                          "--chat", "--strategy", "--gamma", "--draft-p-min", "--ngram-n", "--ngram-store",
                           "--filler-top-k", "--beams", "--sampler", "--sampler-arg",
                           "--list-samplers", "--plugin-dir", "--seed", "--json", "--no-cache",
                           "--ignore-eos", "--threads", "--debug", "--no-parse-special",
@@ -53,6 +53,8 @@ Test(cli, bad_flags_and_values) {
         {"-m " M "stories260K.gguf -p hi -n abc", "-n: 'abc' is not an integer", 2},
         {"-m " M "stories260K.gguf -p hi -n", "-n needs a value", 2},
         {"-m " M "stories260K.gguf -p hi --gamma 0", "--gamma: 0 is out of range", 2},
+        {"-m " M "stories260K.gguf -p hi --draft-p-min 1.5", "--draft-p-min: 1.5 is out of range [0, 1]", 2},
+        {"-m " M "stories260K.gguf -p hi --draft-p-min high", "--draft-p-min: 'high' is not a number", 2},
         {"-m " M "stories260K.gguf -p hi --strategy ar,fast", "unknown strategy 'fast'", 2},
         {"-m " M "stories260K.gguf -p hi --ngram-store two", "'two' is not multi or one", 2},
         {"-m " M "stories260K.gguf -p hi --strategy spec", "needs a drafter", 2},
@@ -433,6 +435,7 @@ Test(cli, interactive_mode_through_a_pipe) {
     const char *script =
         "/help\n/length 8\n/gamma 3\n/ngram\n/debug\n/cache\n/set_ngramstorage one 4\n"
         "/top_k_filler 2\n/reset_in_between\n/seed 7\n/gamma zero\n/bogus\n/processor nope\n"
+        "/draft_p_min 0.4\n/draft_p_min 2\n"
         "/processor top_k top_k=5 temperature=0.5\nOnce upon a time\n/quit\nnot reached\n";
     run_out r = run("-m " M "stories260K.gguf -i", script);
     cr_assert_eq(r.rc, 0, "%s", r.err);
@@ -440,6 +443,7 @@ Test(cli, interactive_mode_through_a_pipe) {
                           "cache: off", "ngram storage: one, N 4", "top_k_filler: 2",
                           "reset_in_between: off", "seed: 7", "error: /gamma N",
                           "error: unknown command '/bogus'", "sampler: top_k(",
+                          "draft_p_min: 0.4", "error: /draft_p_min P with P in [0, 1]",
                           "--- ar ---", "--- nasd ---"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);

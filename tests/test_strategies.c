@@ -65,7 +65,7 @@ Test(speculative, greedy_equals_autoregressive) {
             sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
             for (int cache = 0; cache < 2; cache++)
                 for (int g = 1; g <= 8; g++) {
-                    sd_spec_opts o = {g, 0, g % 2};
+                    sd_spec_opts o = {g, 0, g % 2, 0};
                     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
                     sd_gen_stats st;
                     int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
@@ -83,6 +83,19 @@ Test(speculative, greedy_equals_autoregressive) {
     }
 }
 
+/* Greedy speculative decoding of GEN tokens after prompt (cache on, first
+ * target step on): asserts the output is want, returns the stats. */
+static sd_gen_stats spec_greedy(sd_lm *dl, sd_lm *tl, int gamma, double p_min, const int32_t *want) {
+    sd_spec_opts o = {gamma, 0, 1, p_min};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    int32_t got[GEN];
+    cr_assert_eq(sd_speculative_generate(prompt, NP, dl, tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof got, "gamma %d p_min %g vocab limit %d", gamma, p_min, dl->vocab_limit);
+    return st;
+}
+
 /* A drafter whose head covers only the first token ids (sd_lm.vocab_limit,
  * --draft-vocab): speculative output still equals the target's greedy
  * output, drafts come only from those ids, and the drafter alone (the
@@ -96,16 +109,7 @@ Test(speculative, trimmed_drafter_equals_autoregressive) {
         sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, limits[li]};
         const int hr = sd_head_rows(draft, limits[li]);
         cr_assert_eq(hr, (limits[li] + 15) / 16 * 16);
-        for (int g = 1; g <= 6; g += 5) {
-            sd_spec_opts o = {g, 0, 1};
-            sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
-            sd_gen_stats st;
-            sd_err e;
-            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
-                         "%s", e.msg);
-            cr_assert_arr_eq(got, want, sizeof want, "vocab limit %d gamma %d", limits[li], g);
-            cr_assert(st.drafted > 0);
-        }
+        for (int g = 1; g <= 6; g += 5) cr_assert(spec_greedy(&dl, &tl, g, 0, want).drafted > 0);
         sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
         sd_gen_stats st;
         sd_err e;
@@ -113,6 +117,68 @@ Test(speculative, trimmed_drafter_equals_autoregressive) {
         for (int i = 0; i < GEN; i++)
             cr_assert_lt(got[i], hr, "draft-only token %d is %d, limit %d", i, got[i], hr);
     }
+    sd_model_free(target);
+    sd_model_free(draft);
+}
+
+/* The multinomial sampler of plugins/ over m's vocabulary; *set to close. */
+static sd_sampler *multinomial(const sd_model *m, sd_sampler_set **set) {
+    sd_err e;
+    const char *dirs[] = {"plugins"};
+    *set = sd_samplers_open(dirs, 1, &e);
+    cr_assert(*set, "%s", e.msg);
+    sd_sampler *smp = sd_sampler_create(*set, "multinomial", NULL, 0, m->hp.vocab, &e);
+    cr_assert(smp, "%s", e.msg);
+    return smp;
+}
+
+/* p_min (--draft-p-min) only shortens rounds: the output stays the
+ * target's greedy output for every threshold; a threshold no draft falls
+ * below drafts exactly as without one; 0.5 changes the rounds; p_min 1
+ * verifies one draft a round (no draft of a 512-token vocabulary reaches
+ * probability 1). Also with a trimmed drafter head. */
+Test(speculative, p_min_shortens_rounds_not_output) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    int32_t want[GEN], got[GEN];
+    greedy_ar(target, 1, want);
+    static const double thresholds[] = {0, 1e-9, 0.5, 0.9, 1};
+    for (int lim = 0; lim <= 100; lim += 100) {
+        sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, lim};
+        long drafted[5], rounds[5], calls[5];
+        for (int k = 0; k < 5; k++) {
+            const sd_gen_stats st = spec_greedy(&dl, &tl, 6, thresholds[k], want);
+            drafted[k] = st.drafted;
+            rounds[k] = st.target_calls;
+            calls[k] = st.draft_calls;
+            /* greedy with p_min: one logits row per draft crosses */
+            if (k) cr_assert_eq(st.host_bytes, 4LL * (st.target_calls + st.drafted) +
+                                                   4LL * sd_head_rows(draft, lim) * st.draft_calls);
+        }
+        cr_assert_eq(drafted[1], drafted[0]);
+        cr_assert_eq(rounds[1], rounds[0]);
+        cr_assert_eq(calls[1], calls[0]);
+        cr_assert(drafted[2] != drafted[0] || rounds[2] != rounds[0],
+                  "p_min 0.5 never ended a round early (limit %d)", lim);
+        /* first_target: the first round drafts nothing; the last may have
+         * no room for a draft */
+        cr_assert(drafted[4] <= rounds[4] - 1 && drafted[4] >= rounds[4] - 2,
+                  "p_min 1: %ld drafts in %ld rounds", drafted[4], rounds[4]);
+    }
+    /* sampled drafts: the probability is q of the draft */
+    sd_err e;
+    sd_sampler_set *set;
+    sd_sampler *smp = multinomial(target, &set);
+    sd_rng rng;
+    sd_rng_seed(&rng, 3);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    sd_spec_opts o = {6, 0, 1, 1};
+    sd_gen_cfg cfg = {.sampler = smp, .rng = &rng, .pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+    cr_assert(st.drafted <= st.target_calls - 1 && st.drafted >= st.target_calls - 2,
+              "sampled, p_min 1: %ld drafts in %ld rounds", (long)st.drafted, (long)st.target_calls);
+    sd_sampler_destroy(smp);
+    sd_samplers_close(set);
     sd_model_free(target);
     sd_model_free(draft);
 }
@@ -159,7 +225,7 @@ Test(speculative, self_speculative_equals_autoregressive) {
             cr_assert(kv, "%s", e.msg);
             sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, k, 0};
             for (int g = 1; g <= 8; g++) {
-                sd_spec_opts o = {g, 0, 1};
+                sd_spec_opts o = {g, 0, 1, 0};
                 sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
                 sd_gen_stats st;
                 cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN);
@@ -247,7 +313,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
     cr_assert(kv);
     sd_lm dl = {m, kv, 2, 0};
-    sd_spec_opts so = {4, 0, 1};
+    sd_spec_opts so = {4, 0, 1, 0};
     sd_gen_stats st;
     sd_err e;
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
@@ -255,11 +321,8 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     cr_assert_arr_eq(got, want, sizeof want);
     cr_assert_eq(st.host_bytes, 4LL * (st.drafted + st.target_calls + st.draft_calls));
     /* sampled: every verified row and every draft row crosses */
-    const char *dirs[] = {"plugins"};
-    sd_sampler_set *set = sd_samplers_open(dirs, 1, &e);
-    cr_assert(set, "%s", e.msg);
-    sd_sampler *smp = sd_sampler_create(set, "multinomial", NULL, 0, m->hp.vocab, &e);
-    cr_assert(smp, "%s", e.msg);
+    sd_sampler_set *set;
+    sd_sampler *smp = multinomial(m, &set);
     sd_rng rng;
     sd_rng_seed(&rng, 7);
     sd_gen_cfg scfg = {.sampler = smp, .rng = &rng, .pad_id = -1, .use_cache = 1};
@@ -309,7 +372,7 @@ Test(speculative, bad_gamma_and_context) {
     sd_model *m = load("stories260K.gguf");
     sd_lm tl = {m, m->kv, 0, 0};
     int32_t out[8];
-    sd_spec_opts o = {0, 0, 1};
+    sd_spec_opts o = {0, 0, 1, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
@@ -317,6 +380,12 @@ Test(speculative, bad_gamma_and_context) {
     sd_lm dl = {m, kv, 1, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, 8, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
+    static const double bad_p[] = {-0.5, 1.5, NAN};
+    for (int k = 0; k < 3; k++) {
+        sd_spec_opts po = {4, 0, 1, bad_p[k]};
+        cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &po, 8, &cfg, out, &st, &e), -1);
+        cr_assert(strstr(e.msg, "p_min") && strstr(e.msg, "[0, 1]"), "%s", e.msg);
+    }
     /* a context of 256: the run stops at the limit and says so */
     o.gamma = 5;
     int32_t *big = malloc(400 * sizeof *big);
@@ -342,7 +411,7 @@ static double chi2_limit(int dof) {
     return dof * pow(1 - h + z * sqrt(h), 3);
 }
 
-enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED };
+enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED, P_MIN };
 
 /* Chi-square of runs draws (count) against the law (law[i] * runs expected
  * of token i), cells under 5 pooled; asserts it is below the 0.999
@@ -390,7 +459,7 @@ static void run_drafted(int drafter, sd_ngram *store, int32_t best, const int32_
         cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, tl, &o, n, cfg, out, st, &e), n,
                      "%s", e.msg);
     } else {
-        sd_spec_opts o = {3, 0, 0};
+        sd_spec_opts o = {3, 0, 0, drafter == P_MIN ? 0.2 : 0};
         cr_assert_eq(sd_speculative_generate(pr, n_pr, dl, tl, &o, n, cfg, out, st, &e), n, "%s",
                      e.msg);
     }
@@ -477,6 +546,11 @@ Test(speculative, preserves_distribution_with_a_drafter_of_another_shape) {
 
 /* Drafts only from the lower half of the vocabulary: the upper half is
  * reached through rejections alone, and the law must not move. */
+Test(speculative, preserves_distribution_with_p_min) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1, P_MIN);
+}
+
 Test(speculative, preserves_distribution_with_a_trimmed_drafter) {
     const char *kv[] = {"temperature=1.0"};
     check_distribution("multinomial", kv, 1, TRIMMED);
@@ -519,7 +593,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, SD_F16, &e);
     cr_assert(kv, "%s", e.msg);
     sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
-    sd_spec_opts so = {4, 0, 1};
+    sd_spec_opts so = {4, 0, 1, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
     cr_assert_arr_eq(got, want, sizeof want, "spec over an f16 cache");
@@ -594,7 +668,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
             sd_rng_seed(&rng, 5);
             sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
                               .use_cache = 1};
-            sd_spec_opts o = {4, 0, first};
+            sd_spec_opts o = {4, 0, first, 0};
             int32_t out[96];
             sd_gen_stats st;
             sd_err e;
@@ -609,7 +683,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
         sd_rng rng;
         sd_rng_seed(&rng, 5);
         sd_gen_cfg shared = {.sampler = tp, .rng = &rng, .pad_id = -1, .use_cache = 1};
-        sd_spec_opts o = {4, 0, 1};
+        sd_spec_opts o = {4, 0, 1, 0};
         int32_t out[8];
         sd_gen_stats st;
         sd_err e;
@@ -656,7 +730,7 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, want, &st, &e), GEN,
                          "%s", e.msg);
-            sd_spec_opts so = {3, 0, 1};
+            sd_spec_opts so = {3, 0, 1, 0};
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e),
                          GEN, "%s", e.msg);
@@ -705,7 +779,7 @@ Test(speculative, stateful_chain_resets_between_generations) {
                               .use_cache = 1};
             const int32_t *pr = k == 1 ? other : prompt;
             int np = k == 1 ? 3 : NP;
-            sd_spec_opts o = {4, 0, 1};
+            sd_spec_opts o = {4, 0, 1, 0};
             sd_gen_stats st;
             sd_err e;
             int n = strat ? sd_speculative_generate(pr, np, &dl, &tl, &o, GEN, &cfg, outs[k], &st, &e)

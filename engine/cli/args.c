@@ -80,6 +80,8 @@ void sd_args_usage(FILE *out) {
         "      --draft-device D      backend of the draft model (default: as --device)\n"
         "speculative decoding and NASD\n"
         "      --gamma G             drafts per verification (default 4)\n"
+        "      --draft-p-min P       speculative: a draft the drafter gives a probability below P\n"
+        "                            ends its round early (0 to 1; default 0, off)\n"
         "      --skip-sample-adjustment  resample from p, not norm(max(0, p - q)), on rejection\n"
         "      --no-first-target     start drafting right after the prompt\n"
         "      --ngram-n N           NASD n-gram order (default 3)\n"
@@ -192,6 +194,7 @@ static const flag flags[] = {
     {NULL, "--draft-layers", F_INT, OFF(c.draft_layers), 1, 1024, 0},
     {NULL, "--draft-vocab", F_INT, OFF(c.draft_vocab), 0, 1 << 24, 0},
     {NULL, "--gamma", F_INT, OFF(c.gamma), 1, 256, 0},
+    {NULL, "--draft-p-min", F_NUM, OFF(c.draft_p_min), 0, 1, 0},
     {NULL, "--ngram-n", F_INT, OFF(c.ngram_n), 2, SD_NGRAM_MAX_N, 0},
     {NULL, "--filler-top-k", F_INT, OFF(c.filler_top_k), 0, 64, 0},
     {NULL, "--beams", F_INT, OFF(c.beams), 1, 128, 0},

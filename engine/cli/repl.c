@@ -25,6 +25,7 @@ static const char usage[] =
     "  /parse_special                 toggle control tokens in prompts (not in chat messages)\n"
     "  /length N                      tokens to generate\n"
     "  /gamma N                       drafts per verification\n"
+    "  /draft_p_min P                 a draft below drafter probability P ends its round (0: off)\n"
     "  /sampler CHAIN [key=value ...] sampler plugin or chain (a,b,c) and its parameters,\n"
     "                                 stage.key=value for one stage (alias /processor;\n"
     "                                 topk = top_k, topknucleus = top_k_nucleus)\n"
@@ -116,6 +117,12 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
     } else if (!strcmp(c, "/gamma")) {
         if (n != 2 || parse_int(w[1], 1, 256, &v)) bad(out, "/gamma N with N in [1, 256]");
         else fprintf(out, "gamma: %d\n", a->gamma = v);
+    } else if (!strcmp(c, "/draft_p_min")) {
+        char *end;
+        errno = 0;
+        double p = n == 2 ? strtod(w[1], &end) : -1;
+        if (n != 2 || !*w[1] || *end || errno || !(p >= 0 && p <= 1)) bad(out, "/draft_p_min P with P in [0, 1]");
+        else fprintf(out, "draft_p_min: %g\n", a->draft_p_min = p);
     } else if (!strcmp(c, "/top_k_filler")) {
         if (n != 2 || parse_int(w[1], 0, 64, &v)) bad(out, "/top_k_filler N with N in [0, 64]");
         else fprintf(out, "top_k_filler: %d\n", a->filler_top_k = v);

@@ -111,6 +111,7 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
         sd_json_num(&j, "speedup_vs_ar", NAN);
     }
     if (strat == SD_STRAT_SPEC || strat == SD_STRAT_NASD) sd_json_int(&j, "gamma", s->c.gamma);
+    if (strat == SD_STRAT_SPEC) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);
     sd_json_int(&j, "hit_context", st->hit_context);
     sd_json_end(&j);
@@ -248,6 +249,7 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
     fprintf(out, "drafter: %s\n",
             s->draft ? a->draft : s->have_drafter ? "self (first layers of the target)" : "none");
     if (!s->draft && s->have_drafter) fprintf(out, "draft layers: %d\n", a->draft_layers);
+    if (s->have_drafter) fprintf(out, "draft p_min: %g%s\n", a->draft_p_min, a->draft_p_min > 0 ? "" : " (off)");
     if (s->have_drafter && a->draft_vocab)
         fprintf(out, "draft vocab: token ids below %d\n", sd_head_rows(s->draft_lm.m, a->draft_vocab));
     else if (s->have_drafter)

@@ -137,7 +137,8 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
  *
  * draft() proposes the token at seq[at] from seq[0..at): returns 1 with
  * seq[at] set (and, when q is not NULL, q = [vocab] the distribution it was
- * drawn from), 0 when it has none (drafting stops), -1 on error. A NULL q
+ * drawn from), 2 the same with this draft the round's last, 0 when it has
+ * none (drafting stops), -1 on error. A NULL q
  * means the greedy path, where only ids are compared. With one_hot set
  * the drafts are deterministic (q is one-hot at the draft; q is never
  * asked for). verified(), when set, gets the target's top_k ids at every
@@ -176,11 +177,15 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
  * norm(max(0, p - q)) (from p when skip_sample_adjustment); when all pass,
  * one bonus token comes from the target's last row. first_target runs the
  * target on the prompt first (prefill + first token). Caches roll back with
- * sd_kv_truncate. Drafter and target must share the vocabulary. */
+ * sd_kv_truncate. Drafter and target must share the vocabulary.
+ * p_min > 0 ends a round's drafting after a draft the drafter gave a
+ * probability below p_min (the draft itself is verified: its cost is
+ * paid); the output is unchanged, only the rounds' lengths move. */
 typedef struct sd_spec_opts {
     int gamma;
     int skip_sample_adjustment;
     int first_target;
+    double p_min;
 } sd_spec_opts;
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,

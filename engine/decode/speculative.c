@@ -11,7 +11,13 @@
  * from its distribution q. Its history catches up with the round's outcome
  * on the next draft: a token it has not seen (the target's correction or
  * bonus) needs the drafter's row of that position, so that draft asks the
- * drafter for two rows instead of one. */
+ * drafter for two rows instead of one.
+ *
+ * With p_min set, a draft the drafter gave a probability below p_min is
+ * the round's last. Sampled drafts read it from q; greedy drafts then take
+ * the drafter's logits row to the host (instead of its argmax id) to
+ * compute it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,14 +30,37 @@ typedef struct spec_ctx {
     sd_lm *drafter;
     const sd_gen_cfg *cfg;
     sd_sampler *smp; /* the drafter's instance */
-    float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts */
+    float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts; [vocab], greedy with p_min */
+    double p_min;
 } spec_ctx;
+
+/* The argmax of the logits l[0..n) (the lowest id on ties, as the
+ * top_k_rows op) and its softmax probability 1 / sum_i exp(l_i - l_max).
+ * Terms below e^-20 are left out: over 151936 ids they add at most 3e-4 to
+ * a sum of at least 1, and the loop mostly compares. */
+static double top_prob(const float *l, int n, int32_t *id) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    const float mx = l[b];
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        const float d = l[i] - mx;
+        if (d > -20.0f) sum += expf(d);
+    }
+    *id = b;
+    return 1.0 / sum;
+}
 
 static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
     spec_ctx *s = ud;
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
-    if (!q) {
+    double p = 1;
+    if (!q && s->p_min > 0) {
+        if (sd_lm_extend(s->drafter, seq, at, cfg->use_cache, s->dlog, 1, st, e)) return -1;
+        p = top_prob(s->dlog, sd_head_rows(s->drafter->m, s->drafter->vocab_limit), &seq[at]);
+    } else if (!q) {
         if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], st, e))
             return -1;
     } else {
@@ -43,9 +72,10 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st
             sd_token_dist(s->smp, seq, at, s->dlog, first, q, vocab, e) ||
             sd_dist_sample(cfg, s->smp, q, vocab, &seq[at], e))
             return -1;
+        p = q[seq[at]];
     }
     st->draft_calls++;
-    return 1;
+    return p < s->p_min ? 2 : 1;
 }
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
@@ -55,6 +85,8 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     st->prompt_tokens = n_inputs;
     int gamma = o->gamma, vocab = target->m->hp.vocab;
     if (gamma < 1) return sd_fail(e, "speculative: gamma %d must be at least 1", gamma);
+    if (!(o->p_min >= 0 && o->p_min <= 1))
+        return sd_fail(e, "speculative: p_min %g is outside [0, 1]", o->p_min);
     if (n_inputs < 1) return sd_fail(e, "speculative: empty prompt");
     if (max_gen_len < 0) return sd_fail(e, "speculative: max_gen_len %d < 0", max_gen_len);
     if (drafter->m->hp.vocab != vocab)
@@ -63,16 +95,17 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
     int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
     if (total < 0) return -1;
-    spec_ctx sc = {drafter, cfg, NULL, NULL};
+    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     sd_verify v = {.target = target, .drafter = drafter, .gamma = gamma,
                    .skip_sample_adjustment = o->skip_sample_adjustment, .top_k = 1,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
-    if (!sd_fast_greedy(cfg)) sc.dlog = malloc(DRAFT_ROWS * (size_t)vocab * sizeof *sc.dlog);
+    const int dlog_rows = !sd_fast_greedy(cfg) ? DRAFT_ROWS : o->p_min > 0 ? 1 : 0;
+    if (dlog_rows) sc.dlog = malloc(dlog_rows * (size_t)vocab * sizeof *sc.dlog);
     if (sd_verify_init(&v, cfg, e)) goto done;
-    if (!seq || (!sd_fast_greedy(cfg) && !sc.dlog)) {
+    if (!seq || (dlog_rows && !sc.dlog)) {
         sd_fail(e, "out of memory");
         goto done;
     }

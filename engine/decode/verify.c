@@ -84,6 +84,7 @@ static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_d
         if (r < 0) return -1;
         if (r == 0) break;
         g++;
+        if (r == 2) break;
     }
     st->drafted += g;
     return g;

@@ -279,7 +279,7 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     case SD_STRAT_SPEC: {
         if (!s->have_drafter) return sd_session_check_strategies(s, e);
         if (set_draft_vocab(s, e)) return -1;
-        sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target};
+        sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target, c->draft_p_min};
         return sd_speculative_generate(ids, n_ids, &s->draft_lm, &s->target_lm, &o, max, &cfg, out,
                                        st, e);
     }

@@ -54,6 +54,7 @@ typedef struct sd_config {
     uint64_t seed;
     /* speculative and NASD */
     int gamma;
+    double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
     int no_first_target;
     int ngram_n;

@@ -117,14 +117,14 @@ static void check_strategies(twin *t, sd_model *drafter, const char *what) {
         sd_gen_stats st;
         if (drafter) { /* another model as the drafter */
             sd_lm dl = {drafter, drafter->kv, 0, 0};
-            sd_spec_opts o = {g, 0, g % 2};
+            sd_spec_opts o = {g, 0, g % 2, 0};
             cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
             cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d", what, g);
         }
         sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
         cr_assert(kv, "%s", e.msg);
         sd_lm sl = {m, kv, 1, 0};
-        sd_spec_opts o = {g, 0, 1};
+        sd_spec_opts o = {g, 0, 1, 0};
         cr_assert_eq(sd_speculative_generate(prompt, NP, &sl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
         cr_expect_arr_eq(got, want, sizeof want, "%s: self-speculative gamma %d", what, g);
         sd_kv_free(kv);
