@@ -55,6 +55,15 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+static int parse_prob(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= 0 && v <= 1)) return -1;
+    *out = v;
+    return 0;
+}
+
 static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
     s->c.strategies ^= bit;
     int on = (s->c.strategies & bit) != 0;
@@ -118,10 +127,8 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
         if (n != 2 || parse_int(w[1], 1, 256, &v)) bad(out, "/gamma N with N in [1, 256]");
         else fprintf(out, "gamma: %d\n", a->gamma = v);
     } else if (!strcmp(c, "/draft_p_min")) {
-        char *end;
-        errno = 0;
-        double p = n == 2 ? strtod(w[1], &end) : -1;
-        if (n != 2 || !*w[1] || *end || errno || !(p >= 0 && p <= 1)) bad(out, "/draft_p_min P with P in [0, 1]");
+        double p;
+        if (n != 2 || parse_prob(w[1], &p)) bad(out, "/draft_p_min P with P in [0, 1]");
         else fprintf(out, "draft_p_min: %g\n", a->draft_p_min = p);
     } else if (!strcmp(c, "/top_k_filler")) {
         if (n != 2 || parse_int(w[1], 0, 64, &v)) bad(out, "/top_k_filler N with N in [0, 64]");

@@ -34,21 +34,18 @@ typedef struct spec_ctx {
     double p_min;
 } spec_ctx;
 
-/* The argmax of the logits l[0..n) (the lowest id on ties, as the
- * top_k_rows op) and its softmax probability 1 / sum_i exp(l_i - l_max).
- * Terms below e^-20 are left out: over 151936 ids they add at most 3e-4 to
- * a sum of at least 1, and the loop mostly compares. */
+/* The argmax of the logits l[0..n) (sd_top_k: the top_k_rows op's order)
+ * and its softmax probability 1 / sum_i exp(l_i - l_max). Terms below
+ * e^-20 are left out: over 151936 ids they add at most 3e-4 to a sum of at
+ * least 1, and the loop mostly compares. */
 static double top_prob(const float *l, int n, int32_t *id) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b]) b = i;
-    const float mx = l[b];
+    sd_top_k(l, n, 1, id);
+    const float mx = l[*id];
     double sum = 0;
     for (int i = 0; i < n; i++) {
         const float d = l[i] - mx;
         if (d > -20.0f) sum += expf(d);
     }
-    *id = b;
     return 1.0 / sum;
 }
 
