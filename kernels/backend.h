@@ -96,9 +96,13 @@ struct sd_backend {
      * first maximum. Only the ids cross to the host, so greedy decoding and
      * verification copy n_rows*k ints instead of the rows. 1 <= n_rows <=
      * SD_MAX_ROWS, 1 <= k <= min(cols, SD_TOP_K_MAX); rows hold no NaN
-     * (with one the order is unspecified). Waits for queued work. */
+     * (with one the order is unspecified). probs_host (NULL: not wanted)
+     * gets [n_rows][k] softmax probabilities of those ids over their row,
+     * exp(x_id - max) / sum_i exp(x_i - max): a speculative drafter's
+     * confidence in its greedy draft without its logits row crossing.
+     * Waits for queued work. */
     int (*top_k_rows)(sd_backend *b, const float *x, int n_rows, int cols, int k,
-                      int32_t *ids_host, sd_err *e);
+                      int32_t *ids_host, float *probs_host, sd_err *e);
     /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
     int (*ffn_swiglu)(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
                       const sd_weight *w3, const float *x, int n, sd_err *e);

@@ -927,12 +927,14 @@ Test(cpu, embed) {
 }
 
 /* Rows with ties (values from a few levels), -inf and ordinary random
- * values; k from 1 to 64, k = cols included. */
+ * values; k from 1 to 64; on every ISA, with the softmax probabilities of
+ * the ids for k = 2 and 64 (2108 columns: two of exp_sum's chunks, then
+ * one 8-wide step and a scalar tail). */
 Test(cpu, top_k_rows) {
     sd_err e = {{0}};
     sd_cpu *c = sd_cpu_create(2, &e);
     cr_assert(c, "%s", e.msg);
-    enum { ROWS = 6, COLS = 300 };
+    enum { ROWS = 6, COLS = 2108 };
     static float x[ROWS * COLS];
     static int32_t got[ROWS * 64], ref[64];
     for (int r = 0; r < ROWS; r++) {
@@ -946,13 +948,29 @@ Test(cpu, top_k_rows) {
         }
     }
     static const int ks[] = {1, 2, 5, 64};
-    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
-        const int k = ks[ki];
-        sd_cpu_top_k_rows(c, x, ROWS, COLS, k, got);
-        for (int r = 0; r < ROWS; r++) {
-            ref_top_k(x + r * COLS, COLS, k, ref);
-            cr_assert_eq(memcmp(got + r * k, ref, (size_t)k * sizeof *ref), 0,
-                         "row %d k %d: first id %d, reference %d", r, k, got[r * k], ref[0]);
+    static float probs[ROWS * 64];
+    for (int isa = 0; isa < n_isas(); isa++) {
+        sd_cpu_set_isa(c, isa);
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            const int k = ks[ki];
+            sd_cpu_top_k_rows(c, x, ROWS, COLS, k, got, ki % 2 ? probs : NULL);
+            for (int r = 0; r < ROWS; r++) {
+                const float *row = x + r * COLS;
+                ref_top_k(row, COLS, k, ref);
+                cr_assert_eq(memcmp(got + r * k, ref, (size_t)k * sizeof *ref), 0,
+                             "row %d k %d: first id %d, reference %d", r, k, got[r * k], ref[0]);
+                if (!(ki % 2)) continue;
+                /* softmax in double; a row of -inf is uniform */
+                const float mx = row[ref[0]];
+                double sum = 0;
+                for (int i = 0; i < COLS; i++) sum += row[i] == mx ? 1.0 : exp((double)row[i] - mx);
+                for (int j = 0; j < k; j++) {
+                    const double want = (row[ref[j]] == mx ? 1.0 : exp((double)row[ref[j]] - mx)) / sum;
+                    cr_assert(fabs(probs[r * k + j] - want) <= 1e-5 * want + 1e-30,
+                              "%s row %d k %d: probability of id %d %.9g, reference %.9g",
+                              sd_isa_name(isa), r, k, ref[j], probs[r * k + j], want);
+                }
+            }
         }
     }
     const float small[3] = {1, 3, 3};

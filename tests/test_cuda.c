@@ -690,21 +690,32 @@ Test(cuda, embed) {
 }
 
 /* ---- top_k_rows ----------------------------------------------------------------------------- */
-/* Both backends on the same rows: the ids must match exactly. */
-static void check_top_k(const float *x, int n_rows, int cols, int k, const char *what) {
+/* Both backends on the same rows: the ids must match exactly; with_p asks
+ * both for the ids' probabilities too, which must agree to 2e-5 (float sums
+ * of up to 128K terms in different orders). */
+static void check_top_k_p(const float *x, int n_rows, int cols, int k, int with_p, const char *what) {
     float *d = dbuf((size_t)n_rows * cols, x);
-    int32_t *got = malloc((size_t)n_rows * k * sizeof *got), *ref = malloc((size_t)n_rows * k * sizeof *ref);
-    cr_assert(got && ref);
-    OK(cpu->top_k_rows(cpu, x, n_rows, cols, k, ref, e));
-    OK(gpu->top_k_rows(gpu, d, n_rows, cols, k, got, e));
-    for (int i = 0; i < n_rows * k; i++)
+    const size_t n = (size_t)n_rows * k;
+    int32_t *got = malloc(n * sizeof *got), *ref = malloc(n * sizeof *ref);
+    float *pg = malloc(n * sizeof *pg), *pr = malloc(n * sizeof *pr);
+    cr_assert(got && ref && pg && pr);
+    OK(cpu->top_k_rows(cpu, x, n_rows, cols, k, ref, with_p ? pr : NULL, e));
+    OK(gpu->top_k_rows(gpu, d, n_rows, cols, k, got, with_p ? pg : NULL, e));
+    for (size_t i = 0; i < n; i++)
         if (got[i] != ref[i]) {
-            cr_expect(0, "top_k_rows %s (%d rows of %d, k %d): row %d rank %d is %d, cpu says %d",
+            cr_expect(0, "top_k_rows %s (%d rows of %d, k %d): row %zu rank %zu is %d, cpu says %d",
                       what, n_rows, cols, k, i / k, i % k, got[i], ref[i]);
+            break;
+        } else if (with_p && !(fabsf(pg[i] - pr[i]) <= 2e-5f * pr[i])) {
+            cr_expect(0, "top_k_rows %s (%d rows of %d, k %d): row %zu rank %zu probability %.9g, cpu says %.9g",
+                      what, n_rows, cols, k, i / k, i % k, pg[i], pr[i]);
             break;
         }
     gpu->release(gpu, d);
-    free(got), free(ref);
+    free(got), free(ref), free(pg), free(pr);
+}
+static void check_top_k(const float *x, int n_rows, int cols, int k, const char *what) {
+    check_top_k_p(x, n_rows, cols, k, 0, what);
 }
 
 Test(cuda, top_k_rows) {
@@ -712,9 +723,11 @@ Test(cuda, top_k_rows) {
     const int n = 128256, rows = 5, cols = 49152;
     float *x = hrand((size_t)n, 10.0f);
     check_top_k(x, 1, n, 1, "random, argmax");
+    check_top_k_p(x, 1, n, 1, 1, "random, argmax and its probability");
     check_top_k(x, 1, n, 64, "random, k 64");
     check_top_k(x, 1, 1, 1, "one element");
     check_top_k(x, 1, 1000, 7, "short row");
+    check_top_k_p(x, 1, 1000, 7, 1, "short row, probabilities");
     x[n - 1] = 100.0f;
     check_top_k(x, 1, n, 1, "last");
     /* the multi-block argmax (top_k.cu: 128256 columns are 62 slices of
@@ -724,6 +737,7 @@ Test(cuda, top_k_rows) {
     x[n - 2] = 150.0f;
     x[60000] = 150.0f;
     check_top_k(x, 1, n, 1, "tie across slices (lowest index first)");
+    check_top_k_p(x, 1, n, 1, 1, "tie across slices, probability");
     x[10 * 2069] = 200.0f;
     check_top_k(x, 1, n, 1, "first in its slice");
     x[2 * 2048] = 300.0f;
@@ -735,12 +749,17 @@ Test(cuda, top_k_rows) {
     check_top_k(x + 1000, 1, 200, 64, "ties within the top 64");
     for (int i = 0; i < n; i++) x[i] = -INFINITY;
     check_top_k(x, 1, n, 8, "all -inf");
+    check_top_k_p(x, 1, n, 1, 1, "all -inf, argmax probability");
+    check_top_k_p(x, 1, 3000, 2, 1, "all -inf, probabilities");
     x[500] = 1.0f;
     check_top_k(x, 1, n, 3, "one value among -inf");
+    check_top_k_p(x, 1, n, 1, 1, "one value among -inf, probability");
     free(x);
     float *y = hrand((size_t)rows * cols, 5.0f);
     check_top_k(y, rows, cols, 1, "rows, argmax");
     check_top_k(y, rows, cols, 10, "rows, k 10");
+    check_top_k_p(y, rows, cols, 1, 1, "rows, argmax probabilities");
+    check_top_k_p(y, 2, cols, 3, 1, "rows, top 3 probabilities");
     float *z = hrand((size_t)SD_MAX_ROWS * 300, 1.0f);
     check_top_k(z, SD_MAX_ROWS, 300, SD_TOP_K_MAX, "the most rows and the largest k");
     free(y), free(z);
@@ -876,7 +895,7 @@ Test(cuda, errors_name_the_op) {
     cr_expect(gpu->rmsnorm(gpu, d, d, &w, 1, 16, 1e-5f, &e) != 0 && strstr(e.msg, "cuda: rmsnorm"),
               "'%s'", e.msg);
     int32_t ids[4];
-    cr_expect(gpu->top_k_rows(gpu, d, 1, 4, 5, ids, &e) != 0 && strstr(e.msg, "cuda: top_k_rows"),
+    cr_expect(gpu->top_k_rows(gpu, d, 1, 4, 5, ids, NULL, &e) != 0 && strstr(e.msg, "cuda: top_k_rows"),
               "'%s'", e.msg);
     gpu->release(gpu, d);
 }
@@ -1073,8 +1092,8 @@ static double compare_backends(sd_backend *ref, sd_backend *dut, uint32_t type) 
         if (err > worst) worst = err;
     }
     int32_t ids[4], host[4];
-    OK(dut->top_k_rows(dut, b.logits, 1, TVOCAB, 4, ids, e));
-    OK(cpu->top_k_rows(cpu, lb, 1, TVOCAB, 4, host, e));
+    OK(dut->top_k_rows(dut, b.logits, 1, TVOCAB, 4, ids, NULL, e));
+    OK(cpu->top_k_rows(cpu, lb, 1, TVOCAB, 4, host, NULL, e));
     cr_expect(!memcmp(ids, host, sizeof ids), "model top 4 %d %d %d %d, host %d %d %d %d", ids[0],
               ids[1], ids[2], ids[3], host[0], host[1], host[2], host[3]);
     free(la), free(lb);

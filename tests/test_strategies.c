@@ -150,9 +150,8 @@ Test(speculative, p_min_shortens_rounds_not_output) {
             drafted[k] = st.drafted;
             rounds[k] = st.target_calls;
             calls[k] = st.draft_calls;
-            /* greedy with p_min: one logits row per draft crosses */
-            if (k) cr_assert_eq(st.host_bytes, 4LL * (st.target_calls + st.drafted) +
-                                                   4LL * sd_head_rows(draft, lim) * st.draft_calls);
+            /* greedy: a draft's id crosses, with p_min also its probability */
+            cr_assert_eq(st.host_bytes, 4LL * (st.target_calls + st.drafted) + (k ? 8LL : 4LL) * st.draft_calls);
         }
         cr_assert_eq(drafted[1], drafted[0]);
         cr_assert_eq(rounds[1], rounds[0]);
@@ -194,8 +193,8 @@ Test(speculative, trimmed_head_logits_and_ids) {
     int32_t ids[2 * 5], want[5];
     sd_err e;
     for (int rows = 1; rows <= 2; rows++) {
-        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, rows, 0, NULL, &e), 0, "%s", e.msg);
-        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, part, rows, 0, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, rows, 0, NULL, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, part, rows, 0, NULL, NULL, &e), 0, "%s", e.msg);
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < V; i++) {
                 const float a = part[r * V + i], b = full[r * V + i];
@@ -204,11 +203,11 @@ Test(speculative, trimmed_head_logits_and_ids) {
                 else cr_assert_leq(fabsf(a - b), 1e-4f * (1 + fabsf(b)), "row %d id %d: %g vs %g", r, i, a, b);
             }
     }
-    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, 1, 0, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, NULL, 1, k, ids, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 0, full, 1, 0, NULL, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 200, NULL, 1, k, ids, NULL, &e), 0, "%s", e.msg);
     sd_top_k(full, hr, k, want);
     cr_assert_arr_eq(ids, want, sizeof want);
-    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 16, NULL, 1, 17, ids, &e), -1);
+    cr_assert_eq(sd_forward_head(m, m->kv, prompt, NP, 0, 0, 16, NULL, 1, 17, ids, NULL, &e), -1);
     cr_assert(strstr(e.msg, "top 17"), "%s", e.msg);
     free(full), free(part);
     sd_model_free(m);

@@ -43,7 +43,7 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
         }
         int32_t id;
         if (sd_fast_greedy(cfg)) {
-            if (sd_lm_extend_top_k(lm, seq, len, cfg->use_cache, 1, 1, &id, st, e)) goto done;
+            if (sd_lm_extend_top_k(lm, seq, len, cfg->use_cache, 1, 1, &id, NULL, st, e)) goto done;
         } else if (sd_lm_extend(lm, seq, len, cfg->use_cache, logits, 1, st, e) ||
                    sd_token_dist(cfg->sampler, seq, len, logits, len, probs, vocab, e) ||
                    sd_dist_sample(cfg, cfg->sampler, probs, vocab, &id, e)) {

@@ -73,16 +73,16 @@ int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *l
     if (start > len - n_logits) start = len - n_logits;
     st->host_bytes += (long long)n_logits * sd_head_rows(lm->m, lm->vocab_limit) * (long long)sizeof(float);
     return sd_forward_head(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, lm->vocab_limit,
-                           logits, n_logits, 0, NULL, e);
+                           logits, n_logits, 0, NULL, NULL, e);
 }
 
 int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
-                       int32_t *ids, sd_gen_stats *st, sd_err *e) {
+                       int32_t *ids, float *probs, sd_gen_stats *st, sd_err *e) {
     int start = use_cache ? lm->kv->n : 0;
     if (start > len - n_rows) start = len - n_rows;
-    st->host_bytes += (long long)n_rows * k * (long long)sizeof(int32_t);
+    st->host_bytes += (long long)n_rows * k * (long long)(sizeof(int32_t) + (probs ? sizeof(float) : 0));
     return sd_forward_head(lm->m, lm->kv, seq + start, len - start, start, lm->n_layers, lm->vocab_limit,
-                           NULL, n_rows, k, ids, e);
+                           NULL, n_rows, k, ids, probs, e);
 }
 
 int sd_check_vocab(const sd_model *draft, const sd_model *target, sd_err *e) {

@@ -74,9 +74,10 @@ int sd_lm_extend(sd_lm *lm, const int32_t *seq, int len, int use_cache, float *l
 
 /* The same with the logits left in backend memory: only the top k ids of
  * each of the last n_rows positions cross to the host (ids: [n_rows][k],
- * see sd_forward_top_k); k = 1 is the greedy next token. */
+ * see sd_forward_top_k); k = 1 is the greedy next token. probs (NULL: not
+ * wanted, else [n_rows][k]) gets their softmax probabilities. */
 int sd_lm_extend_top_k(sd_lm *lm, const int32_t *seq, int len, int use_cache, int n_rows, int k,
-                       int32_t *ids, sd_gen_stats *st, sd_err *e);
+                       int32_t *ids, float *probs, sd_gen_stats *st, sd_err *e);
 
 /* The distribution smp draws from for the token at seq[pos], given the
  * logits rows of positions first..pos (rows): smp's history is brought to

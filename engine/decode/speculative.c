@@ -14,10 +14,9 @@
  * drafter for two rows instead of one.
  *
  * With p_min set, a draft the drafter gave a probability below p_min is
- * the round's last. Sampled drafts read it from q; greedy drafts then take
- * the drafter's logits row to the host (instead of its argmax id) to
- * compute it. */
-#include <math.h>
+ * the round's last. Sampled drafts read it from q; greedy drafts have the
+ * backend compute it next to the argmax (top_k_rows' probabilities), so
+ * one float crosses with the id instead of the logits row. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,35 +29,18 @@ typedef struct spec_ctx {
     sd_lm *drafter;
     const sd_gen_cfg *cfg;
     sd_sampler *smp; /* the drafter's instance */
-    float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts; [vocab], greedy with p_min */
+    float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts */
     double p_min;
 } spec_ctx;
-
-/* The argmax of the logits l[0..n) (sd_top_k: the top_k_rows op's order)
- * and its softmax probability 1 / sum_i exp(l_i - l_max). Terms below
- * e^-20 are left out: over 151936 ids they add at most 3e-4 to a sum of at
- * least 1, and the loop mostly compares. */
-static double top_prob(const float *l, int n, int32_t *id) {
-    sd_top_k(l, n, 1, id);
-    const float mx = l[*id];
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        const float d = l[i] - mx;
-        if (d > -20.0f) sum += expf(d);
-    }
-    return 1.0 / sum;
-}
 
 static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
     spec_ctx *s = ud;
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
-    double p = 1;
-    if (!q && s->p_min > 0) {
-        if (sd_lm_extend(s->drafter, seq, at, cfg->use_cache, s->dlog, 1, st, e)) return -1;
-        p = top_prob(s->dlog, sd_head_rows(s->drafter->m, s->drafter->vocab_limit), &seq[at]);
-    } else if (!q) {
-        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], st, e))
+    float p = 1;
+    if (!q) {
+        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], s->p_min > 0 ? &p : NULL,
+                               st, e))
             return -1;
     } else {
         int first = sd_token_need(s->smp, seq, at, e);
@@ -99,10 +81,10 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
-    const int dlog_rows = !sd_fast_greedy(cfg) ? DRAFT_ROWS : o->p_min > 0 ? 1 : 0;
-    if (dlog_rows) sc.dlog = malloc(dlog_rows * (size_t)vocab * sizeof *sc.dlog);
+    const int sampled = !sd_fast_greedy(cfg);
+    if (sampled) sc.dlog = malloc(DRAFT_ROWS * (size_t)vocab * sizeof *sc.dlog);
     if (sd_verify_init(&v, cfg, e)) goto done;
-    if (!seq || (dlog_rows && !sc.dlog)) {
+    if (!seq || (sampled && !sc.dlog)) {
         sd_fail(e, "out of memory");
         goto done;
     }

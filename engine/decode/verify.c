@@ -134,7 +134,7 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     int g = draft_tokens(v, fast, seq, c, max_drafts, st, e);
     if (g < 0) return -1;
     if (fast ? sd_lm_extend_top_k(v->target, seq, c + g, cfg->use_cache, g + 1, v->top_k, v->ids,
-                                  st, e)
+                                  NULL, st, e)
              : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
     st->target_calls++;

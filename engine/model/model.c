@@ -341,11 +341,13 @@ static int run_layers(sd_model *m, sd_kv *const *kvs, int n_seq, const int32_t *
 
 /* What comes back for the output rows of a call: their logits (host
  * [rows][vocab]; NULL: none, they stay in m->logits) or, when ids is set,
- * only the top k ids of each row (host [rows][k]). */
+ * only the top k ids of each row (host [rows][k]) and, when probs is set,
+ * their softmax probabilities (host [rows][k]). */
 typedef struct fwd_out {
     float *logits;
     int k;
     int32_t *ids;
+    float *probs;
     int graph;     /* 1: the backend records; head ends the recording and runs it */
     int head_rows; /* the head's rows in use (token ids below it); vocab: all */
 } fwd_out;
@@ -371,7 +373,9 @@ static int head_trimmed(sd_model *m, int rows, const fwd_out *o, int r0, sd_err 
     for (int r = 0; r < rows; r++) {
         const float *src = m->logits + (size_t)r * vocab;
         if (o->ids) {
-            if (b->top_k_rows(b, src, 1, hr, o->k, o->ids + (size_t)(r0 + r) * o->k, e)) return -1;
+            const size_t at = (size_t)(r0 + r) * o->k;
+            if (b->top_k_rows(b, src, 1, hr, o->k, o->ids + at, o->probs ? o->probs + at : NULL, e))
+                return -1;
         } else if (o->logits) {
             float *dst = o->logits + (size_t)(r0 + r) * vocab;
             if (b->to_host(b, dst, src, (size_t)hr * sizeof(float), e)) return -1;
@@ -393,7 +397,9 @@ static int head(sd_model *m, int x0, int rows, const fwd_out *o, int r0, sd_err 
         return head_trimmed(m, rows, o, r0, e);
     if (b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e)) return -1;
     if (o->graph && b->graph_end(b, 1, e)) return -1;
-    if (o->ids) return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + (size_t)r0 * o->k, e);
+    const size_t at = (size_t)r0 * o->k;
+    if (o->ids)
+        return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + at, o->probs ? o->probs + at : NULL, e);
     if (!o->logits) return 0;
     return b->to_host(b, o->logits + (size_t)r0 * hp->vocab, m->logits,
                       (size_t)rows * hp->vocab * sizeof(float), e);
@@ -462,23 +468,24 @@ int sd_head_rows(const sd_model *m, int vocab_limit) {
 }
 
 int sd_forward_head(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
-                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, sd_err *e) {
+                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, float *probs,
+                    sd_err *e) {
     const int hr = sd_head_rows(m, vocab_limit);
     if (ids && (n_logits < 1 || k < 1 || k > hr || k > SD_TOP_K_MAX))
         return sd_fail(e, "forward: top %d ids of %d rows (k 1 to %d, at least one row)", k,
                        n_logits, SD_TOP_K_MAX < hr ? SD_TOP_K_MAX : hr);
-    fwd_out o = {ids ? NULL : logits, ids ? k : 0, ids, 0, hr};
+    fwd_out o = {ids ? NULL : logits, ids ? k : 0, ids, ids ? probs : NULL, 0, hr};
     return forward(m, kv, tokens, n, pos, n_layers, n_logits, &o, e);
 }
 
 int sd_forward_ex(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                   float *logits, int n_logits, sd_err *e) {
-    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, logits, n_logits, 0, NULL, e);
+    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, logits, n_logits, 0, NULL, NULL, e);
 }
 
 int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
                      int n_rows, int k, int32_t *ids, sd_err *e) {
-    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, NULL, n_rows, k, ids, e);
+    return sd_forward_head(m, kv, tokens, n, pos, n_layers, 0, NULL, n_rows, k, ids, NULL, e);
 }
 
 int sd_forward(sd_model *m, const int32_t *tokens, int n, int pos, float *logits, sd_err *e) {
@@ -500,7 +507,7 @@ int sd_forward_multi(sd_model *m, sd_kv *const *kvs, const int32_t *tokens, int 
     }
     if (run_layers(m, kvs, n, tokens, n, pos, hp->n_layers, e)) return -1;
     for (int i = 0; i < n; i++) kvs[i]->n = pos + 1;
-    fwd_out o = {logits, 0, NULL, 0, m->hp.vocab};
+    fwd_out o = {logits, 0, NULL, NULL, 0, m->hp.vocab};
     return head(m, 0, n, &o, 0, e);
 }
 

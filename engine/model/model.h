@@ -93,9 +93,12 @@ int sd_forward_top_k(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int p
  * at or above the limit get logits -inf and are never among the top k).
  * The limit is rounded up to a multiple of 16 (the CPU backend's repacked
  * row groups); <= 0 or >= vocab: the whole head. Otherwise as
- * sd_forward_ex (ids NULL) or sd_forward_top_k (ids set, n_logits rows of k). */
+ * sd_forward_ex (ids NULL) or sd_forward_top_k (ids set, n_logits rows of k;
+ * probs, NULL or [n_logits][k], gets the ids' softmax probabilities over the
+ * head's rows). */
 int sd_forward_head(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos, int n_layers,
-                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, sd_err *e);
+                    int vocab_limit, float *logits, int n_logits, int k, int32_t *ids, float *probs,
+                    sd_err *e);
 /* The head rows sd_forward_head uses for vocab_limit. */
 int sd_head_rows(const sd_model *m, int vocab_limit);
 

@@ -369,25 +369,28 @@ int main(int argc, char **argv) {
 
     /* top-k ids of logits rows (SmolLM2's vocabulary): one row with k = 1
      * (greedy decoding), 5 rows with k = 1 (verifying 4 drafts) and k = 8
-     * (NASD with fillers); cols = vocab, n = rows, GFLOP/s column = Gvalues/s */
+     * (NASD with fillers), and one row with k = 1 and its probability (a
+     * greedy draft with --draft-p-min: one more pass over the row, exp on
+     * each value); cols = vocab, n = rows, GFLOP/s column = Gvalues/s */
     if (selected("top_k_rows", argc, argv)) {
-        const int vocab = 49152, cfg[3][2] = {{1, 1}, {5, 1}, {5, 8}};
+        const int vocab = 49152, cfg[4][3] = {{1, 1, 0}, {5, 1, 0}, {5, 8, 0}, {1, 1, 1}};
         float *lg = malloc(sizeof(float) * 5 * vocab);
         int32_t ids[5 * 8];
+        float probs[5 * 8];
         for (int k = 0; k < 5 * vocab; k++) lg[k] = frand() * 10.0f;
-        for (int ci = 0; ci < 3; ci++)
+        for (int ci = 0; ci < 4; ci++)
             for (int th = 0; th < 2; th++) {
                 double tt[101];
                 int n = cfg[ci][0], k = cfg[ci][1];
                 for (int r = 0; r < 101; r++) {
                     double t0 = now();
-                    sd_cpu_top_k_rows(ctx[th], lg, n, vocab, k, ids);
+                    sd_cpu_top_k_rows(ctx[th], lg, n, vocab, k, ids, cfg[ci][2] ? probs : NULL);
                     tt[r] = now() - t0;
                 }
                 double t = median(tt, 101);
-                printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9.2f %9.2f   (k %d)\n", "top_k_rows", "F32",
+                printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9.2f %9.2f   (k %d%s)\n", "top_k_rows", "F32",
                        vocab, vocab, n, th + 1, t * 1e6, 4.0 * n * vocab / t / 1e9,
-                       (double)n * vocab / t / 1e9, k);
+                       (double)n * vocab / t / 1e9, k, cfg[ci][2] ? ", probabilities" : "");
             }
         free(lg);
     }

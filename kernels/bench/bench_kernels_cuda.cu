@@ -308,11 +308,12 @@ static int attn_fn(Bench *B, void *a, int k, sd_err *e) {
 struct TopKOp {
     float **x;
     int32_t *out;
+    float *probs; /* NULL: ids only */
     int rows, cols, k;
 };
 static int top_k_fn(Bench *B, void *a, int k, sd_err *e) {
     TopKOp *o = (TopKOp *)a;
-    return cu_top_k_rows(cu_ctx(B->gpu), o->out, o->x[k], o->rows, o->cols, o->k, e);
+    return cu_top_k_rows(cu_ctx(B->gpu), o->out, o->probs, o->x[k], o->rows, o->cols, o->k, e);
 }
 
 /* ---- rows --------------------------------------------------------------------------- */
@@ -527,12 +528,15 @@ static void bench_attention(Bench *B, const Shape *m) {
 }
 
 /* Top-k ids of logits rows: greedy decoding (1 row, k 1), verifying 4
- * drafts (5 rows, k 1), NASD with 8 fillers (5 rows, k 8). The timed part is
- * the kernel; the check runs the op (ids copied back) against the CPU's. */
+ * drafts (5 rows, k 1), NASD with 8 fillers (5 rows, k 8), and a greedy
+ * draft with --draft-p-min (1 row, k 1 and its probability). The timed part
+ * is the kernels; the check runs the op (results copied back) against the
+ * CPU's: err is 1 when an id differs, else the largest relative difference
+ * of a probability. */
 static void bench_top_k(Bench *B, const Shape *m) {
-    static const int cfg[3][2] = {{1, 1}, {5, 1}, {5, 8}};
-    for (int ci = 0; ci < 3; ci++) {
-        const int rows = cfg[ci][0], k = cfg[ci][1];
+    static const int cfg[4][3] = {{1, 1, 0}, {5, 1, 0}, {5, 8, 0}, {1, 1, 1}};
+    for (int ci = 0; ci < 4; ci++) {
+        const int rows = cfg[ci][0], k = cfg[ci][1], with_p = cfg[ci][2];
         const size_t n = (size_t)rows * m->vocab;
         float *xh = hrand(n, 10.0f);
         const int nc = copies_for(n * 4);
@@ -543,19 +547,23 @@ static void bench_top_k(Bench *B, const Shape *m) {
         o.x = (float **)xmalloc(sizeof(float *) * (size_t)nc);
         for (int c = 0; c < nc; c++) o.x[c] = dev_from(B, xh, n);
         sd_err e;
-        void *out = B->gpu->alloc(B->gpu, (size_t)rows * k * sizeof(int32_t), &e);
+        void *out = B->gpu->alloc(B->gpu, (size_t)rows * k * (sizeof(int32_t) + sizeof(float)), &e);
         if (!out) die("top_k_rows", e.msg);
         o.out = (int32_t *)out;
+        o.probs = with_p ? (float *)(o.out + rows * k) : NULL;
         int graphed;
         const double us = time_op(B, top_k_fn, &o, nc, reps_for(n * 4), &graphed);
         int32_t got[5 * 8], ref[5 * 8];
-        if (B->gpu->top_k_rows(B->gpu, o.x[0], rows, m->vocab, k, got, &e) ||
-            B->cpu->top_k_rows(B->cpu, xh, rows, m->vocab, k, ref, &e))
+        float pg[5 * 8], pr[5 * 8];
+        if (B->gpu->top_k_rows(B->gpu, o.x[0], rows, m->vocab, k, got, with_p ? pg : NULL, &e) ||
+            B->cpu->top_k_rows(B->cpu, xh, rows, m->vocab, k, ref, with_p ? pr : NULL, &e))
             die("top_k_rows check", e.msg);
+        double err = memcmp(got, ref, (size_t)rows * k * sizeof *got) ? 1.0 : 0.0;
+        for (int i = 0; with_p && err < 1 && i < rows * k; i++)
+            err = fmax(err, fabs((double)pg[i] - pr[i]) / pr[i]);
         char shape[48];
-        snprintf(shape, sizeof shape, "%dx%d k%d", rows, m->vocab, k);
-        row(B, "top_k_rows", m->name, "F32", rows, shape, us, 4.0 * (double)n,
-            memcmp(got, ref, (size_t)rows * k * sizeof *got) ? 1.0 : 0.0, graphed);
+        snprintf(shape, sizeof shape, "%dx%d k%d%s", rows, m->vocab, k, with_p ? " p" : "");
+        row(B, "top_k_rows", m->name, "F32", rows, shape, us, 4.0 * (double)n, err, graphed);
         for (int c = 0; c < nc; c++) B->gpu->release(B->gpu, o.x[c]);
         B->gpu->release(B->gpu, out);
         free(o.x), free(xh);

@@ -161,11 +161,11 @@ static int cpu_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *
 }
 
 static int cpu_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, int k,
-                          int32_t *ids_host, sd_err *e) {
+                          int32_t *ids_host, float *probs_host, sd_err *e) {
     if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
         return sd_fail(e, "top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
                        n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
-    sd_cpu_top_k_rows(cpu(b), x, n_rows, cols, k, ids_host);
+    sd_cpu_top_k_rows(cpu(b), x, n_rows, cols, k, ids_host, probs_host);
     return 0;
 }
 

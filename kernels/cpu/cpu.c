@@ -303,21 +303,42 @@ int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx) {
     return m;
 }
 
+/* The softmax probabilities of a row's top ids need its denominator, one
+ * more pass over the row (sd_cpu_exp_sum_*; the AVX2 one on every SIMD
+ * level). */
+double sd_cpu_exp_sum_scalar(const float *x, size_t n, float m) {
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] == m) sum += 1;
+        else if (!isnan(x[i])) sum += expf(x[i] - m);
+    return sum;
+}
+
 typedef struct {
+    double (*exp_sum)(const float *, size_t, float);
     const float *x;
     int cols, k;
     int32_t *ids;
+    float *probs;
 } top_k_job;
 
 static void top_k_task(void *v, int64_t r, int thread) {
     const top_k_job *j = v;
     (void)thread;
-    sd_cpu_top_k(j->x + (size_t)r * j->cols, j->cols, j->k, j->ids + (size_t)r * j->k);
+    const float *x = j->x + (size_t)r * j->cols;
+    int32_t *ids = j->ids + (size_t)r * j->k;
+    sd_cpu_top_k(x, j->cols, j->k, ids);
+    if (!j->probs) return;
+    const float m = x[ids[0]];
+    const double sum = j->exp_sum(x, (size_t)j->cols, m);
+    for (int i = 0; i < j->k; i++)
+        j->probs[(size_t)r * j->k + i] = (float)((x[ids[i]] == m ? 1.0 : exp((double)x[ids[i]] - m)) / sum);
 }
 
-void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids) {
+void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids,
+                       float *probs) {
     uint64_t t0 = sd_cpu_prof_start(c);
-    top_k_job j = {x, cols, k, ids};
+    top_k_job j = {c->isa >= SD_ISA_AVX2 ? sd_cpu_exp_sum_avx2 : sd_cpu_exp_sum_scalar, x, cols, k, ids, probs};
     sd_pool_run(c->pool, top_k_task, &j, n_rows, 1);
     sd_cpu_prof_add(c, SD_OP_TOP_K, t0);
 }

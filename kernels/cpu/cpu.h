@@ -80,8 +80,11 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
  * insertion-sorted list of k: O(n k), for the small k of top-k ids. */
 int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx);
 /* sd_cpu_top_k of each row of x[n_rows][cols] into ids[n_rows][k]
- * (k <= cols), rows in parallel. */
-void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids);
+ * (k <= cols), rows in parallel. probs (NULL: not wanted) gets the softmax
+ * probability of each id over its row, exp(x_id - max) / sum_i exp(x_i -
+ * max), NaN entries left out of the sum. */
+void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids,
+                       float *probs);
 /* x[i] = dequantized row ids[i] of the embedding matrix (rows = vocab). */
 int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, int n,
                  sd_err *e);
@@ -168,6 +171,11 @@ void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float
 /* SwiGLU over count elements (sd_cpu_swiglu's chunks), per ISA. */
 void sd_cpu_swiglu_range_scalar(float *out, const float *gate, const float *up, size_t count);
 void sd_cpu_swiglu_range_avx2(float *out, const float *gate, const float *up, size_t count);
+/* sum_i exp(x_i - m) over x[0..n) with m >= every x_i (the row's maximum),
+ * NaN entries left out; an x_i equal to m adds exactly 1 (also when both
+ * are -inf), per ISA. */
+double sd_cpu_exp_sum_scalar(const float *x, size_t n, float m);
+double sd_cpu_exp_sum_avx2(const float *x, size_t n, float m);
 void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 void sd_cpu_qact_avx512(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 /* Pair layout of one quantized row (see above). */

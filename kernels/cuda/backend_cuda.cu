@@ -519,24 +519,28 @@ static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight 
     return cu_ffn_swiglu(c, h, tmp, w1, w3, x, n, e);
 }
 
-/* The ids of one top_k_rows call: [n_rows][k] int32, at most this many bytes. */
-#define TOP_K_BYTES ((size_t)SD_MAX_ROWS * SD_TOP_K_MAX * sizeof(int32_t))
+/* One top_k_rows call's results: [n_rows][k] int32 ids, then (when asked
+ * for) [n_rows][k] float probabilities right after them, so one copy
+ * brings both back; at most this many bytes. */
+#define TOP_K_BYTES ((size_t)SD_MAX_ROWS * SD_TOP_K_MAX * (sizeof(int32_t) + sizeof(float)))
 
 static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, int k,
-                           int32_t *ids_host, sd_err *e) {
+                           int32_t *ids_host, float *probs_host, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
     if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
         return sd_fail(e, "cuda: top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
                        n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
+    const size_t n = (size_t)n_rows * (size_t)k, bytes = n * (probs_host ? 8 : 4);
+    float *probs_dev = probs_host ? (float *)(c->top_k_dev + n) : NULL;
     if (cu_enter(c, "top_k_rows", e) || cu_unrecordable(c, "top_k_rows", e) ||
-        cu_top_k_rows(c, c->top_k_dev, x, n_rows, cols, k, e))
+        cu_top_k_rows(c, c->top_k_dev, probs_dev, x, n_rows, cols, k, e))
         return -1;
-    const size_t bytes = (size_t)n_rows * (size_t)k * sizeof *ids_host;
     cudaError_t err =
         cudaMemcpyAsync(c->top_k_host, c->top_k_dev, bytes, cudaMemcpyDeviceToHost, c->stream);
     if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
     if (err != cudaSuccess) return cu_fail(e, err, "top_k_rows %dx%d k %d: copy the ids", n_rows, cols, k);
-    memcpy(ids_host, c->top_k_host, bytes);
+    memcpy(ids_host, c->top_k_host, n * sizeof *ids_host);
+    if (probs_host) memcpy(probs_host, c->top_k_host + n, n * sizeof *probs_host);
     return 0;
 }
 

@@ -59,7 +59,7 @@ typedef struct sd_cuda {
     cudaStream_t stream;
     void *scratch[CU_SCRATCH_N];
     size_t scratch_size[CU_SCRATCH_N];
-    int32_t *top_k_dev;  /* [SD_MAX_ROWS][SD_TOP_K_MAX] ids on the device */
+    int32_t *top_k_dev;  /* [SD_MAX_ROWS][SD_TOP_K_MAX] ids, then as many probabilities */
     int32_t *top_k_host; /* the same, pinned, so the copy back is one DMA */
     void *top_k_part;    /* cu_top_k_part_bytes(): the multi-block argmax's pairs */
     unsigned *attn_ctr;  /* [CU_ATTN_COUNTERS], zero between launches: attention.cu's
@@ -310,9 +310,10 @@ size_t cu_attention_scratch(const sd_cuda *c, const sd_attn_shape *s, int n, int
 int cu_embed(sd_cuda *c, float *x, const sd_weight *emb, const int32_t *ids_dev, int n,
              sd_err *e);
 /* top_k.cu: out_dev[r*k ..] = the k largest of row r of x[n_rows][cols]
- * (value desc, index asc), rows and k checked by the caller */
-int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, const float *x, int n_rows, int cols, int k,
-                  sd_err *e);
+ * (value desc, index asc), rows and k checked by the caller; probs_dev
+ * (NULL: none) their softmax probabilities over the row. */
+int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, float *probs_dev, const float *x, int n_rows,
+                  int cols, int k, sd_err *e);
 /* The argmax (k = 1) of a row of at least 2 x CU_ARGMAX_MIN_SLICE elements
  * runs on cu_argmax_split(cols) blocks a row (at most CU_ARGMAX_MAX_SPLIT),
  * their pairs in c->top_k_part (cu_top_k_part_bytes(), made with the

@@ -7,8 +7,9 @@
  *     for quantised ones, test_cuda.c's whole-model bounds);
  *   - greedy autoregressive output is the same token for token on both;
  *   - for F32, Q4_K and qwen2 Q4_K, on the CUDA backend, greedy speculative
- *     decoding (a drafter of another type, and self-speculative with one
- *     layer), NASD, beam search with one beam and greedy without the cache
+ *     decoding (a drafter of another type, at gamma 4 with --draft-p-min
+ *     0.5, whose probabilities come from the device; and self-speculative
+ *     with one layer), NASD, beam search with one beam and greedy without the cache
  *     give exactly the autoregressive output, and beam search with three
  *     beams gives the CPU's beams; then all of it again with every decode
  *     and verification step a CUDA graph (sd_cuda_set_graph).
@@ -117,9 +118,12 @@ static void check_strategies(twin *t, sd_model *drafter, const char *what) {
         sd_gen_stats st;
         if (drafter) { /* another model as the drafter */
             sd_lm dl = {drafter, drafter->kv, 0, 0};
-            sd_spec_opts o = {g, 0, g % 2, 0};
-            cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
-            cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d", what, g);
+            for (int pm = 0; pm <= (g == 4); pm++) {
+                sd_spec_opts o = {g, 0, g % 2, pm ? 0.5 : 0};
+                cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
+                cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d p_min %g", what, g, o.p_min);
+                if (pm) cr_expect_lt(st.drafted, 4 * (st.target_calls - 1), "%s: p_min 0.5 never ended a round early", what);
+            }
         }
         sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
         cr_assert(kv, "%s", e.msg);
