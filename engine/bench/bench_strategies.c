@@ -5,6 +5,7 @@
  * same code path as the specdec binary. SmolLM2 gets an input-grounded prompt (repeat a
  * paragraph), where n-gram drafts shine; its drafter is the self-speculative
  * first 10 layers. stories260K drafts with its Q8_0 variant. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,15 +98,20 @@ done:
  * prompts, one table per prompt with the speedup of speculative decoding
  * (the drafter's whole head; its head cut to the first PAIR_VOCAB token
  * ids: "spec/v"; that head with rounds ended at a draft below PAIR_P_MIN:
- * "spec/vp") and NASD over the 1.5B's own autoregressive run (the median
- * of 3) for gamma 1..8 (one run each: a sweep of 35 runs per prompt), then
- * the gamma with the best mean speculative speedup over the prompts, per
- * drafter setting. */
+ * "spec/vp") and NASD over the 1.5B's own autoregressive run for gamma
+ * 1..8 (one run each), then the gamma with the best mean speculative
+ * speedup over the prompts, per drafter setting.
+ *
+ * This host's speed drifts over minutes (a stretch at half speed has been
+ * seen), and one prompt's 32 rows take about two. So the autoregressive
+ * run is repeated before each row set and after the last (5 runs a
+ * prompt), and a row's speedup is over the mean of the two runs around its
+ * set; the header gives their range. */
 #define PAIR_GEN 64
 #define MAX_GAMMA 8
 #define PAIR_VOCAB 32768
 #define PAIR_P_MIN 0.9
-#define PAIR_AR_RUNS 3
+#define PAIR_SETS 4
 
 typedef struct pair_prompt {
     const char *title, *text;
@@ -137,37 +143,47 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             sd_session_warm_up(&s, ids, &e))
             goto done;
         sd_gen_stats st;
-        double ar_runs[PAIR_AR_RUNS];
+        double ar_tps[PAIR_SETS + 1];
         int n_ar = 0;
-        for (int r = 0; r < PAIR_AR_RUNS; r++) {
-            n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
-            if (n_ar < 0) goto done;
-            ar_runs[r] = st.total_s > 0 ? n_ar / st.total_s : 0;
-        }
-        qsort(ar_runs, PAIR_AR_RUNS, sizeof *ar_runs, cmp);
-        double ar_tps = ar_runs[PAIR_AR_RUNS / 2];
-        printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar %.2f tok/s "
-               "(median of %d runs, %.2f-%.2f)\n",
-               pp[k].title, n_ids, n_ar, ar_tps, PAIR_AR_RUNS, ar_runs[0], ar_runs[PAIR_AR_RUNS - 1]);
-        printf("%-7s %5s %8s %9s %8s %7s %6s %8s %s\n", "", "gamma", "tokens", "tok/s", "accept",
-               "target", "draft", "vs ar", "output");
-        static const char *const rows[4] = {"spec", "spec/v", "spec/vp", "nasd"};
-        for (int strat = 0; strat < 4; strat++)
-            for (int g = 1; g <= MAX_GAMMA; g++) {
+        static const char *const rows[PAIR_SETS] = {"spec", "spec/v", "spec/vp", "nasd"};
+        double lines[PAIR_SETS][MAX_GAMMA + 1][2]; /* tok/s and acceptance of each row */
+        long calls[PAIR_SETS][MAX_GAMMA + 1][2];
+        int same[PAIR_SETS][MAX_GAMMA + 1], got[PAIR_SETS][MAX_GAMMA + 1];
+        for (int strat = 0; strat <= PAIR_SETS; strat++) {
+            int n = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, strat ? out : ar, &st, &e);
+            if (n < 0) goto done;
+            if (!strat) n_ar = n;
+            ar_tps[strat] = st.total_s > 0 ? n / st.total_s : 0;
+            for (int g = 1; strat < PAIR_SETS && g <= MAX_GAMMA; g++) {
                 s.c.gamma = g;
                 s.c.draft_vocab = strat == 1 || strat == 2 ? PAIR_VOCAB : 0;
                 s.c.draft_p_min = strat == 2 ? PAIR_P_MIN : 0;
                 int bit = strat == 3 ? SD_STRAT_NASD : SD_STRAT_SPEC;
-                int n = sd_session_generate(&s, bit, ids, n_ids, NULL, out, &st, &e);
+                n = sd_session_generate(&s, bit, ids, n_ids, NULL, out, &st, &e);
                 if (n < 0) goto done;
-                double tps = st.total_s > 0 ? n / st.total_s : 0;
-                if (strat < 3) speedup[strat][g] += tps / ar_tps / n_pp;
+                lines[strat][g][0] = st.total_s > 0 ? n / st.total_s : 0;
+                lines[strat][g][1] = st.drafted ? 100.0 * st.accepted / st.drafted : -1;
+                calls[strat][g][0] = st.target_calls, calls[strat][g][1] = st.draft_calls;
+                got[strat][g] = n;
+                same[strat][g] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
+            }
+        }
+        double lo = ar_tps[0], hi = ar_tps[0];
+        for (int r = 1; r <= PAIR_SETS; r++) lo = fmin(lo, ar_tps[r]), hi = fmax(hi, ar_tps[r]);
+        printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar %.2f-%.2f tok/s "
+               "(%d runs, one before each row set and one after the last)\n",
+               pp[k].title, n_ids, n_ar, lo, hi, PAIR_SETS + 1);
+        printf("%-7s %5s %8s %9s %8s %7s %6s %8s %s\n", "", "gamma", "tokens", "tok/s", "accept",
+               "target", "draft", "vs ar", "output");
+        for (int strat = 0; strat < PAIR_SETS; strat++)
+            for (int g = 1; g <= MAX_GAMMA; g++) {
+                const double ref = (ar_tps[strat] + ar_tps[strat + 1]) / 2, tps = lines[strat][g][0];
+                if (strat < 3) speedup[strat][g] += tps / ref / n_pp;
                 char acc[16] = "-";
-                if (st.drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st.accepted / st.drafted);
-                printf("%-7s %5d %8d %9.2f %8s %7ld %6ld %7.2fx %s\n", rows[strat], g, n,
-                       tps, acc, st.target_calls, st.draft_calls, tps / ar_tps,
-                       n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out) ? "identical to ar"
-                                                                          : "DIFFERS from ar");
+                if (lines[strat][g][1] >= 0) snprintf(acc, sizeof acc, "%.1f%%", lines[strat][g][1]);
+                printf("%-7s %5d %8d %9.2f %8s %7ld %6ld %7.2fx %s\n", rows[strat], g, got[strat][g], tps,
+                       acc, calls[strat][g][0], calls[strat][g][1], tps / ref,
+                       same[strat][g] ? "identical to ar" : "DIFFERS from ar");
             }
     }
     for (int h = 0; h < 3; h++) {
