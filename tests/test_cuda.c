@@ -506,6 +506,54 @@ Test(cuda, attention_live_splits) {
         }
 }
 
+/* The rows of one call keep the bits of one-row calls at their positions
+ * (plan.h, SD_SAME_BITS_ROWS), so a speculative round judges its drafts by
+ * the logits the target's own decode steps give. Two cases whose plans
+ * differed while the split followed the call's own tiles: attention over
+ * the Qwen2.5 1.5B's heads for 5 rows at position 4100 (keys split in 128s,
+ * decode steps in 64s), and a 9-row BF16 product of 1200x2048, Llama-1B's
+ * column count (K split 2 ways, one row 4 ways). */
+Test(cuda, rows_keep_the_bits_of_one_row_calls) {
+    rng_state = 59;
+    const sd_attn_shape s = SHAPE(12, 2, 128, 128, 1e6f);
+    enum { N = 5, POS = 4100 };
+    const int qd = s.n_head * s.head_dim, kv = s.n_kv * s.head_dim;
+    float *q = hrand((size_t)N * qd, 1.0f), *kc = hrand((size_t)(POS + N) * kv, 1.0f),
+          *vc = hrand((size_t)(POS + N) * kv, 1.0f);
+    float *dq = dbuf((size_t)N * qd, q), *dk = dbuf((size_t)(POS + N) * kv, kc),
+          *dv = dbuf((size_t)(POS + N) * kv, vc), *dn = dbuf((size_t)N * qd, NULL), *d1 = dbuf((size_t)qd, NULL);
+    OK(gpu->attention(gpu, &s, dn, dq, dk, dv, N, POS, e));
+    float *all = fetch(dn, (size_t)N * qd);
+    for (int r = 0; r < N; r++) {
+        OK(gpu->attention(gpu, &s, d1, dq + (size_t)r * qd, dk, dv, 1, POS + r, e));
+        float *one = fetch(d1, (size_t)qd);
+        cr_expect(!memcmp(one, all + (size_t)r * qd, (size_t)qd * sizeof *one),
+                  "attention row %d of %d at position %d differs from a one-row call", r, N, POS);
+        free(one);
+    }
+    gpu->release(gpu, dq), gpu->release(gpu, dk), gpu->release(gpu, dv), gpu->release(gpu, dn);
+    gpu->release(gpu, d1);
+    free(q), free(kc), free(vc), free(all);
+
+    enum { ROWS = 1200, COLS = 2048, M = 9 };
+    wpair w;
+    wpair_rand(&w, SD_BF16, ROWS, COLS, 1.0f);
+    float *x = hrand((size_t)M * COLS, 1.0f);
+    float *dx = dbuf((size_t)M * COLS, x), *dm = dbuf((size_t)M * ROWS, NULL), *dr = dbuf(ROWS, NULL);
+    OK(gpu->matmul(gpu, dm, &w.g, dx, M, 0, e));
+    float *rows = fetch(dm, (size_t)M * ROWS);
+    for (int r = 0; r < M; r++) {
+        OK(gpu->matmul(gpu, dr, &w.g, dx + (size_t)r * COLS, 1, 0, e));
+        float *one = fetch(dr, ROWS);
+        cr_expect(!memcmp(one, rows + (size_t)r * ROWS, ROWS * sizeof *one),
+                  "matmul BF16 %dx%d: row %d of %d differs from a one-row call", ROWS, COLS, r, M);
+        free(one);
+    }
+    gpu->release(gpu, dx), gpu->release(gpu, dm), gpu->release(gpu, dr);
+    free(x), free(rows);
+    wpair_free(&w);
+}
+
 /* Attention then a quantised output projection: the int8 blocks the
  * attention kernel leaves (head dims that are multiples of 32) must be the
  * bits qact makes of the same rows: the projection right after attention

@@ -134,6 +134,58 @@ Test(cuda_plan, attention_bucket) {
     cr_assert(q.n_splits == 128 && q.kps == 64, "%d splits of %d", q.n_splits, q.kps);
 }
 
+/* Up to SD_SAME_BITS_ROWS rows, a call plans the K split of a one-row
+ * call, so each row sums its products in the same order. */
+Test(cuda_plan, mv_rows_split_as_one_row) {
+    const int64_t units[] = {1, 31, 128, 600, 768, 1024, 4480, 75968};
+    const int64_t nchs[] = {48, 128, 256, 512, 1024};
+    for (size_t b = 0; b < sizeof units / sizeof *units; b++)
+        for (size_t c = 0; c < sizeof nchs / sizeof *nchs; c++) {
+            sd_mv_plan one, p;
+            cr_assert_eq(sd_mv_plan_make(1, units[b], nchs[c], H200_SMS, &one), 0);
+            for (int n = 2; n <= SD_SAME_BITS_ROWS; n++) {
+                cr_assert_eq(sd_mv_plan_make(n, units[b], nchs[c], H200_SMS, &p), 0);
+                cr_assert_eq(p.ks, one.ks, "%lld pairs of %lld chunks, %d rows: ks %d, one row %d",
+                             (long long)units[b], (long long)nchs[c], n, p.ks, one.ks);
+                check_mv(n, units[b], nchs[c], H200_SMS);
+            }
+        }
+}
+
+/* Up to SD_SAME_BITS_ROWS rows, each row of a call whose bucket is the
+ * one its own decode step would use gets that step's key split, at every
+ * position below 33000, for the kv head and group counts of Qwen2.5 1.5B
+ * and 0.5B, SmolLM2 and Llama-3.2-1B; the rows whose step would plan in the
+ * smaller bucket are few (a call straddles a bucket boundary). */
+static int64_t bucket_of(int64_t len) {
+    int64_t b = SD_AT_BUCKET_MIN;
+    while (b < len) b *= 2;
+    return b;
+}
+Test(cuda_plan, attention_rows_split_as_decode) {
+    const int shapes[][2] = {{2, 6}, {2, 7}, {3, 3}, {8, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int n = 2; n <= SD_SAME_BITS_ROWS; n++) {
+            int straddle = 0;
+            for (int pos = 0; pos < 33000; pos++) {
+                sd_attn_plan p, one;
+                cr_assert_eq(sd_attn_plan_bucket(n, pos, shapes[s][0], shapes[s][1], H200_SMS, &p), 0);
+                for (int r = 0; r < n; r++) {
+                    cr_assert_eq(sd_attn_plan_bucket(1, pos + r, shapes[s][0], shapes[s][1], H200_SMS, &one), 0);
+                    if (bucket_of(pos + r + 1) < bucket_of(pos + n)) {
+                        straddle += one.kps != p.kps;
+                        continue;
+                    }
+                    cr_assert_eq(p.kps, one.kps, "%d kv heads of %d, %d rows at %d: row %d splits by %d, decode by %d",
+                                 shapes[s][0], shapes[s][1], n, pos, r, p.kps, one.kps);
+                    cr_assert_eq(p.n_splits, one.n_splits);
+                }
+            }
+            cr_assert_leq(straddle, 8 * n * n, "%d kv heads of %d, %d rows: %d rows split otherwise",
+                          shapes[s][0], shapes[s][1], n, straddle);
+        }
+}
+
 Test(cuda_plan, attention_too_many_rows) {
     sd_attn_plan p;
     cr_assert_eq(sd_attn_plan_make(65536 * 16, 0, 1, 2, H200_SMS, &p), -1);

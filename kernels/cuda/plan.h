@@ -20,16 +20,25 @@ typedef struct sd_mv_plan {
     int64_t blocks;  /* grid size */
 } sd_mv_plan;
 
+/* Calls of at most this many rows (a verification, NASD's rows) are
+ * planned so that each row's result has the bits of a one-row call: a
+ * speculative round must judge its drafts with the logits the target's own
+ * decode steps would give, or greedy outputs could part at near-ties. */
+enum { SD_SAME_BITS_ROWS = 16 };
+
 /* Tile height and K split for n activation rows against `units` row pairs
  * (or rows) of nch chunks each on a GPU of sms multiprocessors: split while
  * the grid has fewer than 16 warps per multiprocessor and every slice keeps
- * at least one full step. Returns 0, or -1 when the grid would exceed
- * 2^31-1 blocks. */
+ * at least one full step. A row's sum is its lanes' chunks in a fixed
+ * order, then the ks slices, whatever the tile height; so up to
+ * SD_SAME_BITS_ROWS rows the split counts one tile, as a one-row call does.
+ * Returns 0, or -1 when the grid would exceed 2^31-1 blocks. */
 static inline int sd_mv_plan_make(int n, int64_t units, int64_t nch, int sms, sd_mv_plan *p) {
     p->nt = n >= 5 ? 8 : n >= 3 ? 4 : n;
     p->ntiles = (n + p->nt - 1) / p->nt;
+    const int64_t tiles = n <= SD_SAME_BITS_ROWS ? 1 : p->ntiles;
     p->ks = 1;
-    while (p->ks < SD_MV_WARPS && units * p->ntiles * p->ks < 16 * (int64_t)sms &&
+    while (p->ks < SD_MV_WARPS && units * tiles * p->ks < 16 * (int64_t)sms &&
            nch >= 2 * p->ks * 32 * SD_MV_UNROLL)
         p->ks *= 2;
     const int64_t per_block = SD_MV_WARPS / p->ks;
@@ -76,14 +85,31 @@ static inline int sd_attn_plan_make(int n, int pos, int n_kv, int group, int sms
  * SD_AT_MIN_SPLIT keys and force a capture each time. Plain launches use
  * the same plan, so a step gives the same bits either way. The cost: up
  * to half the blocks of a step exit at once, and a short context has the
- * parallelism of its length, not of the bucket. */
+ * parallelism of its length, not of the bucket.
+ *
+ * A call of 2..SD_SAME_BITS_ROWS rows takes the split a one-row call plans
+ * for the same bucket (its query tiles stay its own): a row's output is
+ * then the merge of the same key ranges as in a decode step at its
+ * position. Planned with their own tiles, the 5 rows of a gamma-4
+ * verification split the keys differently from the decode steps at almost
+ * every position from 4092 on (Qwen2.5 1.5B shape; from 1020 on at 8 kv
+ * heads of 4). What remains are the rows of a call that straddles a bucket
+ * boundary: those before it plan in the smaller bucket when decoded alone
+ * (12 positions of the first 32768 for the Qwen shapes at 5 rows). */
 enum { SD_AT_BUCKET_MIN = 256 };
 static inline int sd_attn_plan_bucket(int n, int pos, int n_kv, int group, int sms,
                                       sd_attn_plan *p) {
     int64_t bucket = SD_AT_BUCKET_MIN;
     while (bucket < (int64_t)pos + n) bucket *= 2;
     if (bucket - n > 0x7fffffff) return -1;
-    return sd_attn_plan_make(n, (int)(bucket - n), n_kv, group, sms, p);
+    if (sd_attn_plan_make(n, (int)(bucket - n), n_kv, group, sms, p)) return -1;
+    if (n > 1 && n <= SD_SAME_BITS_ROWS) {
+        sd_attn_plan one;
+        if (sd_attn_plan_make(1, (int)(bucket - 1), n_kv, group, sms, &one)) return -1;
+        p->kps = one.kps;
+        p->n_splits = one.n_splits;
+    }
+    return 0;
 }
 
 #endif
