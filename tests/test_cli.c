@@ -146,12 +146,13 @@ Test(cli, zero_tokens_show_no_nan) {
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "vs ar"), "%s", r.out);
     cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
-    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +0 +0 +- same as ar", r.out), "%s", r.out);
+    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +- +0 +0 +- +- same as ar", r.out), "%s", r.out);
     done(&r);
     r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd --json", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
-    cr_assert(strstr(r.out, "\"speedup_vs_ar\":null,\"same_as_ar\":1"), "%s", r.out);
+    cr_assert(strstr(r.out, "\"speedup_vs_ar\":null,\"decode_speedup_vs_ar\":null,\"same_as_ar\":1"), "%s",
+              r.out);
     done(&r);
 }
 
@@ -317,7 +318,7 @@ Test(cli, json_output_has_the_contract_fields) {
     const char *fields[] = {"strategy", "prompt_ids", "ids", "text", "new_tokens", "seconds",
                             "tokens_per_s", "drafted", "accepted", "acceptance_rate",
                             "target_calls", "draft_calls", "host_bytes", "host_bytes_per_round",
-                            "speedup_vs_ar"};
+                            "speedup_vs_ar", "decode_speedup_vs_ar", "decode_tokens_per_s"};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         cr_assert(json_get(j, fields[i]), "missing %s", fields[i]);
     cr_assert_str_eq(json_str(json_get(j, "strategy"), NULL), "ar");
@@ -356,6 +357,7 @@ Test(cli, strategies_side_by_side_are_lossless) {
             cr_assert_eq(json_num(json_get(j, "same_as_ar")), 1);
             cr_assert(json_num(json_get(j, "drafted")) > 0);
             cr_assert(json_num(json_get(j, "speedup_vs_ar")) > 0);
+            cr_assert(json_num(json_get(j, "decode_speedup_vs_ar")) > 0);
         }
         json_free(j);
         line = nl + 1;

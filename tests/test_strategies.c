@@ -50,6 +50,7 @@ static int greedy_ar(sd_model *m, int use_cache, int32_t *out) {
     sd_err e;
     int n = sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, out, &st, &e);
     cr_assert_eq(n, GEN, "%s", e.msg);
+    cr_assert_eq(st.prefill_new_tokens, 1);
     return n;
 }
 
@@ -74,6 +75,11 @@ Test(speculative, greedy_equals_autoregressive) {
                                      files[t], files[d], g, cache);
                     cr_assert(st.drafted > 0 && st.accepted <= st.drafted);
                     if (t == d) cr_assert_eq(st.accepted, st.drafted, "own drafter must accept all");
+                    /* the first target call emits one token, or (first_target
+                     * off) the first round's accepted drafts and its last token */
+                    if (o.first_target) cr_assert_eq(st.prefill_new_tokens, 1);
+                    else if (t == d) cr_assert_eq(st.prefill_new_tokens, g + 1, "gamma %d", g);
+                    else cr_assert(st.prefill_new_tokens >= 1 && st.prefill_new_tokens <= g + 1);
                     /* ids only: (g+1) per round from the target, one per draft */
                     cr_assert_eq(st.host_bytes, 4LL * (st.drafted + st.target_calls + st.draft_calls));
                 }
@@ -257,6 +263,8 @@ Test(nasd, greedy_equals_autoregressive) {
                         cr_assert_eq(n, GEN, "%s", e.msg);
                         cr_assert_arr_eq(got, want, sizeof want, "%s kind %d stop %d cache %d gamma %d",
                                          files[t], kind, stop, cache, g);
+                        cr_assert(o.first_target ? st.prefill_new_tokens == 1
+                                                 : st.prefill_new_tokens >= 1 && st.prefill_new_tokens <= g + 1);
                         cr_assert(st.accepted <= st.drafted);
                         /* (g+1)*k ids a round, k = 3 fillers */
                         cr_assert_eq(st.host_bytes, 4LL * 3 * (st.drafted + st.target_calls));
@@ -892,8 +900,20 @@ Test(beam, one_beam_is_greedy) {
         sd_err e;
         cr_assert_eq(sd_beam_search_generate(prompt, NP, m, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
         cr_assert_arr_eq(got, want, sizeof want, "%s", files[t]);
+        cr_assert_eq(st.prefill_new_tokens, 1);
         sd_model_free(m);
     }
+}
+
+/* The decode rate leaves out the first call's time and every token it
+ * emitted; it is 0 where nothing follows that call. */
+Test(stats, decode_rate_leaves_out_the_first_call) {
+    sd_gen_stats st = {.new_tokens = 21, .prefill_new_tokens = 5, .prefill_s = 1.5, .total_s = 3.5};
+    cr_assert_float_eq(sd_gen_decode_tps(&st), 8.0, 1e-12);
+    st.new_tokens = 5;
+    cr_assert_eq(sd_gen_decode_tps(&st), 0);
+    st = (sd_gen_stats){.new_tokens = 9, .prefill_new_tokens = 1, .prefill_s = 2.0, .total_s = 2.0};
+    cr_assert_eq(sd_gen_decode_tps(&st), 0);
 }
 
 static double lsm(const float *x, int n, int i) {

@@ -66,6 +66,11 @@ static double speedup(const result *r, const result *ar) {
     double a = rate(ar->st.new_tokens, ar->st.total_s), b = rate(r->st.new_tokens, r->st.total_s);
     return a > 0 && b > 0 ? b / a : NAN;
 }
+/* the same after the first forward call (sd_gen_decode_tps) */
+static double decode_speedup(const result *r, const result *ar) {
+    double a = sd_gen_decode_tps(&ar->st), b = sd_gen_decode_tps(&r->st);
+    return a > 0 && b > 0 ? b / a : NAN;
+}
 
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar) {
@@ -95,7 +100,7 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     sd_json_num(&j, "seconds", st->total_s);
     sd_json_num(&j, "tokens_per_s", rate(st->new_tokens, st->total_s));
     sd_json_num(&j, "prefill_tokens_per_s", rate(st->prompt_tokens, st->prefill_s));
-    sd_json_num(&j, "decode_tokens_per_s", rate(st->new_tokens - 1, st->total_s - st->prefill_s));
+    sd_json_num(&j, "decode_tokens_per_s", sd_gen_decode_tps(st));
     sd_json_int(&j, "drafted", st->drafted);
     sd_json_int(&j, "accepted", st->accepted);
     sd_json_num(&j, "acceptance_rate", st->drafted ? (double)st->accepted / st->drafted : 0);
@@ -106,9 +111,11 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
                 st->target_calls ? (double)st->host_bytes / st->target_calls : 0);
     if (ar && ar->ran) {
         sd_json_num(&j, "speedup_vs_ar", speedup(r, ar));
+        sd_json_num(&j, "decode_speedup_vs_ar", decode_speedup(r, ar));
         sd_json_int(&j, "same_as_ar", ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4));
     } else {
         sd_json_num(&j, "speedup_vs_ar", NAN);
+        sd_json_num(&j, "decode_speedup_vs_ar", NAN);
     }
     if (strat == SD_STRAT_SPEC || strat == SD_STRAT_NASD) sd_json_int(&j, "gamma", s->c.gamma);
     if (strat == SD_STRAT_SPEC) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
@@ -119,23 +126,28 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
 
 static void print_summary(const result *res, FILE *out) {
     const result *ar = &res[0];
-    fprintf(out, "\n%-6s %7s %9s %9s %8s %7s %7s %8s %s\n", "", "tokens", "seconds", "tok/s",
-            "accept", "target", "draft", "vs ar", "output");
+    fprintf(out, "\n%-6s %7s %9s %9s %9s %8s %7s %7s %8s %9s %s\n", "", "tokens", "seconds", "tok/s",
+            "decode/s", "accept", "target", "draft", "vs ar", "dec vs ar", "output");
     for (int i = 0; i < N_ORDER; i++) {
         const result *r = &res[i];
         if (!r->ran) continue;
         const sd_gen_stats *st = &r->st;
         double tps = rate(st->new_tokens, st->total_s);
-        char acc[16] = "-", sp[16] = "-", tp[16] = "-";
+        const double dtps = sd_gen_decode_tps(st);
+        char acc[16] = "-", sp[16] = "-", dsp[16] = "-", tp[16] = "-", dtp[16] = "-";
         if (st->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st->accepted / st->drafted);
         if (ar->ran && isfinite(speedup(r, ar))) snprintf(sp, sizeof sp, "%.2fx", speedup(r, ar));
+        if (ar->ran && isfinite(decode_speedup(r, ar)))
+            snprintf(dsp, sizeof dsp, "%.2fx", decode_speedup(r, ar));
         if (tps > 0) snprintf(tp, sizeof tp, "%.1f", tps);
+        if (dtps > 0) snprintf(dtp, sizeof dtp, "%.1f", dtps);
         const char *same = !ar->ran || r == ar ? ""
                            : (ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4))
                                ? "same as ar"
                                : "differs from ar";
-        fprintf(out, "%-6s %7d %9.3f %9s %8s %7ld %7ld %8s %s\n", sd_strategy_name(order[i]),
-                st->new_tokens, st->total_s, tp, acc, st->target_calls, st->draft_calls, sp, same);
+        fprintf(out, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n", sd_strategy_name(order[i]),
+                st->new_tokens, st->total_s, tp, dtp, acc, st->target_calls, st->draft_calls, sp, dsp,
+                same);
     }
 }
 
@@ -209,7 +221,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
                     "%.1f tok/s (decode %.1f tok/s), %ld target calls",
                     sd_strategy_name(strat), g->prompt_tokens, rate(g->prompt_tokens, g->prefill_s),
                     g->new_tokens, g->total_s, rate(g->new_tokens, g->total_s),
-                    rate(g->new_tokens - 1, g->total_s - g->prefill_s), g->target_calls);
+                    sd_gen_decode_tps(g), g->target_calls);
             if (g->drafted)
                 fprintf(stderr, ", %ld/%ld drafts accepted (%.1f%%), %ld draft calls", g->accepted,
                         g->drafted, 100.0 * g->accepted / g->drafted, g->draft_calls);

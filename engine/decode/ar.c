@@ -50,7 +50,10 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
             goto done;
         }
         st->target_calls++;
-        if (count == 0) st->prefill_s = sd_now() - t0;
+        if (count == 0) {
+            st->prefill_s = sd_now() - t0;
+            st->prefill_new_tokens = 1;
+        }
         seq[len] = id;
         if (sd_emit(cfg, out, &count, id)) break;
     }

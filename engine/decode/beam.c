@@ -132,6 +132,7 @@ int sd_beam_search_generate(const int32_t *inputs, int n_inputs, sd_model *m,
     st->target_calls++;
     st->host_bytes += (long long)V * (long long)sizeof(float);
     st->prefill_s = sd_now() - t0;
+    st->prefill_new_tokens = 1; /* one position of every beam */
     double lse = log_sum_exp(logits, V);
     sd_top_k(logits, V, B, idx);
     for (int i = 0; i < B; i++) {

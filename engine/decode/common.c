@@ -114,6 +114,12 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
     return count;
 }
 
+double sd_gen_decode_tps(const sd_gen_stats *st) {
+    const int n = st->new_tokens - st->prefill_new_tokens;
+    const double s = st->total_s - st->prefill_s;
+    return n > 0 && s > 0 ? n / s : 0;
+}
+
 int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_cpu_top_k(x, n, k, idx); }
 
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {

@@ -17,7 +17,10 @@ typedef struct sd_gen_stats {
     int prompt_tokens;
     int new_tokens;
     double prefill_s; /* first forward call (prompt + first token) */
-    double total_s;   /* whole call, prefill included */
+    /* new tokens final after that call: 1, or a first speculative round's
+     * accepted drafts and its last token (--no-first-target) */
+    int prefill_new_tokens;
+    double total_s; /* whole call, prefill included */
     long target_calls, draft_calls;
     long drafted, accepted;
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
@@ -113,6 +116,11 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
 /* Sequence length a run may reach (prompt + generated) within a cache of
  * n_ctx positions; sets st->hit_context when max_gen_len is clamped. -1 and
  * a message when the prompt alone does not fit. */
+/* Tokens/s after the first forward call: the tokens that call did not
+ * produce over the time after it (0 when either is 0). The prompt's
+ * prefill is the same for every strategy, so this rate is the one that
+ * tells strategies apart; a drafter's own prefill falls in it. */
+double sd_gen_decode_tps(const sd_gen_stats *st);
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The

@@ -128,7 +128,7 @@ static const int32_t *row_ids(const sd_verify *v, int i, int32_t *buf) {
     return buf;
 }
 
-int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
+static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
                     int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e) {
     const int c = *cur, fast = !v->p;
     int g = draft_tokens(v, fast, seq, c, max_drafts, st, e);
@@ -138,7 +138,7 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
              : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
     st->target_calls++;
-    if (*count == 0 && st->prefill_s == 0) st->prefill_s = sd_now() - v->t0;
+    if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
 
     int n;
     int32_t x, buf[SD_TOP_K_MAX];
@@ -164,4 +164,12 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     seq[c + n] = x;
     *cur = c + n + 1;
     return sd_emit(cfg, out, count, x);
+}
+
+int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
+                    int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e) {
+    const int first = st->target_calls == 0;
+    const int r = round_at(v, cfg, seq, cur, max_drafts, report, out, count, st, e);
+    if (first && r >= 0) st->prefill_new_tokens = *count;
+    return r;
 }
