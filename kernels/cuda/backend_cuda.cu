@@ -530,7 +530,8 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
     if (n_rows < 1 || n_rows > SD_MAX_ROWS || k < 1 || k > cols || k > SD_TOP_K_MAX)
         return sd_fail(e, "cuda: top_k_rows: %d rows of %d, k %d (1 to %d rows, k 1 to min(cols, %d))",
                        n_rows, cols, k, SD_MAX_ROWS, SD_TOP_K_MAX);
-    const size_t n = (size_t)n_rows * (size_t)k, bytes = n * (probs_host ? 8 : 4);
+    const size_t n = (size_t)n_rows * (size_t)k;
+    const size_t bytes = n * (sizeof *ids_host + (probs_host ? sizeof *probs_host : 0));
     float *probs_dev = probs_host ? (float *)(c->top_k_dev + n) : NULL;
     if (cu_enter(c, "top_k_rows", e) || cu_unrecordable(c, "top_k_rows", e) ||
         cu_top_k_rows(c, c->top_k_dev, probs_dev, x, n_rows, cols, k, e))

@@ -102,11 +102,13 @@ struct AmPart {
     float s;
 };
 
+/* sum: the sums are wanted (otherwise they stay 0 and cost no exp) */
 struct AmMerge {
+    bool sum;
     __device__ __forceinline__ AmPart operator()(const AmPart &a, const AmPart &b) const {
         const TkPair pa = {a.v, a.i}, pb = {b.v, b.i};
         const AmPart &w = tk_before(pb, pa) ? b : a;
-        const AmPart r = {w.v, w.i, a.s * tk_rel(a.v, w.v) + b.s * tk_rel(b.v, w.v)};
+        const AmPart r = {w.v, w.i, sum ? a.s * tk_rel(a.v, w.v) + b.s * tk_rel(b.v, w.v) : 0.0f};
         return r;
     }
 };
@@ -125,7 +127,7 @@ __global__ void __launch_bounds__(AM_THREADS)
         const TkPair cand = {v, c}, cur = {best.v, best.i};
         if (tk_before(cand, cur)) best.v = v, best.i = c;
     }
-    best = Reduce(tmp).Reduce(best, AmMerge());
+    best = Reduce(tmp).Reduce(best, AmMerge{want_sum != 0});
     if (threadIdx.x == 0) part[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = best;
 }
 
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 __global__ void __launch_bounds__(32)
     argmax_final_kernel(int32_t *out, float *probs, const AmPart *part, int split) {
     const AmPart *p = part + (size_t)blockIdx.x * split;
-    const AmMerge merge;
+    const AmMerge merge = {probs != NULL};
     AmPart best = {-INFINITY, INT_MAX, 0.0f};
     for (int i = threadIdx.x; i < split; i += 32) best = merge(best, p[i]);
     for (int off = 16; off > 0; off >>= 1) {
