@@ -385,6 +385,19 @@ static void repacked_case(sd_weight w, int n, sd_cpu *const *ctx) {
     char tag[32];
     snprintf(tag, sizeof tag, "%s x16", tn);
     check_all_isas(ctx, &x16, &w, &R, x, n, tag);
+    /* A row of an n-row call (verification, beams) has the bits of the same
+     * row alone (decode), on every ISA: greedy speculative decoding equals
+     * AR only then, at every near-tie. */
+    for (int isa = 0; n > 1 && isa < n_isas(); isa++) {
+        sd_cpu_set_isa(ctx[1], isa);
+        cr_assert_eq(sd_cpu_matmul(ctx[1], out, &x16, x, n, 0, &e), 0, "%s", e.msg);
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(sd_cpu_matmul(ctx[1], plain, &x16, x + (size_t)i * cols, 1, 0, &e), 0, "%s", e.msg);
+            cr_assert_eq(memcmp(out + (size_t)i * rows, plain, sizeof(float) * rows), 0,
+                         "%s %lldx%lld isa %s: row %d of %d differs from a one-row call", tag, (long long)rows,
+                         (long long)cols, sd_isa_name(isa), i, n);
+        }
+    }
     /* the embedding lookup reads the repacked rows */
     int32_t ids[3] = {0, (int32_t)rows / 2 + 1, (int32_t)rows - 1};
     float *emb = malloc(sizeof(float) * 3 * cols);
