@@ -922,9 +922,35 @@ AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, floa
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
+/* One activation row, both halves in one pass (as tile_q4kx16): the
+ * same bits as tile_q80x. */
+AI void tile_q80x16(const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+    const int64_t nb = x->nb;
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *G = g + 544 * b;
+        if (lim && (b & 3) == 0) x16_prefetch_n(G, 4 * 544, lim);
+        __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256i xb = bc4(x->q + 32 * b + 4 * q);
+            for (int h = 0; h < 2; h++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(G + 32 + 64 * q + 32 * h));
+                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w));
+                t[h] = _mm256_add_epi32(t[h], _mm256_madd_epi16(p, one));
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            acc[h] = x16_step(acc[h], t[h], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h))), x->d[b]);
+    }
+    _mm256_storeu_ps(res[0], acc[0]);
+    _mm256_storeu_ps(res[0] + 8, acc[1]);
+}
 static void run_q80x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q80x(k, 0, g, x, res, lim), tile_q80x(k, 1, g, x, res, NULL)
-    XCASES(C)
+    if (A == 1) tile_q80x16(g, x, res, lim);
+    else XCASES(C)
 #undef C
 }
 #endif
