@@ -535,14 +535,12 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
  * One 32-bit lane per weight row, so a sub-block's integer sums need no
  * fold: per 64-byte piece of codes, the low nibbles are 4 consecutive
  * codes of each row and the high nibbles the next 4, each multiplied with
- * 4 activation bytes broadcast to every lane. The 256-bit tile takes the
- * 8 rows of one half h of a group (bytes 32h.. of each piece, lanes 8h..
- * of the scale bytes); the AVX-512 builds take tile_q4kx512 and the other
- * 512-bit x16 tiles below, so the 256-bit ones are AVX2 code (no VNNI).
- * The 8 vpmaddubsw of a sub-block add in int16 (8 * 2 * 15 * 127 = 30480
- * < 32767) before one vpmaddwd, each activation row's sum one chain (see
- * KEEP). The
- * scale and min apply per sub-block: two FMAs an activation row for 8
+ * 4 activation bytes broadcast to every lane. Half h of a group is 8 rows
+ * (bytes 32h.. of each piece, lanes 8h.. of the scale bytes); the AVX-512
+ * builds take tile_q4kx512 and the other 512-bit x16 tiles below, so the
+ * 256-bit ones are AVX2 code (no VNNI). The 8 vpmaddubsw of a sub-block
+ * add in int16 (8 * 2 * 15 * 127 = 30480 < 32767) before one vpmaddwd.
+ * The scale and min apply per sub-block: two FMAs an activation row for 8
  * rows x 32 elements. A group is one contiguous stream: prefetch runs
  * SD_PF bytes ahead of it, never past lim (the end of the thread's rows). */
 AI void x16_prefetch_n(const uint8_t *G, const int bytes, const uint8_t *lim) {
@@ -579,8 +577,7 @@ enum { NX_Q40 = 0, NX_Q41 = 1, NX_Q50 = 2 };
  * 8960x1536 n = 5 1464 -> 1253-1285, n = 9 (3+3+3 -> 5+4) 2329-2344 ->
  * 2136-2163; Q41x 1536x576 n = 5 98-114 -> 80, n = 128 1902-1906 ->
  * 1756; Q50x 4864x896 n = 5 602-605 -> 473-474. Single passes of up to 8
- * rows were slower again at 7 and 8 rows (more spills). tile_q4kx takes
- * another loop order from 4 rows on, which needs fewer registers. */
+ * rows were slower again at 7 and 8 rows (more spills). */
 #define SD_XA 5
 #define XCASES(CALL)                                                                       \
     switch (A) {                                                                           \
@@ -595,84 +592,20 @@ AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
 }
 AI __m256 x16_min(__m256 acc, __m256 M, float sx) { return _mm256_fnmadd_ps(M, _mm256_set1_ps(sx), acc); }
 
-AI void tile_q4kx(const int A, const int hf, const uint8_t *g, const qx *x, float (*res)[16],
-                  const uint8_t *lim) {
-    const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[SD_XA];
-    for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *G = g + 2304 * sb;
-        if (lim) x16_prefetch(G, lim);
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
-        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * hf)));
-#pragma GCC unroll 8
-        for (int s = 0; s < 8; s++) {
-            __m128i sc, mn;
-            x16_scales(G, s, &sc, &mn);
-            if (hf) sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8);
-            const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8);
-            const __m256 M = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8);
-            /* t[a]: row a's 8 x 32 sums, int16 pairs. From 4 rows on, the
-             * code vectors are made one piece at a time and every row's sum
-             * stays live (2A + 5 registers); below, all 8 code vectors stay
-             * live and the rows go one at a time, which decodes faster (the
-             * 1-row gate/up product of the 1.5B took 7% longer the other way). */
-            const int8_t *xs = x->q + 256 * sb + 32 * s;
-            __m256i t[SD_XA];
-            if (A >= 4) {
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 256 + 256 * s + 64 * q + 32 * hf));
-                    const __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-#pragma GCC unroll 8
-                    for (int a = 0; a < A; a++) {
-                        const int8_t *xp = xs + a * cols + 8 * q;
-                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bc4(xp)), _mm256_maddubs_epi16(hi, bc4(xp + 4)));
-                        t[a] = q ? _mm256_add_epi16(t[a], p) : p;
-                        KEEP(t[a]);
-                    }
-                }
-            } else {
-                __m256i lo[4], hi[4];
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 256 + 256 * s + 64 * q + 32 * hf));
-                    lo[q] = _mm256_and_si256(c, m4);
-                    hi[q] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-                }
-#pragma GCC unroll 8
-                for (int a = 0; a < A; a++) {
-                    const int8_t *xp = xs + a * cols;
-                    t[a] = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bc4(xp)), _mm256_maddubs_epi16(hi[0], bc4(xp + 4)));
-#pragma GCC unroll 3
-                    for (int q = 1; q < 4; q++) {
-                        KEEP(t[a]);
-                        t[a] = _mm256_add_epi16(t[a], _mm256_add_epi16(_mm256_maddubs_epi16(lo[q], bc4(xp + 8 * q)),
-                                                                       _mm256_maddubs_epi16(hi[q], bc4(xp + 8 * q + 4))));
-                    }
-                }
-            }
-#pragma GCC unroll 8
-            for (int a = 0; a < A; a++) {
-                const int64_t b = a * nb + 8 * sb + s;
-                acc[a] = x16_min(x16_step(acc[a], _mm256_madd_epi16(t[a], _mm256_set1_epi16(1)), D, x->d[b]), M, x->s[b]);
-            }
-        }
-    }
-    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
-}
-/* 1 or 2 activation rows: both halves of the group in one pass, so each
+/* Both halves of a group in one pass, for 1-5 activation rows: each
  * activation broadcast feeds the codes of all 16 rows (two vpmaddubsw)
- * and the scale bytes are unpacked once. Same integer sums and the same
- * float steps per row and lane as tile_q4kx, so the same bits. From 3 rows
- * on the two halves' sums do not fit the 16 registers and it got slower.
- * Measured on an AVX2-only Zen 3, 8960 x 1536 with the weights in L3, 1
- * thread, us: 1 row 326-335 -> 279-287, 2 rows 476-484 -> 435-454. */
-AI void tile_q4kx16(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
+ * and the scale bytes are unpacked once. Per piece of codes every row's
+ * two sums stay live (2A + 7 registers; at 5 rows GCC spills a few, which
+ * costs less than a second broadcast of everything). Measured on an
+ * AVX2-only Zen 3 against the previous tile (one half a pass, the two
+ * halves one after the other), 8960 x 1536, cold weights, us, 1 / 2
+ * threads: 1 row 682-692 / 374-400 -> 571-593 / 340-363; 3 rows 893-897 /
+ * 441-456 -> 663-680 / 338-339; 4 rows 948-983 / 489-499 -> 859-869 /
+ * 428-432; 5 rows 1160-1185 / 590-594 -> 953-965 / 493-498. */
+AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi16(1);
-    __m256 acc[2][2];
+    __m256 acc[SD_XA][2];
     for (int a = 0; a < A; a++) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 2304 * sb;
@@ -692,7 +625,7 @@ AI void tile_q4kx16(const int A, const uint8_t *g, const qx *x, float (*res)[16]
                 M[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8[h]);
             }
             const int8_t *xs = x->q + 256 * sb + 32 * s;
-            __m256i t[2][2];
+            __m256i t[SD_XA][2];
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 __m256i lo[2], hi[2];
@@ -719,10 +652,8 @@ AI void tile_q4kx16(const int A, const uint8_t *g, const qx *x, float (*res)[16]
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a], acc[a][0]), _mm256_storeu_ps(res[a] + 8, acc[a][1]);
 }
 static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q4kx(k, 0, g, x, res, lim), tile_q4kx(k, 1, g, x, res, NULL)
-    if (A == 1) tile_q4kx16(1, g, x, res, lim);
-    else if (A == 2) tile_q4kx16(2, g, x, res, lim);
-    else XCASES(C)
+#define C(k) tile_q4kx(k, g, x, res, lim)
+    XCASES(C)
 #undef C
 }
 
@@ -826,7 +757,7 @@ AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, cons
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
-/* One activation row, both halves in one pass (as tile_q4kx16): the
+/* One activation row, both halves in one pass (as tile_q4kx): the
  * same sums and float steps as tile_nibx, so the same bits. */
 AI void tile_nibx16(const int T, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nb = x->nb;
@@ -922,7 +853,7 @@ AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, floa
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
-/* One activation row, both halves in one pass (as tile_q4kx16): the
+/* One activation row, both halves in one pass (as tile_q4kx): the
  * same bits as tile_q80x. */
 AI void tile_q80x16(const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nb = x->nb;
