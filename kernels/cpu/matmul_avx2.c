@@ -587,6 +587,14 @@ enum { NX_Q40 = 0, NX_Q41 = 1, NX_Q50 = 2 };
     case 4: CALL(4); break;                                                                \
     default: CALL(5); break;                                                               \
     }
+/* XCASES for tiles that see 2 or more rows (one row has its own tile) */
+#define XCASES2(CALL)                                                                      \
+    switch (A) {                                                                           \
+    case 2: CALL(2); break;                                                                \
+    case 3: CALL(3); break;                                                                \
+    case 4: CALL(4); break;                                                                \
+    default: CALL(5); break;                                                               \
+    }
 AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
 }
@@ -704,6 +712,14 @@ static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, fl
 #undef C
 }
 
+/* Q5_0's fifth bits for piece q of 4 (see tile_nibx), or'ed into its low
+ * and high nibbles as 0x10 */
+AI void q50_fifth(const __m256i H, const int q, const __m256i m10, __m256i *lo, __m256i *hi) {
+    const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
+    const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(hl, m10));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(hh, m10));
+}
 /* SD_Q4_0_X16, SD_Q4_1_X16 and SD_Q5_0_X16 (T = NX_Q40, NX_Q41, NX_Q50), 8
  * rows (half hf): per block 4 pieces of low nibbles; Q5_0 adds the fifth
  * bits of all 32 elements from one register (bit j of byte 4r+e is
@@ -730,12 +746,7 @@ AI void tile_nibx(const int T, const int A, const int hf, const uint8_t *g, cons
             const __m256i c = _mm256_loadu_si256((const __m256i *)(G + NX_CODES(T) + 64 * q + 32 * hf));
             lo[q] = _mm256_and_si256(c, m4);
             hi[q] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-            if (T == NX_Q50) {
-                const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
-                const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
-                lo[q] = _mm256_or_si256(lo[q], _mm256_and_si256(hl, m10));
-                hi[q] = _mm256_or_si256(hi[q], _mm256_and_si256(hh, m10));
-            }
+            if (T == NX_Q50) q50_fifth(H, q, m10, &lo[q], &hi[q]);
         }
 #pragma GCC unroll 8
         for (int a = 0; a < A; a++) {
@@ -776,13 +787,8 @@ AI void tile_nibx16(const int T, const uint8_t *g, const qx *x, float (*res)[16]
                 for (int h = 0; h < 2; h++) {
                     const __m256i c = _mm256_loadu_si256((const __m256i *)(G + NX_CODES(T) + 64 * q + 32 * h));
                     __m256i lo = _mm256_and_si256(c, m4), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
-                    if (T == NX_Q50) {
-                        const __m256i H = _mm256_loadu_si256((const __m256i *)(G + 32 + 32 * h));
-                        const __m256i hl = q < 2 ? _mm256_slli_epi16(H, 4 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 4);
-                        const __m256i hh = q < 2 ? _mm256_slli_epi16(H, 3 - 2 * q) : _mm256_srli_epi16(H, 2 * q - 3);
-                        lo = _mm256_or_si256(lo, _mm256_and_si256(hl, m10));
-                        hi = _mm256_or_si256(hi, _mm256_and_si256(hh, m10));
-                    }
+                    if (T == NX_Q50)
+                        q50_fifth(_mm256_loadu_si256((const __m256i *)(G + 32 + 32 * h)), q, m10, &lo, &hi);
                     const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bl), _mm256_maddubs_epi16(hi, bh));
                     u[h] = qq ? _mm256_add_epi16(u[h], p) : p;
                 }
@@ -810,11 +816,11 @@ static void run_nibx(int T, int A, const uint8_t *g, const qx *x, float (*res)[1
 #define C1(k) tile_nibx(NX_Q41, k, 0, g, x, res, lim), tile_nibx(NX_Q41, k, 1, g, x, res, NULL)
 #define C2(k) tile_nibx(NX_Q50, k, 0, g, x, res, lim), tile_nibx(NX_Q50, k, 1, g, x, res, NULL)
     if (T == NX_Q40) {
-        XCASES(C0)
+        XCASES2(C0)
     } else if (T == NX_Q41) {
-        XCASES(C1)
+        XCASES2(C1)
     } else {
-        XCASES(C2)
+        XCASES2(C2)
     }
 #undef C0
 #undef C1
@@ -881,7 +887,7 @@ AI void tile_q80x16(const uint8_t *g, const qx *x, float (*res)[16], const uint8
 static void run_q80x(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q80x(k, 0, g, x, res, lim), tile_q80x(k, 1, g, x, res, NULL)
     if (A == 1) tile_q80x16(g, x, res, lim);
-    else XCASES(C)
+    else XCASES2(C)
 #undef C
 }
 #endif
