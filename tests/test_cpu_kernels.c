@@ -850,10 +850,13 @@ Test(cpu, attention_rows_agree) {
     sd_err e = {{0}};
     sd_cpu *ctx[2];
     ctx_pair(ctx);
-    enum { NH = 9, NKV = 3, HD = 64, N = 5 };
-    const int poss[] = {100, 509, 1100};
-    for (int pi = 0; pi < 3; pi++) {
-        const int pos = poss[pi], len = pos + N;
+    enum { N = 5 };
+    /* SmolLM2's heads (hd 64: queries in registers) and the Qwen 1.5B's
+     * (hd 128: two heads a pass over K) */
+    const int shapes[2][3] = {{9, 3, 64}, {12, 2, 128}}, poss[] = {100, 509, 1100};
+    for (int c = 0; c < 6; c++) {
+        const int NH = shapes[c / 3][0], NKV = shapes[c / 3][1], HD = shapes[c / 3][2];
+        const int pos = poss[c % 3], len = pos + N;
         float *q = malloc(sizeof(float) * N * NH * HD), *k = malloc(sizeof(float) * len * NKV * HD),
               *v = malloc(sizeof(float) * len * NKV * HD), *o5 = malloc(sizeof(float) * N * NH * HD),
               *o1 = malloc(sizeof(float) * NH * HD);

@@ -340,19 +340,23 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* attention: decode at position 511 (one key range), at 2047 (four
-     * ranges and their merge) and a 128-token prefill, 9 heads / 3 kv, hd 64 */
+    /* attention, cache warm (one layer's K and V reused call after call):
+     * SmolLM2's shape (9 heads / 3 kv, hd 64) decoding at position 511
+     * (one key range), at 2047 (four ranges and their merge) and a
+     * 128-token prefill; Qwen2.5-1.5B's (12 / 2, hd 128) decoding and
+     * verifying 5 rows at position 256 (bench_model's verification) */
     if (selected("attention", argc, argv)) {
-        const int nh = 9, nkv = 3, hd = 64, maxlen = 2048;
-        float *q = malloc(sizeof(float) * 128 * nh * hd), *kc = malloc(sizeof(float) * maxlen * nkv * hd),
-              *vc = malloc(sizeof(float) * maxlen * nkv * hd), *o = malloc(sizeof(float) * 128 * nh * hd);
-        for (int k = 0; k < 128 * nh * hd; k++) q[k] = frand();
-        for (int k = 0; k < maxlen * nkv * hd; k++) kc[k] = frand(), vc[k] = frand();
-        const int cfg[3][2] = {{1, 511}, {1, 2047}, {128, 0}};
-        for (int ci = 0; ci < 3; ci++)
+        const int maxlen = 2048, maxq = 128 * 12 * 128;
+        float *q = malloc(sizeof(float) * maxq), *kc = malloc(sizeof(float) * maxlen * 2 * 128),
+              *vc = malloc(sizeof(float) * maxlen * 2 * 128), *o = malloc(sizeof(float) * maxq);
+        for (int k = 0; k < maxq; k++) q[k] = frand();
+        for (int k = 0; k < maxlen * 2 * 128; k++) kc[k] = frand(), vc[k] = frand();
+        const int cfg[6][5] = {{9, 3, 64, 1, 511}, {9, 3, 64, 1, 2047}, {9, 3, 64, 128, 0},
+                               {12, 2, 128, 1, 256}, {12, 2, 128, 5, 256}, {12, 2, 128, 1, 2047}};
+        for (int ci = 0; ci < 6; ci++)
             for (int th = 0; th < 2; th++) {
                 double tt[101];
-                int n = cfg[ci][0], pos = cfg[ci][1];
+                const int nh = cfg[ci][0], nkv = cfg[ci][1], hd = cfg[ci][2], n = cfg[ci][3], pos = cfg[ci][4];
                 sd_cpu_attention(ctx[th], o, q, kc, vc, n, pos, nh, nkv, hd, &e);
                 for (int r = 0; r < 101; r++) {
                     double t0 = now();
@@ -361,8 +365,8 @@ int main(int argc, char **argv) {
                 }
                 double t = median(tt, 101), fl = 0;
                 for (int i = 0; i < n; i++) fl += 4.0 * nh * hd * (pos + i + 1);
-                printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9s %9.2f   (pos %d)\n", "attention", "F32", nh,
-                       hd, n, th + 1, t * 1e6, "-", fl / t / 1e9, pos);
+                printf("%-12s %-5s %6d %6d %4d %3d %10.1f %9s %9.2f   (pos %d, %d kv heads)\n", "attention", "F32",
+                       nh, hd, n, th + 1, t * 1e6, "-", fl / t / 1e9, pos, nkv);
             }
         free(q), free(kc), free(vc), free(o);
     }

@@ -70,6 +70,14 @@ AI __m256 dot_row(const int NC, const int f16, const float *q, const __m256 *qv,
     }
     return p;
 }
+/* The 4 scores whose partial products are p[0..3], scaled, stored at sc
+ * in position order; returns the running max vm with them. */
+AI __m128 store4(const __m256 *p, __m128 vs, float *sc, __m128 vm) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+    const __m128 s4 = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
+    _mm_storeu_ps(sc, s4);
+    return _mm_max_ps(vm, s4);
+}
 AI void scores(const int NC, const int GS, const int f16, const float *q, const void *k, int len,
                int64_t stride, int hd, float scale, float *sc, int64_t ldsc, float *mx) {
     const __m128 vs = _mm_set1_ps(scale);
@@ -81,18 +89,37 @@ AI void scores(const int NC, const int GS, const int f16, const float *q, const 
          * PF_ROWS ahead, into L2 (an L1 miss buffer per line in flight
          * would cap the stream, as in the matrix products) */
         for (int r = 0; r < 4; r++) prefetch_row(f16, k, (size_t)(t0 + PF_ROWS + r) * stride, hd);
-        for (int g = 0; g < GS; g++) {
-            const float *qg = q + g * hd;
-            __m256 qv[NC ? NC : 1];
+        if (NC) {
+            for (int g = 0; g < GS; g++) {
+                __m256 qv[NC ? NC : 1], p[4];
 #pragma GCC unroll 16
-            for (int c = 0; c < NC; c++) qv[c] = _mm256_loadu_ps(qg + 8 * c);
-            __m256 p[4];
+                for (int c = 0; c < NC; c++) qv[c] = _mm256_loadu_ps(q + g * hd + 8 * c);
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) p[r] = dot_row(NC, f16, qg, qv, k, (size_t)(t0 + r) * stride, hd);
-            const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
-            const __m128 s4 = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
-            _mm_storeu_ps(sc + g * ldsc + t0, s4);
-            vmx[g] = _mm_max_ps(vmx[g], s4);
+                for (int r = 0; r < 4; r++) p[r] = dot_row(NC, f16, q + g * hd, qv, k, (size_t)(t0 + r) * stride, hd);
+                vmx[g] = store4(p, vs, sc + g * ldsc + t0, vmx[g]);
+            }
+            continue;
+        }
+        /* hd read at run time: two heads take each 8 columns of the 4 K
+         * rows together, 6 loads for 8 FMAs (the one-row loop loaded the
+         * query again for every FMA); each score's products are summed
+         * in the same order as before, so the bits are the same */
+#pragma GCC unroll 2
+        for (int g = 0; g < GS; g += 2) {
+            const int two = g + 1 < GS;
+            __m256 p[2][4];
+            for (int r = 0; r < 4; r++) p[0][r] = p[1][r] = _mm256_setzero_ps();
+            for (int d = 0; d < hd; d += 8) {
+                const __m256 q0 = _mm256_loadu_ps(q + g * hd + d), q1 = two ? _mm256_loadu_ps(q + (g + 1) * hd + d) : q0;
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const __m256 kv = ld8(f16, k, (size_t)(t0 + r) * stride + d);
+                    p[0][r] = _mm256_fmadd_ps(q0, kv, p[0][r]);
+                    if (two) p[1][r] = _mm256_fmadd_ps(q1, kv, p[1][r]);
+                }
+            }
+            vmx[g] = store4(p[0], vs, sc + g * ldsc + t0, vmx[g]);
+            if (two) vmx[g + 1] = store4(p[1], vs, sc + (g + 1) * ldsc + t0, vmx[g + 1]);
         }
     }
     for (int g = 0; g < GS; g++) {
