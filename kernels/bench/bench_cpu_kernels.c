@@ -343,8 +343,9 @@ int main(int argc, char **argv) {
     /* attention, cache warm (one layer's K and V reused call after call):
      * SmolLM2's shape (9 heads / 3 kv, hd 64) decoding at position 511
      * (one key range), at 2047 (four ranges and their merge) and a
-     * 128-token prefill; Qwen2.5-1.5B's (12 / 2, hd 128) decoding and
-     * verifying 5 rows at position 256 (bench_model's verification) */
+     * 128-token prefill; Qwen2.5-1.5B's (12 / 2, hd 128) decoding at
+     * position 256, verifying 5 rows there (bench_model's verification)
+     * and decoding at 2047 */
     if (selected("attention", argc, argv)) {
         const int maxlen = 2048, maxq = 128 * 12 * 128;
         float *q = malloc(sizeof(float) * maxq), *kc = malloc(sizeof(float) * maxlen * 2 * 128),
