@@ -844,8 +844,8 @@ Test(cpu, attention) {
 /* A position's attention output does not depend on the call: row i of a
  * 5-row call (verification) equals, bit for bit, a 1-row call at the same
  * position (decode), with 1 or 2 threads, below and across the key ranges
- * of long rows (speculative decoding's output equals autoregressive
- * decoding's only if this holds). */
+ * of long rows, over an F32 and an F16 cache (speculative decoding's
+ * output equals autoregressive decoding's only if this holds). */
 Test(cpu, attention_rows_agree) {
     sd_err e = {{0}};
     sd_cpu *ctx[2];
@@ -864,21 +864,30 @@ Test(cpu, attention_rows_agree) {
         fill(q, (size_t)N * NH * HD, -1, 1);
         fill(k, (size_t)len * NKV * HD, -1, 1);
         fill(v, (size_t)len * NKV * HD, -1, 1);
+        const size_t kvn = (size_t)len * NKV * HD;
+        uint16_t *k16 = malloc(2 * kvn), *v16 = malloc(2 * kvn);
+        cr_assert(k16 && v16);
+        sd_quantize_row(SD_F16, k, k16, (int64_t)kvn);
+        sd_quantize_row(SD_F16, v, v16, (int64_t)kvn);
         for (int isa = 0; isa < n_isas(); isa++)
-            for (int t5 = 0; t5 < 2; t5++) {
+            for (int t = 0; t < 4; t++) {
+                const int t5 = t & 1, f16 = t >> 1;
+                const void *kc = f16 ? (const void *)k16 : k, *vc = f16 ? (const void *)v16 : v;
+                const uint32_t kt = f16 ? SD_F16 : SD_F32;
                 sd_cpu_set_isa(ctx[0], isa);
                 sd_cpu_set_isa(ctx[1], isa);
-                cr_assert_eq(sd_cpu_attention(ctx[t5], o5, q, k, v, N, pos, NH, NKV, HD, &e), 0, "%s", e.msg);
+                cr_assert_eq(sd_cpu_attention_kv(ctx[t5], o5, q, kc, vc, kt, N, pos, NH, NKV, HD, &e), 0, "%s",
+                             e.msg);
                 for (int i = 0; i < N; i++) {
-                    cr_assert_eq(sd_cpu_attention(ctx[1 - t5], o1, q + (size_t)i * NH * HD, k, v, 1, pos + i,
-                                                  NH, NKV, HD, &e),
+                    cr_assert_eq(sd_cpu_attention_kv(ctx[1 - t5], o1, q + (size_t)i * NH * HD, kc, vc, kt, 1,
+                                                     pos + i, NH, NKV, HD, &e),
                                  0, "%s", e.msg);
                     cr_assert_eq(memcmp(o1, o5 + (size_t)i * NH * HD, sizeof(float) * NH * HD), 0,
-                                 "pos %d row %d isa %s: a 1-row call differs from the %d-row call", pos, i,
-                                 sd_isa_name(isa), N);
+                                 "pos %d row %d isa %s cache %s: a 1-row call differs from the %d-row call", pos,
+                                 i, sd_isa_name(isa), f16 ? "F16" : "F32", N);
                 }
             }
-        free(q), free(k), free(v), free(o5), free(o1);
+        free(q), free(k), free(v), free(o5), free(o1), free(k16), free(v16);
     }
     sd_cpu_destroy(ctx[0]);
     sd_cpu_destroy(ctx[1]);
