@@ -103,6 +103,21 @@ Test(cpu, isa_and_threads) {
     cr_assert_str_eq(sd_isa_name(SD_ISA_AVX512_VNNI), "avx512vnni");
 }
 
+/* Stream memory: 64-byte aligned below 2 MiB, on a 2 MiB boundary from
+ * there (where huge pages can back it), every byte writable, free()d. */
+Test(cpu, stream_alloc_alignment) {
+    const size_t sizes[] = {1, 100, 4096, ((size_t)2 << 20) - 1, (size_t)2 << 20, ((size_t)5 << 20) + 7};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t *p = sd_cpu_stream_alloc(sizes[k]);
+        cr_assert_not_null(p, "%zu bytes", sizes[k]);
+        const uintptr_t align = sizes[k] < ((size_t)2 << 20) ? 64 : (uintptr_t)2 << 20;
+        cr_assert_eq((uintptr_t)p % align, 0, "%zu bytes at %p", sizes[k], (void *)p);
+        memset(p, 0xa5, sizes[k]);
+        cr_assert_eq(p[sizes[k] - 1], 0xa5);
+        free(p);
+    }
+}
+
 /* SD_ISA caps the level for the whole process (each test is its own
  * process, so the variable set here ends with it). */
 Test(cpu, isa_env_caps_the_level) {

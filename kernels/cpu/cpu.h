@@ -286,6 +286,11 @@ static inline uint32_t sd_cpu_file_type(uint32_t t) { return t > 0xff ? t - 0x10
  * weights are left alone. -1 with e filled when out of memory. */
 int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e);
 void sd_cpu_repack_free(sd_weight *w);
+/* Memory for data read as a stream (repacked weights; the benches'
+ * bandwidth buffer, so the bound is measured on the same pages): 64-byte
+ * aligned, huge pages asked for from 2 MiB up; free() releases it. NULL
+ * when out of memory. */
+void *sd_cpu_stream_alloc(size_t bytes);
 /* Row r of a repacked weight as F32 (cols values); -1 if w is not one or
  * r is out of range. */
 int sd_repacked_row(const sd_weight *w, int64_t r, float *out);
