@@ -503,7 +503,7 @@ Test(matmul, q6_k) { matmul_qwen_type(SD_Q6_K); }
 
 /* Groups of 16 rows (1, 3, 21), 1, 3 and 6 super-blocks (1, 7 and 28
  * blocks for Q5_0 and Q8_0), every activation
- * row count 1..10 (the 512-bit tiles take up to 8 a pass, the 256-bit
+ * row count 1..10 (the 512-bit tiles take up to 9 a pass, the 256-bit
  * ones 5, balanced) and
  * 17 and 64 (prefill), on every ISA, 1 and 2 threads, with and without
  * accumulate. */

@@ -1274,6 +1274,17 @@ static void run_q80_512(int A, const uint8_t *const *w, const qx *x, float (*res
 #undef C
 }
 
+/* The repacked 512-bit tiles take up to 9 activation rows a pass (2 x 9
+ * accumulators and the unpacked codes fit the 32 registers), so a
+ * verification of 8 drafted tokens streams each group once. */
+#define SD_XA512 9
+#define X512CASES(CALL)                                                                    \
+    if (A >= 9) {                                                                          \
+        CALL(9);                                                                           \
+    } else {                                                                               \
+        QCASES(CALL)                                                                       \
+    }
+
 /* The repacked tiles' per-block float step: acc += t * (D * d_x), then
  * (when M is given) acc -= M * s_x; and their final store of 16 rows. */
 AI __m512 x16_step512(__m512 acc, __m512i t, __m512 D, float dx) {
@@ -1281,7 +1292,7 @@ AI __m512 x16_step512(__m512 acc, __m512i t, __m512 D, float dx) {
 }
 AI __m512 x16_min512(__m512 acc, __m512 M, float sx) { return _mm512_fnmadd_ps(M, _mm512_set1_ps(sx), acc); }
 AI void x16_store512(const int A, const __m512 *acc, float (*res)[16]) {
-#pragma GCC unroll 8
+#pragma GCC unroll 9
     for (int a = 0; a < A; a++) _mm512_storeu_ps(res[a], acc[a]);
 }
 
@@ -1290,28 +1301,28 @@ AI __m512i bc4z(const int8_t *p) { return _mm512_set1_epi32((int)ld32((const uin
 AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[SD_QA];
-#pragma GCC unroll 8
+    __m512 acc[SD_XA512];
+#pragma GCC unroll 9
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 2304 * sb;
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
         const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)));
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int s = 0; s < 8; s++) {
             if (lim) x16_prefetch_part(G, 2304, s, 8, lim);
             __m128i sc, mn;
             x16_scales(G, s, &sc, &mn);
             const __m512 D = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d16);
             const __m512 M = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)), m16);
-            __m512i is[SD_QA];
-#pragma GCC unroll 8
+            __m512i is[SD_XA512];
+#pragma GCC unroll 9
             for (int a = 0; a < A; a++) is[a] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 const __m512i c = _mm512_loadu_si512((const void *)(G + 256 + 256 * s + 64 * q));
                 const __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
-#pragma GCC unroll 8
+#pragma GCC unroll 9
                 for (int a = 0; a < A; a++) {
                     const int8_t *xp = x->q + a * cols + 256 * sb + 32 * s + 8 * q;
 #ifdef SD_VNNI
@@ -1322,7 +1333,7 @@ AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16
 #endif
                 }
             }
-#pragma GCC unroll 8
+#pragma GCC unroll 9
             for (int a = 0; a < A; a++) {
                 const int64_t b = a * nb + 8 * sb + s;
 #ifdef SD_VNNI
@@ -1338,7 +1349,7 @@ AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16
 }
 static void run_q4kx512(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q4kx512(k, g, x, res, lim)
-    QCASES(C)
+    X512CASES(C)
 #undef C
 }
 
@@ -1347,8 +1358,8 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
                      const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[SD_QA];
-#pragma GCC unroll 8
+    __m512 acc[SD_XA512];
+#pragma GCC unroll 9
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 3360 * sb;
@@ -1365,7 +1376,7 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
             const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
             const __m512i c2 = _mm512_or_si512(_mm512_and_si512(A1, m4), _mm512_and_si512(H, m30));
             const __m512i c3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
-#pragma GCC unroll 8
+#pragma GCC unroll 9
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
 #ifdef SD_VNNI
@@ -1388,7 +1399,7 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
 }
 static void run_q6kx512(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q6kx512(k, g, x, xo, res, lim)
-    QCASES(C)
+    X512CASES(C)
 #undef C
 }
 
@@ -1398,8 +1409,8 @@ AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, fl
                      const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
-    __m512 acc[SD_QA];
-#pragma GCC unroll 8
+    __m512 acc[SD_XA512];
+#pragma GCC unroll 9
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
@@ -1422,7 +1433,7 @@ AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, fl
                 hi[q] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
             }
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int a = 0; a < A; a++) {
             const int8_t *xp = x->q + a * cols + 32 * b;
 #ifdef SD_VNNI
@@ -1452,11 +1463,11 @@ static void run_nibx512(int T, int A, const uint8_t *g, const qx *x, float (*res
 #define C1(k) tile_nibx512(NX_Q41, k, g, x, res, lim)
 #define C2(k) tile_nibx512(NX_Q50, k, g, x, res, lim)
     if (T == NX_Q40) {
-        QCASES(C0)
+        X512CASES(C0)
     } else if (T == NX_Q41) {
-        QCASES(C1)
+        X512CASES(C1)
     } else {
-        QCASES(C2)
+        X512CASES(C2)
     }
 #undef C0
 #undef C1
@@ -1471,37 +1482,37 @@ static void run_nibx512(int T, int A, const uint8_t *g, const qx *x, float (*res
 AI void tile_q80x512(const int A, const uint8_t *g, const qx *x, const uint8_t *xu, float (*res)[16],
                      const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;
-    __m512 acc[SD_QA];
-#pragma GCC unroll 8
+    __m512 acc[SD_XA512];
+#pragma GCC unroll 9
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + 544 * b;
         if (lim) x16_prefetch_part(g + 544 * (b & ~(int64_t)3), 4 * 544, (int)(b & 3), 4, lim);
         const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
         __m512i w[8];
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int q = 0; q < 8; q++) w[q] = _mm512_loadu_si512((const void *)(G + 32 + 64 * q));
 #ifdef SD_VNNI
         (void)cols;
         const __m512i c80 = _mm512_set1_epi8((char)0x80);
         __m512i corr = _mm512_setzero_si512();
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int q = 0; q < 8; q++) corr = _mm512_dpbusd_epi32(corr, c80, w[q]);
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int a = 0; a < A; a++) {
             const uint8_t *up = xu + a * cols + 32 * b;
             __m512i t = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
-#pragma GCC unroll 8
+#pragma GCC unroll 9
             for (int q = 0; q < 8; q++) t = _mm512_dpbusd_epi32(t, _mm512_set1_epi32((int)ld32(up + 4 * q)), w[q]);
             acc[a] = x16_step512(acc[a], t, D, x->d[a * nb + b]);
         }
 #else
         (void)xu;
         const __m512i one = _mm512_set1_epi16(1);
-#pragma GCC unroll 8
+#pragma GCC unroll 9
         for (int a = 0; a < A; a++) {
             __m512i t = _mm512_setzero_si512();
-#pragma GCC unroll 8
+#pragma GCC unroll 9
             for (int q = 0; q < 8; q++) {
                 const __m512i xv = bc4z(x->q + a * cols + 32 * b + 4 * q);
                 const __mmask64 neg = _mm512_movepi8_mask(w[q]);
@@ -1516,7 +1527,7 @@ AI void tile_q80x512(const int A, const uint8_t *g, const qx *x, const uint8_t *
 }
 static void run_q80x512(int A, const uint8_t *g, const qx *x, const uint8_t *xu, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q80x512(k, g, x, xu, res, lim)
-    QCASES(C)
+    X512CASES(C)
 #undef C
 }
 #define SD_HAVE512 1
@@ -1553,8 +1564,8 @@ static void run_bf16(int A, const uint8_t *const *w, const float *x, int64_t col
 }
 
 /* The SD_*_X16 types: groups of 16 rows (r0, r1 multiples of
- * 16), passes of balanced width over the activation rows (at most SD_QA
- * rows with 512-bit tiles, SD_XA with 256-bit ones); the first streams
+ * 16), passes of balanced width over the activation rows (at most
+ * SD_XA512 rows with 512-bit tiles, SD_XA with 256-bit ones); the first streams
  * the group. */
 static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const sd_weight *w = j->w;
@@ -1564,7 +1575,7 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     const int64_t cols = w->cols, nb = cols / 32;
     const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
 #ifdef SD_HAVE512
-    enum { XA = SD_QA };
+    enum { XA = SD_XA512 };
 #else
     enum { XA = SD_XA };
 #endif
