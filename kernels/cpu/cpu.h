@@ -157,7 +157,7 @@ typedef struct sd_mm_job {
     const float *xd, *xs;
     const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
-    const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], 32 x the sum of each 16 codes of xq */
+    const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], -32 x the sum of each 16 codes of xq */
     const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI: [n][cols], xq + 128 */
 } sd_mm_job;
 
@@ -256,7 +256,8 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
  *                bit 0 up).
  * Values are Q6_K's: x = d*scale*(code-32), codes 0..63; the kernels take
  * sum((code-32)*x) as sum(code*x) - 32*sum(x), the second term per
- * activation row and 16 elements (sd_mm_job.xo16).
+ * activation row and 16 elements (sd_mm_job.xo16, stored negated so that
+ * a VNNI sum can start from it).
  *
  * SD_Q4_0_X16, SD_Q4_1_X16, SD_Q5_0_X16 and SD_Q8_0_X16 are Q4_0, Q4_1,
  * Q5_0 and Q8_0 the same way, per block of 32 elements (288 = 16 x 18,

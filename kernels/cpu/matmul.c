@@ -293,7 +293,7 @@ static void quant_task(void *v, int64_t i, int thread) {
         for (int64_t k = 0; k < p->cols / 16; k++) {
             int32_t t = 0;
             for (int m = 0; m < 16; m++) t += q[16 * k + m];
-            o[k] = 32 * t;
+            o[k] = -32 * t;
         }
     }
 }

@@ -676,7 +676,7 @@ static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], con
 
 /* SD_Q6_K_X16, 8 rows (half hf of a group): per sub-block of 16, two
  * pieces of low nibbles and one of top bits give 4 code vectors (elements
- * 4k..4k+3 of each row); sum(code*x) - 32*sum(x) (xo16) is the sub-block's
+ * 4k..4k+3 of each row); sum(code*x) + xo16 (-32*sum(x)) is the sub-block's
  * integer sum, which the row's scale times d times the activation block's
  * d turns into float. Two vpmaddubsw add in int16 (2 * 2 *
  * 63 * 127 < 32767) before each vpmaddwd. */
@@ -708,7 +708,7 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
                 const __m256i t = _mm256_add_epi32(
                     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))), one),
                     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
-                const __m256i i32 = _mm256_sub_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
+                const __m256i i32 = _mm256_add_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
                 acc[a] = x16_step(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
@@ -1379,19 +1379,19 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
 #pragma GCC unroll 9
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
+                const __m512i o = _mm512_set1_epi32(xo[a * no + 16 * sb + j]);
 #ifdef SD_VNNI
-                __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c0, bc4z(xp));
+                __m512i t = _mm512_dpbusd_epi32(o, c0, bc4z(xp));
                 t = _mm512_dpbusd_epi32(t, c1, bc4z(xp + 4));
                 t = _mm512_dpbusd_epi32(t, c2, bc4z(xp + 8));
                 t = _mm512_dpbusd_epi32(t, c3, bc4z(xp + 12));
 #else
                 const __m512i one = _mm512_set1_epi16(1);
-                const __m512i t = _mm512_add_epi32(
+                const __m512i t = _mm512_add_epi32(_mm512_add_epi32(
                     _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c0, bc4z(xp)), _mm512_maddubs_epi16(c1, bc4z(xp + 4))), one),
-                    _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c2, bc4z(xp + 8)), _mm512_maddubs_epi16(c3, bc4z(xp + 12))), one));
+                    _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(c2, bc4z(xp + 8)), _mm512_maddubs_epi16(c3, bc4z(xp + 12))), one)), o);
 #endif
-                const __m512i i32 = _mm512_sub_epi32(t, _mm512_set1_epi32(xo[a * no + 16 * sb + j]));
-                acc[a] = x16_step512(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
+                acc[a] = x16_step512(acc[a], t, D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
     }
