@@ -542,20 +542,22 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
  * add in int16 (8 * 2 * 15 * 127 = 30480 < 32767) before one vpmaddwd.
  * The scale and min apply per sub-block: two FMAs an activation row for 8
  * rows x 32 elements. A group is one contiguous stream: prefetch runs
- * SD_PF bytes ahead of it, never past lim (the end of the thread's rows).
- * A unit of the stream (a super-block, or 4 or 8 blocks) of `bytes` has
- * its prefetches spread over its n steps (part p of n at step p), not
- * issued together at its start: a burst of 36-53 prefetches fills the
- * core's miss buffers and holds back the step's own loads. Measured on an
- * AVX-512 VNNI Xeon, cold weights, 1 thread, us: Q4_K 8960 x 1536 1 row
- * 627-629 -> 580-581, Q6_K 1536 x 8960 934-940 -> 858-863, Q5_0 4864 x 896
- * 266-277 -> 244, Q4_1 576 x 1536 47-49 -> 43; the AVX2 tiles forced
- * there (SD_ISA=avx2), 5 rows: Q4_K 1274-1293 -> 1010-1029, Q5_0 489 ->
- * 387-391, Q4_1 94-99 -> 75-77. Not yet measured on an AVX2-only Zen 3. */
-AI void x16_prefetch_part(const uint8_t *G, const int bytes, const int p, const int n, const uint8_t *lim) {
-    const int nl = (bytes + 63) / 64;
-    for (int k = (p * nl + n - 1) / n; k < ((p + 1) * nl + n - 1) / n; k++)
-        if (G + SD_PF + 64 * k < lim) _mm_prefetch((const char *)G + SD_PF + 64 * k, SD_PFH);
+ * SD_PF bytes ahead of it, never past lim (the end of the thread's rows):
+ * each 64-byte load of codes, and each header line (scales, d) once,
+ * prefetches the line SD_PF bytes after its own, right where it loads, so
+ * prefetches and loads interleave one to one. A half tile (8 rows of a
+ * 64-byte piece) prefetches the piece's line, so its first pass covers the
+ * bytes the second pass reads. History, AVX-512 VNNI Xeon, cold weights,
+ * 1 thread: all of a super-block's 36-53 prefetches at its start (before
+ * 71f43c7) -> spread over its steps, 4-5 a step (Q4_K 8960 x 1536 1 row
+ * 627-629 -> 580-581 us, Q6_K 1536 x 8960 934-940 -> 858-863, Q5_0 4864 x
+ * 896 266-277 -> 244) -> one a load (this layout; see the note of its
+ * commit for the figures). A copy of the 1-row Q4_K tile over 1 GiB on
+ * huge pages streamed 13.3-14.7 GB/s with 4-5 a step and 16.2-17.1 with
+ * one a load, against 15.1-16.6 for a plain 512-bit read loop and
+ * 17.2-20.9 for the prefetched scalar loop of bench_model. */
+AI void x16_pf(const uint8_t *p, const uint8_t *lim) {
+    if (lim && p + SD_PF < lim) _mm_prefetch((const char *)p + SD_PF, SD_PFH);
 }
 /* sc and mn bytes of sub-block s (16 rows) from its 16 + 16 scale bytes */
 AI void x16_scales(const uint8_t *G, const int s, __m128i *sc, __m128i *mn) {
@@ -633,7 +635,7 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
         }
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
-            if (lim) x16_prefetch_part(G, 2304, s, 8, lim);
+            if (s < 4) x16_pf(G + 64 * s, lim);
             __m128i sc, mn;
             x16_scales(G, s, &sc, &mn);
             __m256 D[2], M[2];
@@ -646,6 +648,7 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 __m256i lo[2], hi[2];
+                x16_pf(G + 256 + 256 * s + 64 * q, lim);
                 for (int h = 0; h < 2; h++) {
                     const __m256i c = _mm256_loadu_si256((const __m256i *)(G + 256 + 256 * s + 64 * q + 32 * h));
                     lo[h] = _mm256_and_si256(c, m4);
@@ -691,7 +694,8 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
         const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++) {
-            if (lim) x16_prefetch_part(G, 3360, j, 16, lim);
+            if (j < 5) x16_pf(G + 64 * j, lim);
+            for (int l = 0; l < 3; l++) x16_pf(G + 288 + 192 * j + 64 * l, lim);
             const uint8_t *P = G + 288 + 192 * j + 32 * hf;
             const __m256i S = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(G + 32 + 16 * j + 8 * hf)));
             const __m256 D = _mm256_mul_ps(_mm256_cvtepi32_ps(S), d8);
@@ -755,12 +759,14 @@ AI void tile_nibx16(const int T, const int A, const uint8_t *g, const qx *x, flo
     for (int a = 0; a < A; a++) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
-        if (lim) x16_prefetch_part(g + NX_BYTES(T) * (b & ~(int64_t)7), 8 * NX_BYTES(T), (int)(b & 7), 8, lim);
+        x16_pf(G, lim);
+        if (T != NX_Q40) x16_pf(G + 32, lim);
         const int8_t *xp = x->q + 32 * b;
         __m256i u[SD_XA][2], t[SD_XA][2];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
             __m256i lo[2], hi[2];
+            x16_pf(G + NX_CODES(T) + 64 * q, lim);
             for (int h = 0; h < 2; h++) {
                 const __m256i c = _mm256_loadu_si256((const __m256i *)(G + NX_CODES(T) + 64 * q + 32 * h));
                 lo[h] = _mm256_and_si256(c, m4), hi[h] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
@@ -817,12 +823,13 @@ AI void tile_q80x(const int A, const int hf, const uint8_t *g, const qx *x, floa
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + 544 * b;
-        if (lim) x16_prefetch_part(g + 544 * (b & ~(int64_t)3), 4 * 544, (int)(b & 3), 4, lim);
+        x16_pf(G, lim);
         const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
         __m256i t[SD_XA];
         for (int a = 0; a < A; a++) t[a] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
+            x16_pf(G + 32 + 64 * q, lim);
             const __m256i w = _mm256_loadu_si256((const __m256i *)(G + 32 + 64 * q + 32 * hf));
             const __m256i aw = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 8
@@ -845,10 +852,11 @@ AI void tile_q80x16(const uint8_t *g, const qx *x, float (*res)[16], const uint8
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + 544 * b;
-        if (lim) x16_prefetch_part(g + 544 * (b & ~(int64_t)3), 4 * 544, (int)(b & 3), 4, lim);
+        x16_pf(G, lim);
         __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) {
+            x16_pf(G + 32 + 64 * q, lim);
             const __m256i xb = bc4(x->q + 32 * b + 4 * q);
             for (int h = 0; h < 2; h++) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(G + 32 + 64 * q + 32 * h));
@@ -1310,7 +1318,7 @@ AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16
         const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)));
 #pragma GCC unroll 9
         for (int s = 0; s < 8; s++) {
-            if (lim) x16_prefetch_part(G, 2304, s, 8, lim);
+            if (s < 4) x16_pf(G + 64 * s, lim);
             __m128i sc, mn;
             x16_scales(G, s, &sc, &mn);
             const __m512 D = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d16);
@@ -1320,6 +1328,7 @@ AI void tile_q4kx512(const int A, const uint8_t *g, const qx *x, float (*res)[16
             for (int a = 0; a < A; a++) is[a] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
+                x16_pf(G + 256 + 256 * s + 64 * q, lim);
                 const __m512i c = _mm512_loadu_si512((const void *)(G + 256 + 256 * s + 64 * q));
                 const __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
 #pragma GCC unroll 9
@@ -1366,11 +1375,15 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++) {
-            if (lim) x16_prefetch_part(G, 3360, j, 16, lim);
             const uint8_t *P = G + 288 + 192 * j;
+            if (j < 5) x16_pf(G + 64 * j, lim);
             const __m512i S = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * j)));
             const __m512 D = _mm512_mul_ps(_mm512_cvtepi32_ps(S), d16);
-            const __m512i A0 = _mm512_loadu_si512((const void *)P), A1 = _mm512_loadu_si512((const void *)(P + 64));
+            x16_pf(P, lim);
+            const __m512i A0 = _mm512_loadu_si512((const void *)P);
+            x16_pf(P + 64, lim);
+            const __m512i A1 = _mm512_loadu_si512((const void *)(P + 64));
+            x16_pf(P + 128, lim);
             const __m512i H = _mm512_loadu_si512((const void *)(P + 128));
             const __m512i c0 = _mm512_or_si512(_mm512_and_si512(A0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
             const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
@@ -1414,7 +1427,8 @@ AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, fl
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
-        if (lim) x16_prefetch_part(g + NX_BYTES(T) * (b & ~(int64_t)7), 8 * NX_BYTES(T), (int)(b & 7), 8, lim);
+        x16_pf(G, lim);
+        if (T != NX_Q40) x16_pf(G + 32, lim);
         const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
         const __m512 M = T == NX_Q41 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)))
                                      : _mm512_mul_ps(D, _mm512_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
@@ -1422,6 +1436,7 @@ AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, fl
         __m512i lo[4], hi[4];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
+            x16_pf(G + NX_CODES(T) + 64 * q, lim);
             const __m512i c = _mm512_loadu_si512((const void *)(G + NX_CODES(T) + 64 * q));
             if (T == NX_Q50) {
                 const __m512i hl = q < 2 ? _mm512_slli_epi16(H, 4 - 2 * q) : _mm512_srli_epi16(H, 2 * q - 4);
@@ -1487,11 +1502,14 @@ AI void tile_q80x512(const int A, const uint8_t *g, const qx *x, const uint8_t *
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + 544 * b;
-        if (lim) x16_prefetch_part(g + 544 * (b & ~(int64_t)3), 4 * 544, (int)(b & 3), 4, lim);
+        x16_pf(G, lim);
         const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
         __m512i w[8];
 #pragma GCC unroll 9
-        for (int q = 0; q < 8; q++) w[q] = _mm512_loadu_si512((const void *)(G + 32 + 64 * q));
+        for (int q = 0; q < 8; q++) {
+            x16_pf(G + 32 + 64 * q, lim);
+            w[q] = _mm512_loadu_si512((const void *)(G + 32 + 64 * q));
+        }
 #ifdef SD_VNNI
         (void)cols;
         const __m512i c80 = _mm512_set1_epi8((char)0x80);
