@@ -553,9 +553,10 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
  * 627-629 -> 580-581 us, Q6_K 1536 x 8960 934-940 -> 858-863, Q5_0 4864 x
  * 896 266-277 -> 244) -> one a load (this layout; see the note of its
  * commit for the figures). A copy of the 1-row Q4_K tile over 1 GiB on
- * huge pages streamed 13.3-14.7 GB/s with 4-5 a step and 16.2-17.1 with
- * one a load, against 15.1-16.6 for a plain 512-bit read loop and
- * 17.2-20.9 for the prefetched scalar loop of bench_model. */
+ * huge pages streamed 14.4-14.8 GB/s with 4-5 a step and 16.7-17.1 with
+ * one a load, against 15.9-16.4 for a plain 512-bit read loop and
+ * 20.2-20.9 for the prefetched scalar loop of bench_model (one run, five
+ * interleaved rounds). */
 AI void x16_pf(const uint8_t *p, const uint8_t *lim) {
     if (lim && p + SD_PF < lim) _mm_prefetch((const char *)p + SD_PF, SD_PFH);
 }
