@@ -1,6 +1,7 @@
 /* The CPU op table: thin adapters from kernels/backend.h onto the kernels in cpu.h.
- * Host memory is backend memory: uploads leave weights in place (Q4_K is
- * repacked, see cpu_upload_weight) and to_host is a memcpy. Q/K/V and gate/up share one activation quantization through
+ * Host memory is backend memory: uploads leave weights in place (the
+ * quantized types are repacked, see cpu_upload_weight) and to_host is a
+ * memcpy. Q/K/V and gate/up share one activation quantization through
  * sd_cpu_matmul_multi. */
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,10 @@ static void cpu_release(sd_backend *b, void *p) {
     free(p);
 }
 
-/* Weights stay in the mapped file except Q4_K, which is repacked for the
- * multi-row products (cpu.h, SD_Q4_K_X16). */
+/* Weights stay in the mapped file except Q4_K, Q6_K, Q5_0, Q8_0, Q4_0 and
+ * Q4_1 with a multiple of 16 rows, which are repacked into groups of 16
+ * interleaved rows (cpu.h, the SD_*_X16 types; SD_REPACK=0 keeps the file
+ * layout). */
 static int cpu_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
     return sd_cpu_repack(cpu(b), w, e);
 }
