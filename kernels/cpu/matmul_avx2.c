@@ -761,7 +761,7 @@ AI void tile_nibx16(const int T, const int A, const uint8_t *g, const qx *x, flo
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
         x16_pf(G, lim);
-        if (T != NX_Q40) x16_pf(G + 32, lim);
+        if (T == NX_Q50) x16_pf(G + 32, lim); /* qh ends in the next line when G is 32 past one */
         const int8_t *xp = x->q + 32 * b;
         __m256i u[SD_XA][2], t[SD_XA][2];
 #pragma GCC unroll 4
@@ -1429,7 +1429,7 @@ AI void tile_nibx512(const int T, const int A, const uint8_t *g, const qx *x, fl
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *G = g + NX_BYTES(T) * b;
         x16_pf(G, lim);
-        if (T != NX_Q40) x16_pf(G + 32, lim);
+        if (T == NX_Q50) x16_pf(G + 32, lim); /* qh ends in the next line when G is 32 past one */
         const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
         const __m512 M = T == NX_Q41 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)))
                                      : _mm512_mul_ps(D, _mm512_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
