@@ -33,6 +33,7 @@ endif
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni
+AMX_FLAGS    := $(VNNI_FLAGS) -mamx-tile -mamx-int8
 
 MODEL_DIR  := models
 MODEL      := $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -200,6 +201,9 @@ $(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps deps-dev
 $(FUZZ_BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/%_amx.o: %_amx.c | deps deps-dev
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(AMX_FLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/%.o: %.c | deps deps-dev
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
@@ -229,6 +233,9 @@ $(BUILD)/%_avx512.o: %_avx512.c | deps
 $(BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/%_amx.o: %_amx.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AMX_FLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@

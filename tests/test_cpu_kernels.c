@@ -101,6 +101,7 @@ Test(cpu, isa_and_threads) {
     cr_assert_eq(sd_cpu_threads(c), 3);
     sd_cpu_destroy(c);
     cr_assert_str_eq(sd_isa_name(SD_ISA_AVX512_VNNI), "avx512vnni");
+    cr_assert_str_eq(sd_isa_name(SD_ISA_AMX), "amx");
 }
 
 /* Stream memory: 64-byte aligned below 2 MiB, on a 2 MiB boundary from
@@ -505,17 +506,18 @@ Test(matmul, q6_k) { matmul_qwen_type(SD_Q6_K); }
  * blocks for Q5_0 and Q8_0), every activation
  * row count 1..10 (the 512-bit tiles take up to 9 a pass, the 256-bit
  * ones 5, balanced) and
- * 17 and 64 (prefill), on every ISA, 1 and 2 threads, with and without
- * accumulate. */
+ * 17, 64 and 300 (prefill; AMX: 1 tile of 16 plus a VNNI row, 4 tiles,
+ * and 18 tiles over two batches plus 12 VNNI rows), on every ISA, 1 and 2
+ * threads, with and without accumulate. */
 static void repacked_type(uint32_t t) {
     sd_cpu *ctx[2];
     ctx_pair(ctx);
     static const int64_t rows_l[] = {16, 48, 336}, cols_k[] = {256, 768, 1536}, cols_32[] = {32, 224, 896};
     const int64_t *cols_l = sd_wtype_block(t) == 256 ? cols_k : cols_32;
-    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 64};
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 64, 300};
     for (int ri = 0; ri < 3; ri++)
         for (int ci = 0; ci < 3; ci++)
-            for (int ni = 0; ni < 12; ni++) {
+            for (int ni = 0; ni < 13; ni++) {
                 if (rows_l[ri] * cols_l[ci] * ns[ni] > 336 * 576 * 8) continue;
                 sd_weight w = make_weight(t, rows_l[ri], cols_l[ci]);
                 repacked_case(w, ns[ni], ctx);

@@ -18,7 +18,9 @@
  * int8_peak: the machine's integer multiply-add peak, one independent
  *        vpdpbusd (AVX-512 VNNI) or vpmaddubsw (AVX2) stream per register
  *        in a loop, per thread count (ops = 2 per byte product), best of
- *        short windows so a busy neighbour costs little.
+ *        short windows so a busy neighbour costs little; on an AMX CPU a
+ *        second pair of rows, tdpbusd on 4 accumulator tiles, and the
+ *        n=128 rows give their share of both peaks.
  * Times are medians of repeated calls (best_us: the fastest call, a guide
  * when other processes share the cores). The last rows estimate SmolLM2
  * decode tok/s = 1 / (sum of the per-layer matvec times x 30 + head), and
@@ -147,6 +149,43 @@ __attribute__((target("avx2"))) static double peak_avx2(void) {
     __asm__ volatile("" ::"r"(sink));
     return 12.0 * PEAK_IT * 32 * 2 / best;
 }
+/* AMX-INT8: tdpbusd on 4 independent 16 x 64 accumulator tiles (16 x 16
+ * x 64 products each), same windows. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} peak_tilecfg;
+static const peak_tilecfg peak_cfg __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16}};
+__attribute__((target("amx-tile,amx-int8"))) static double peak_amx(void) {
+    static const uint8_t src[16 * 64] __attribute__((aligned(64))) = {3};
+    _tile_loadconfig(&peak_cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    double best = 1e30;
+    for (int r = 0; r < PEAK_WIN; r++) {
+        double t0 = now();
+        for (int i = 0; i < PEAK_IT / 16; i++) {
+            _tile_dpbusd(0, 4, 5);
+            _tile_dpbusd(1, 4, 5);
+            _tile_dpbusd(2, 4, 5);
+            _tile_dpbusd(3, 4, 5);
+        }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    _tile_release();
+    return 4.0 * (PEAK_IT / 16) * 16 * 16 * 64 * 2 / best;
+}
+static void *peak_amx_thread(void *arg) {
+    *(double *)arg = peak_amx();
+    return NULL;
+}
 static void *peak_thread(void *arg) {
     *(double *)arg = sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? peak_vnni()
                      : sd_cpu_isa_detect() >= SD_ISA_AVX2      ? peak_avx2()
@@ -154,11 +193,11 @@ static void *peak_thread(void *arg) {
     return NULL;
 }
 /* peak of th threads running at once: the sum of their rates */
-static double int8_peak(int th) {
+static double int8_peak(int th, void *(*fn)(void *)) {
     pthread_t tid[2];
     double r[2] = {0, 0};
-    for (int t = 1; t < th; t++) pthread_create(&tid[t], NULL, peak_thread, &r[t]);
-    peak_thread(&r[0]);
+    for (int t = 1; t < th; t++) pthread_create(&tid[t], NULL, fn, &r[t]);
+    fn(&r[0]);
     for (int t = 1; t < th; t++) pthread_join(tid[t], NULL);
     return r[0] + r[1];
 }
@@ -211,12 +250,17 @@ int main(int argc, char **argv) {
     sd_cpu *ctx[2] = {sd_cpu_create(1, &e), sd_cpu_create(2, &e)};
     if (!ctx[0] || !ctx[1]) return fprintf(stderr, "%s\n", e.msg), 1;
     printf("# isa %s\n", sd_isa_name(sd_cpu_isa(ctx[0])));
-    double peak[2];
+    double peak[2], peak_tile[2] = {0, 0};
     for (int th = 0; th < 2; th++) {
-        peak[th] = int8_peak(th + 1);
+        peak[th] = int8_peak(th + 1, peak_thread);
         printf("%-12s %-5s %6s %6s %4s %3d %10s %9s %9.2f   (GOP/s, %s)\n", "int8_peak", "-", "-", "-", "-",
                th + 1, "-", "-", peak[th] / 1e9,
                sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? "vpdpbusd zmm" : "vpmaddubsw ymm");
+    }
+    for (int th = 0; th < 2 && sd_cpu_isa_detect() >= SD_ISA_AMX; th++) {
+        peak_tile[th] = int8_peak(th + 1, peak_amx_thread);
+        printf("%-12s %-5s %6s %6s %4s %3d %10s %9s %9.2f   (GOP/s, AMX tdpbusd)\n", "int8_peak", "-", "-", "-",
+               "-", th + 1, "-", "-", peak_tile[th] / 1e9);
     }
 
     for (int s = 0; s < NSHAPES; s++) {
@@ -286,6 +330,8 @@ int main(int argc, char **argv) {
                    gops / 1e9, tt[0] * 1e6);
             if (sd_wtype_block(sd_cpu_file_type(sh->type)) > 1 && peak[th] > 0)
                 printf("   (%.0f%% of int8 peak)", 100.0 * gops / peak[th]);
+            if (sd_wtype_block(sd_cpu_file_type(sh->type)) > 1 && peak_tile[th] > 0)
+                printf(" (%.0f%% of AMX peak)", 100.0 * gops / peak_tile[th]);
             printf("\n");
         }
     }

@@ -10,10 +10,12 @@
  * kernel allocates. */
 #include <cpuid.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +52,22 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
+/* AMX: CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), the OS
+ * saving the tile state (XCR0 bits 17 and 18), and Linux's per-process
+ * permission for it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, feature
+ * 18): without that grant the first tile instruction is a fatal signal.
+ * Asked for once; the answer holds for the process. */
+static int amx_granted;
+static void amx_request(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return;
+    amx_granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
+}
+
 static int isa_hw(void) {
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
@@ -57,14 +75,17 @@ static int isa_hw(void) {
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
         return SD_ISA_AVX2;
-    return __builtin_cpu_supports("avx512vnni") ? SD_ISA_AVX512_VNNI : SD_ISA_AVX512;
+    if (!__builtin_cpu_supports("avx512vnni")) return SD_ISA_AVX512;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_request);
+    return amx_granted ? SD_ISA_AMX : SD_ISA_AVX512_VNNI;
 }
 
 /* The hardware level, capped by SD_ISA when it names a level. */
 int sd_cpu_isa_detect(void) {
     int isa = isa_hw();
     const char *env = getenv("SD_ISA");
-    for (int k = SD_ISA_SCALAR; env && k <= SD_ISA_AVX512_VNNI; k++)
+    for (int k = SD_ISA_SCALAR; env && k <= SD_ISA_AMX; k++)
         if (strcmp(env, sd_isa_name(k)) == 0 && k < isa) isa = k;
     return isa;
 }
@@ -75,6 +96,7 @@ const char *sd_isa_name(int isa) {
     case SD_ISA_AVX2: return "avx2";
     case SD_ISA_AVX512: return "avx512";
     case SD_ISA_AVX512_VNNI: return "avx512vnni";
+    case SD_ISA_AMX: return "amx";
     default: return "unknown";
     }
 }

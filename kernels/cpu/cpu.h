@@ -6,8 +6,8 @@
  * with integer dot products against x quantized to 8 bits in blocks of 32
  * (scale max|x|/127, plus the block sum for the offset types: Q4_1's m, the
  * -8 / -16 of Q4_0 / Q5_0, Q4_K's min term); F16/BF16 convert in registers.
- * SIMD level (AVX-512 with VNNI, AVX-512, AVX2, scalar) is detected at run
- * time; the environment variable SD_ISA=scalar|avx2|avx512|avx512vnni caps
+ * SIMD level (AMX-INT8, AVX-512 with VNNI, AVX-512, AVX2, scalar) is detected
+ * at run time; the environment variable SD_ISA=scalar|avx2|avx512|avx512vnni|amx caps
  * it for the whole process (every context, and sd_cpu_isa_detect), so any
  * narrower path can be run and tested on a wider machine. Threads come
  * from the context's worker pool (pool.h), n_threads of them counting the
@@ -29,8 +29,11 @@
 typedef struct sd_cpu sd_cpu;
 
 /* Levels in order: each implies the ones below it. AVX512_VNNI is the
- * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd. */
-enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3 };
+ * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd; AMX is the
+ * VNNI path plus tile-unit Q4_K / Q6_K products for 16 or more activation
+ * rows (needs the kernel's permission for the tile state, asked for once
+ * at detection). */
+enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
 /* n_threads <= 0: the physical cores this process may run on. */
 sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
@@ -158,7 +161,8 @@ typedef struct sd_mm_job {
     const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
     const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], -32 x the sum of each 16 codes of xq */
-    const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI: [n][cols], xq + 128 */
+    const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI, SD_Q4_K_X16 and SD_Q6_K_X16 with AMX
+                          * (n >= 16): [n][cols], xq + 128 */
 } sd_mm_job;
 
 /* Rows [r0, r1) of one job; each ISA file provides one. */
@@ -166,6 +170,7 @@ void sd_cpu_mm_scalar(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx2(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512vnni(const sd_mm_job *j, int64_t r0, int64_t r1);
+void sd_cpu_mm_amx(const sd_mm_job *j, int64_t r0, int64_t r1);
 /* Quantizes one activation row of cols (multiple of 32) as described above. */
 void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 /* SwiGLU over count elements (sd_cpu_swiglu's chunks), per ISA. */

@@ -327,7 +327,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     const int isa = sd_cpu_isa(c);
     void (*mm)(const sd_mm_job *, int64_t, int64_t) =
-        isa == SD_ISA_AVX512_VNNI ? sd_cpu_mm_avx512vnni
+        isa == SD_ISA_AMX         ? sd_cpu_mm_amx
+        : isa == SD_ISA_AVX512_VNNI ? sd_cpu_mm_avx512vnni
         : isa == SD_ISA_AVX512    ? sd_cpu_mm_avx512
         : isa == SD_ISA_AVX2      ? sd_cpu_mm_avx2
                                   : sd_cpu_mm_scalar;
@@ -340,7 +341,7 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
      * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16],
      * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16], then for
-     * the VNNI SD_Q8_0_X16 kernel xu8 [n][cols] */
+     * the VNNI SD_Q8_0_X16 kernel and the AMX K-quant tiles xu8 [n][cols] */
     const int64_t nb = cols / 32, npair = cols / 64;
     int need_pair = 0;
     for (int k = 0; k < n_w; k++)
@@ -351,7 +352,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     int need_u8 = 0;
     for (int k = 0; k < n_w; k++) {
         need_o16 |= isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
-        need_u8 |= isa == SD_ISA_AVX512_VNNI && ws[k]->type == SD_Q8_0_X16;
+        need_u8 |= isa >= SD_ISA_AVX512_VNNI && ws[k]->type == SD_Q8_0_X16;
+        need_u8 |= isa == SD_ISA_AMX && n >= 16 && (ws[k]->type == SD_Q4_K_X16 || ws[k]->type == SD_Q6_K_X16);
     }
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;

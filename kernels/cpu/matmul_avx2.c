@@ -1363,11 +1363,19 @@ static void run_q4kx512(int A, const uint8_t *g, const qx *x, float (*res)[16], 
 #undef C
 }
 
+/* The 6-bit codes of one SD_Q6_K_X16 sub-block (its 192 bytes: low nibbles
+ * A0, A1, top bit pairs H): c[k] = elements 4k..4k+3 of the 16 rows. */
+AI void q6x16_codes512(__m512i A0, __m512i A1, __m512i H, __m512i *c) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    c[0] = _mm512_or_si512(_mm512_and_si512(A0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+    c[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+    c[2] = _mm512_or_si512(_mm512_and_si512(A1, m4), _mm512_and_si512(H, m30));
+    c[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+}
 /* SD_Q6_K_X16 with all 16 rows of a group in one register (see tile_q6kx) */
 AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16],
                      const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[SD_XA512];
 #pragma GCC unroll 9
     for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
@@ -1386,10 +1394,9 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
             const __m512i A1 = _mm512_loadu_si512((const void *)(P + 64));
             x16_pf(P + 128, lim);
             const __m512i H = _mm512_loadu_si512((const void *)(P + 128));
-            const __m512i c0 = _mm512_or_si512(_mm512_and_si512(A0, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
-            const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A0, 4), m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
-            const __m512i c2 = _mm512_or_si512(_mm512_and_si512(A1, m4), _mm512_and_si512(H, m30));
-            const __m512i c3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+            __m512i cq[4];
+            q6x16_codes512(A0, A1, H, cq);
+            const __m512i c0 = cq[0], c1 = cq[1], c2 = cq[2], c3 = cq[3];
 #pragma GCC unroll 9
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
@@ -1552,6 +1559,185 @@ static void run_q80x512(int A, const uint8_t *g, const qx *x, const uint8_t *xu,
 #define SD_HAVE512 1
 #endif
 
+/* Rows i..i+n-1 of a job's output, weight rows r..r+15, from res. */
+static void x16_put(const sd_mm_job *j, int64_t i, int64_t n, int64_t r, float (*res)[16]) {
+    for (int64_t a = 0; a < n; a++) {
+        float *o = j->out + (size_t)(i + a) * j->ldo + r;
+        if (j->accumulate)
+            for (int k = 0; k < 16; k++) o[k] += res[a][k];
+        else
+            memcpy(o, res[a], sizeof res[a]);
+    }
+}
+
+#ifdef SD_AMX
+/* ---- AMX-INT8 (SD_Q4_K_X16, SD_Q6_K_X16; the AMX build only) ---------------
+ * tdpbusd C += A . B over tiles: A is 16 activation rows x K bytes taken
+ * as unsigned, B is K/4 rows of 16 x 4 signed bytes (4 consecutive
+ * elements of each of 16 weight rows), C 16 x 16 int32 (activation row x
+ * weight row). B is exactly the repacked groups' layout: a 64-byte piece of
+ * Q4_K codes gives two B rows (low nibbles: elements 8q..8q+3, high:
+ * 8q+4..8q+7), Q6_K's four unpacked registers of a sub-block four rows.
+ * The activations come as xu8 = q + 128 (one copy a call, as for the VNNI
+ * Q8_0 tile), so C starts at -128 x (sum of the sub-block's weight codes)
+ * per weight row, loaded with stride 0 from one 64-byte row: C ends as the
+ * exact sum of q x code, Q6_K's codes taken as code - 32. A tile step is
+ * one sub-block (K = 32 bytes Q4_K, 16 Q6_K); its C leaves through a
+ * 1 KiB store, and each activation row then takes the float step of the
+ * VNNI tiles (x16_step512, x16_min512: the same operations in the same
+ * order, so the same bits). Loop: per group of 16 weight rows and batch of
+ * up to AMX_ROWS activation rows, each super-block is unpacked once (codes
+ * to B rows, the C start, D and M per sub-block) and serves every
+ * 16-row tile of the batch; the batch's float sums wait in amx_acc
+ * between super-blocks (16 loads and stores a tile and super-block against
+ * 8 or 16 sub-block steps). Tiles 0/1 (C), 2/3 (A), 4/5 (B) alternate by
+ * sub-block.
+ * Where the time goes (Xeon with AMX, 1 thread, Q4_K 1536 x 1536, 128
+ * rows): the float step, 4 vector ops a row and sub-block against one
+ * tdpbusd for 16 rows, is the limit. Without it the tile steps and the
+ * unpacking ran at 85-93% of the vpdpbusd peak, with it 48-52% (VNNI tiles
+ * 37-44%); this only after the float loop was unrolled with acc[] in
+ * registers (before: 39-44%, no faster than VNNI). A pipeline two steps
+ * deep (4 C tiles) and TILEZERO with the start added in the float step
+ * measured no faster. Q6_K's sub-blocks are 16 elements, so its float
+ * step costs twice as much a product: 29-32% (VNNI 28-30%). */
+enum { AMX_ROWS = 256 };
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_tilecfg;
+
+/* Tile shapes for K = kb bytes a step (32 Q4_K, 16 Q6_K): C 16 x 64, A
+ * 16 x kb, B kb/4 x 64. Static tables: GCC 12 drops the stores into a
+ * local configuration as dead before ldtilecfg reads it. */
+#define AMX_CFG(kb)                                                                                \
+    {.palette = 1, .colsb = {64, 64, kb, kb, 64, 64}, .rows = {16, 16, 16, 16, kb / 4, kb / 4}}
+static const amx_tilecfg amx_cfg_q4k __attribute__((aligned(64))) = AMX_CFG(32);
+static const amx_tilecfg amx_cfg_q6k __attribute__((aligned(64))) = AMX_CFG(16);
+#undef AMX_CFG
+
+/* One super-block unpacked: B rows of each sub-block, the C start rows,
+ * D (and Q4_K's M) per sub-block. */
+typedef struct {
+    uint8_t b[4096] __attribute__((aligned(64)));
+    int32_t c0[16][16] __attribute__((aligned(64)));
+    __m512 D[16], M[8];
+} amx_sb;
+
+static void amx_unpack_q4k(const uint8_t *G, amx_sb *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+    const __m512 m16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)));
+    for (int s = 0; s < 8; s++) {
+        __m128i sc, mn;
+        x16_scales(G, s, &sc, &mn);
+        u->D[s] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)), d16);
+        u->M[s] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)), m16);
+        __m512i sum = _mm512_setzero_si512();
+        for (int q = 0; q < 4; q++) {
+            const __m512i c = _mm512_loadu_si512((const void *)(G + 256 + 256 * s + 64 * q));
+            const __m512i lo = _mm512_and_si512(c, m4), hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+            _mm512_store_si512((void *)(u->b + 512 * s + 128 * q), lo);
+            _mm512_store_si512((void *)(u->b + 512 * s + 128 * q + 64), hi);
+            sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, lo, ones), hi, ones);
+        }
+        _mm512_store_si512((void *)u->c0[s], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+    }
+}
+
+static void amx_unpack_q6k(const uint8_t *G, amx_sb *u) {
+    const __m512i ones = _mm512_set1_epi8(1), b32 = _mm512_set1_epi8(32), off = _mm512_set1_epi32(16 * 32);
+    const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
+    for (int j = 0; j < 16; j++) {
+        const uint8_t *P = G + 288 + 192 * j;
+        const __m512i S = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * j)));
+        u->D[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(S), d16);
+        const __m512i A0 = _mm512_loadu_si512((const void *)P), A1 = _mm512_loadu_si512((const void *)(P + 64));
+        const __m512i H = _mm512_loadu_si512((const void *)(P + 128));
+        __m512i c[4];
+        q6x16_codes512(A0, A1, H, c);
+        __m512i sum = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            _mm512_store_si512((void *)(u->b + 256 * j + 64 * k), _mm512_sub_epi8(c[k], b32));
+            sum = _mm512_dpbusd_epi32(sum, c[k], ones);
+        }
+        _mm512_store_si512((void *)u->c0[j], _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                               _mm512_slli_epi32(_mm512_sub_epi32(sum, off), 7)));
+    }
+}
+
+/* Sub-block s of a super-block for 16 activation rows (acc, their row 0
+ * at activation row i of the call): tiles C, A, B (literal numbers: the
+ * intrinsics paste them into the instruction), then the float step. */
+#define AMX_STEP(C, A, B, s)                                                                       \
+    do {                                                                                           \
+        _tile_loadd(C, u.c0[s], 0);                                                                \
+        _tile_loadd(A, xu + (size_t)i * cols + 256 * sb + kb * (s), cols);                         \
+        _tile_loadd(B, u.b + 16 * kb * (s), 64);                                                   \
+        _tile_dpbusd(C, A, B);                                                                     \
+        _tile_stored(C, cbuf[C], 64);                                                              \
+    } while (0)
+#define AMX_FLOAT(P, s)                                                                            \
+    do {                                                                                           \
+        const int64_t blk = 8 * sb + (q6 ? (s) / 2 : (s));                                         \
+        const float *xd = j->xd + i * nb + blk, *xs = j->xs + i * nb + blk;                        \
+        const __m512 D = u.D[s], M = u.M[q6 ? 0 : (s)];                                            \
+        _Pragma("GCC unroll 16") for (int a = 0; a < 16; a++) {                                    \
+            const __m512i t = _mm512_load_si512((const void *)cbuf[P][a]);                         \
+            acc[a] = x16_step512(acc[a], t, D, xd[a * nb]);                                        \
+            if (!q6) acc[a] = x16_min512(acc[a], M, xs[a * nb]);                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Activation rows [0, n16) of job j (n16 a multiple of 16) over the
+ * groups of rows [r0, r1). */
+AI void amx_x16_type(const sd_mm_job *j, int64_t r0, int64_t r1, int64_t n16, const int q6) {
+    const sd_weight *w = j->w;
+    const int kb = q6 ? 16 : 32, nsub = q6 ? 16 : 8;
+    const int64_t cols = w->cols, nb = cols / 32, nsb = cols / 256;
+    const size_t sbytes = q6 ? 3360 : 2304;
+    const uint8_t *xu = j->xu8;
+    float amx_acc[AMX_ROWS][16] __attribute__((aligned(64)));
+    amx_sb u;
+    int32_t cbuf[2][16][16] __attribute__((aligned(64)));
+    _tile_loadconfig(q6 ? &amx_cfg_q6k : &amx_cfg_q4k);
+    for (int64_t b0 = 0; b0 < n16; b0 += AMX_ROWS) {
+        const int64_t nr = n16 - b0 < AMX_ROWS ? n16 - b0 : AMX_ROWS;
+        for (int64_t r = r0; r < r1; r += 16) {
+            const uint8_t *g = w->data + (size_t)r * w->row_bytes;
+            memset(amx_acc, 0, (size_t)nr * sizeof amx_acc[0]);
+            for (int64_t sb = 0; sb < nsb; sb++) {
+                if (q6) amx_unpack_q6k(g + sbytes * sb, &u);
+                else amx_unpack_q4k(g + sbytes * sb, &u);
+                for (int64_t t = 0; t < nr; t += 16) {
+                    const int64_t i = b0 + t;
+                    __m512 acc[16];
+#pragma GCC unroll 16
+                    for (int a = 0; a < 16; a++) acc[a] = _mm512_load_ps(amx_acc[t + a]);
+                    for (int s = 0; s < nsub; s += 2) {
+                        AMX_STEP(0, 2, 4, s);
+                        AMX_STEP(1, 3, 5, s + 1);
+                        AMX_FLOAT(0, s);
+                        AMX_FLOAT(1, s + 1);
+                    }
+#pragma GCC unroll 16
+                    for (int a = 0; a < 16; a++) _mm512_store_ps(amx_acc[t + a], acc[a]);
+                }
+            }
+            x16_put(j, b0, nr, r, amx_acc);
+        }
+    }
+    _tile_release();
+}
+static void amx_x16(const sd_mm_job *j, int64_t r0, int64_t r1, int64_t n16) {
+    if (j->w->type == SD_Q6_K_X16) amx_x16_type(j, r0, r1, n16, 1);
+    else amx_x16_type(j, r0, r1, n16, 0);
+}
+#undef AMX_STEP
+#undef AMX_FLOAT
+#endif
+
 #if SD_FA == 2
 #define FCASES(CALL) if (A == 1) CALL(1); else CALL(2);
 #else
@@ -1601,13 +1787,20 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
     float res[XA][16];
     for (int64_t v = 0; v < SD_PF && (size_t)r0 * w->row_bytes + v < (size_t)r1 * w->row_bytes; v += 64)
         _mm_prefetch((const char *)base + (size_t)r0 * w->row_bytes + v, SD_PFH);
-    for (int64_t r = r0; r < r1; r += 16) {
+    int i0 = 0;
+#ifdef SD_AMX
+    if ((q6 || t == SD_Q4_K_X16) && j->n >= 16 && j->xu8) {
+        i0 = j->n / 16 * 16;
+        amx_x16(j, r0, r1, i0);
+    }
+#endif
+    for (int64_t r = r0; r < r1 && i0 < j->n; r += 16) {
         const uint8_t *g = base + (size_t)r * w->row_bytes;
-        for (int i = 0; i < j->n;) {
+        for (int i = i0; i < j->n;) {
             const int left = j->n - i, passes = (left + XA - 1) / XA, A = (left + passes - 1) / passes;
             const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
             const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
-            const uint8_t *pl = i == 0 ? lim : NULL;
+            const uint8_t *pl = i == i0 ? lim : NULL;
 #ifdef SD_HAVE512
             if (q6) run_q6kx512(A, g, &xq, xo, res, pl);
             else if (t == SD_Q4_K_X16) run_q4kx512(A, g, &xq, res, pl);
@@ -1619,13 +1812,7 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
             else if (nx >= 0) run_nibx(nx, A, g, &xq, res, pl);
             else run_q80x(A, g, &xq, res, pl);
 #endif
-            for (int a = 0; a < A; a++) {
-                float *o = j->out + (size_t)(i + a) * j->ldo + r;
-                if (j->accumulate)
-                    for (int k = 0; k < 16; k++) o[k] += res[a][k];
-                else
-                    memcpy(o, res[a], sizeof res[a]);
-            }
+            x16_put(j, i, A, r, res);
             i += A;
         }
     }
