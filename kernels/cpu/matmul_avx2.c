@@ -1599,7 +1599,7 @@ static void x16_put(const sd_mm_job *j, int64_t i, int64_t n, int64_t r, float (
  * 37-44%); this only after the float loop was unrolled with acc[] in
  * registers (before: 39-44%, no faster than VNNI). A pipeline two steps
  * deep (4 C tiles) and TILEZERO with the start added in the float step
- * measured no faster. Q6_K's sub-blocks are 16 elements, so its float
+ * were within noise (Q4_K), Q6_K 0-10% faster in single runs: not kept. Q6_K's sub-blocks are 16 elements, so its float
  * step costs twice as much a product: 29-32% (VNNI 28-30%). */
 enum { AMX_ROWS = 256 };
 typedef struct {
@@ -1706,7 +1706,6 @@ AI void amx_x16_type(const sd_mm_job *j, int64_t r0, int64_t r1, int64_t n16, co
         const int64_t nr = n16 - b0 < AMX_ROWS ? n16 - b0 : AMX_ROWS;
         for (int64_t r = r0; r < r1; r += 16) {
             const uint8_t *g = w->data + (size_t)r * w->row_bytes;
-            memset(amx_acc, 0, (size_t)nr * sizeof amx_acc[0]);
             for (int64_t sb = 0; sb < nsb; sb++) {
                 if (q6) amx_unpack_q6k(g + sbytes * sb, &u);
                 else amx_unpack_q4k(g + sbytes * sb, &u);
@@ -1714,7 +1713,7 @@ AI void amx_x16_type(const sd_mm_job *j, int64_t r0, int64_t r1, int64_t n16, co
                     const int64_t i = b0 + t;
                     __m512 acc[16];
 #pragma GCC unroll 16
-                    for (int a = 0; a < 16; a++) acc[a] = _mm512_load_ps(amx_acc[t + a]);
+                    for (int a = 0; a < 16; a++) acc[a] = sb ? _mm512_load_ps(amx_acc[t + a]) : _mm512_setzero_ps();
                     for (int s = 0; s < nsub; s += 2) {
                         AMX_STEP(0, 2, 4, s);
                         AMX_STEP(1, 3, 5, s + 1);
