@@ -742,28 +742,33 @@ Test(matmul, real_qwen_blocks) {
 Test(cpu, rmsnorm) {
     sd_err e = {{0}};
     sd_cpu *c = sd_cpu_create(2, &e);
-    const int dims[] = {8, 64, 576};
-    for (int di = 0; di < 3; di++) {
-        int dim = dims[di], n = 3;
+    const int dims[] = {8, 64, 576}, ns[] = {3, 13, 37}; /* 13, 37: four-row groups, tails, pool tasks */
+    for (int di = 0; di < 3; di++)
+    for (int ni = 0; ni < 3; ni++) {
+        int dim = dims[di], n = ns[ni];
         float *x = malloc(sizeof(float) * n * dim), *w = malloc(sizeof(float) * dim),
-              *out = malloc(sizeof(float) * n * dim);
+              *out = malloc(sizeof(float) * n * dim), *one = malloc(sizeof(float) * dim);
         double *ref = malloc(sizeof(double) * n * dim);
         fill(x, (size_t)n * dim, -2, 2);
         fill(w, dim, 0.5f, 1.5f);
         ref_rmsnorm(ref, x, w, n, dim, 1e-5);
         sd_cpu_rmsnorm(c, out, x, w, n, dim, 1e-5f);
         for (int k = 0; k < n * dim; k++) cr_assert_leq(fabs(out[k] - ref[k]), 1e-5 * fabs(ref[k]) + 1e-7);
+        for (int i = 0; i < n; i++) { /* each row has the bits of a one-row call */
+            sd_cpu_rmsnorm(c, one, x + (size_t)i * dim, w, 1, dim, 1e-5f);
+            cr_assert_eq(memcmp(one, out + (size_t)i * dim, sizeof(float) * dim), 0, "n %d row %d", n, i);
+        }
         sd_cpu_rmsnorm(c, x, x, w, n, dim, 1e-5f); /* in place */
         cr_assert_eq(memcmp(x, out, sizeof(float) * n * dim), 0);
-        free(x), free(w), free(out), free(ref);
+        free(x), free(w), free(out), free(one), free(ref);
     }
     sd_cpu_destroy(c);
 }
 
 Test(cpu, rope) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(1, &e);
-    const int n = 3, nh = 3, hd = 64;
+    sd_cpu *c = sd_cpu_create(2, &e);
+    const int n = 11, nh = 3, hd = 64; /* 11 rows: three pool tasks, the last short */
     const int rope_dims[] = {64, 32};
     const int poss[] = {0, 7, 100, 8000};
     float *x = malloc(sizeof(float) * n * nh * hd), *y = malloc(sizeof(float) * n * nh * hd);
@@ -781,6 +786,12 @@ Test(cpu, rope) {
                 cr_assert_leq(fabs(y[k] - ref[k]), tol, "neox %d rope_dim %d pos %d [%d]: %g vs %g",
                               neox, rd, pos, k, y[k], ref[k]);
                 if (k % hd >= rd) cr_assert_eq(y[k], x[k]); /* dims past rope_dim untouched */
+            }
+            for (int i = 0; i < n; i++) { /* each row has the bits of a one-row call at pos + i */
+                float one[3 * 64];
+                memcpy(one, x + (size_t)i * nh * hd, sizeof one);
+                sd_cpu_rope(c, one, 1, pos + i, nh, hd, rd, 10000.0f, neox);
+                cr_assert_eq(memcmp(one, y + (size_t)i * nh * hd, sizeof one), 0, "row %d", i);
             }
         }
     free(x), free(y), free(ref);

@@ -7,8 +7,8 @@
  *   - the cost of verifying n rows (a forward of n tokens after a 256-token
  *     prefix with the argmax of every row, as speculative decoding's
  *     verification runs it) against one row, n = 1..9;
- *   - where the time of one decode step and one 5-row verification goes,
- *     op by op (the CPU kernels' profile);
+ *   - where the time of one decode step, one 5-row verification and one
+ *     PROMPT_TOKENS-token prefill goes, op by op (the CPU kernels' profile);
  *   - decode at LONG_CTX cached positions with an F32 and an F16 cache, and
  *     attention's share of the step (the cache holds random values, see
  *     fill_cache: filling 2048 positions of the 1.5B by prefill would take
@@ -214,18 +214,25 @@ static double verify_time(sd_model *m, const int32_t *toks, int n, sd_err *e) {
     return best;
 }
 
-/* Time of `steps` forwards of n rows at VERIFY_PREFIX, op by op. */
-static int breakdown(sd_model *m, sd_cpu *c, const int32_t *toks, int n, int steps, sd_err *e) {
+/* Time of `steps` forwards of n rows at pos with the argmax of the last
+ * n_rows, op by op: a decode step or a verification (n_rows = n, after
+ * VERIFY_PREFIX positions) or a prompt's prefill (pos 0, n_rows 1). */
+static int breakdown(sd_model *m, sd_cpu *c, const int32_t *toks, int n, int pos, int n_rows,
+                     int steps, sd_err *e) {
     int32_t ids[VERIFY_MAX];
+    /* one forward first: a larger n than before grows the scratch, and its
+     * pages' first touch is not the op's cost */
+    if (sd_forward_top_k(m, m->kv, toks, n, pos, 0, n_rows, 1, ids, e)) return -1;
     sd_cpu_profile_enable(c, 1);
     double t0 = sd_now();
     for (int r = 0; r < steps; r++)
-        if (sd_forward_top_k(m, m->kv, toks, n, VERIFY_PREFIX, 0, n, 1, ids, e)) return -1;
+        if (sd_forward_top_k(m, m->kv, toks, n, pos, 0, n_rows, 1, ids, e)) return -1;
     double total = (sd_now() - t0) * 1e9 / steps;
     sd_cpu_profile p;
     sd_cpu_profile_read(c, &p);
     sd_cpu_profile_enable(c, 0);
-    printf("  %d-row step, %d threads: %.0f us\n", n, sd_cpu_threads(c), total / 1e3);
+    printf("  %d-row %s, %d threads: %.0f us\n", n, pos ? "step" : "prefill", sd_cpu_threads(c),
+           total / 1e3);
     double sum = 0;
     for (int op = 0; op < SD_OP_N; op++) {
         double us = p.op_ns[op] / steps / 1e3;
@@ -361,7 +368,10 @@ static int bench_cpu(const char *path, const double *read_bw) {
     }
     for (int t = 1; t <= 2; t++) {
         sd_cpu *c = sd_backend_cpu_context(m[t]->be);
-        if (breakdown(m[t], c, prompt, 1, 8, &e) || breakdown(m[t], c, prompt, 5, 4, &e)) goto out;
+        if (breakdown(m[t], c, prompt, 1, VERIFY_PREFIX, 1, 8, &e) ||
+            breakdown(m[t], c, prompt, 5, VERIFY_PREFIX, 5, 4, &e) ||
+            breakdown(m[t], c, prompt, PROMPT_TOKENS, 0, 1, 2, &e))
+            goto out;
     }
     if (m[1]->hp.ctx_train < LONG_CTX + LONG_TOKENS + 2)
         printf("  decode at %d cached positions: skipped (context_length %d)\n", LONG_CTX,

@@ -237,18 +237,60 @@ void *sd_cpu_scratch(sd_cpu *c, int slot, size_t bytes, sd_err *e) {
     return p;
 }
 
-/* ---- rmsnorm: one pass for the sum of squares (double), one to scale ---- */
+/* ---- rmsnorm: one pass for the sum of squares (double), one to scale ----
+ * Each row's sum runs in element order, as the reference does, so every
+ * row has the bits of a one-row call. The sum is a chain of dependent
+ * double adds: four rows go side by side (four chains in flight), and
+ * tasks of NORM_ROWS rows go to the pool. The 1.5B's 128-token prefill
+ * spent 15.8 ms here at 2 threads before (all on the caller), 5.5 after. */
+enum { NORM_ROWS = 8 };
+typedef struct {
+    float *out;
+    const float *x, *w;
+    int n, dim;
+    float eps;
+} norm_job;
+static void norm_scale(const norm_job *j, int i, double ss) {
+    const float *xr = j->x + (size_t)i * j->dim, *w = j->w;
+    float *o = j->out + (size_t)i * j->dim;
+    const float scale = (float)(1.0 / sqrt(ss / j->dim + j->eps));
+    /* out is x or a separate row, never a partial overlap: no dependence
+     * between elements, so the loop vectorizes without alias checks */
+#pragma GCC ivdep
+    for (int k = 0; k < j->dim; k++) o[k] = xr[k] * scale * w[k];
+}
+static void norm_task(void *v, int64_t t, int thread) {
+    const norm_job *j = v;
+    (void)thread;
+    const int dim = j->dim, i1 = (int)(t + 1) * NORM_ROWS < j->n ? (int)(t + 1) * NORM_ROWS : j->n;
+    int i = (int)t * NORM_ROWS;
+    for (; i + 4 <= i1; i += 4) {
+        const float *x0 = j->x + (size_t)i * dim, *x1 = x0 + dim, *x2 = x1 + dim, *x3 = x2 + dim;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int k = 0; k < dim; k++) {
+            s0 += (double)x0[k] * x0[k];
+            s1 += (double)x1[k] * x1[k];
+            s2 += (double)x2[k] * x2[k];
+            s3 += (double)x3[k] * x3[k];
+        }
+        norm_scale(j, i, s0);
+        norm_scale(j, i + 1, s1);
+        norm_scale(j, i + 2, s2);
+        norm_scale(j, i + 3, s3);
+    }
+    for (; i < i1; i++) {
+        const float *xr = j->x + (size_t)i * dim;
+        double ss = 0;
+        for (int k = 0; k < dim; k++) ss += (double)xr[k] * xr[k];
+        norm_scale(j, i, ss);
+    }
+}
 void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n, int dim,
                     float eps) {
     uint64_t t0 = sd_cpu_prof_start(c);
-    for (int i = 0; i < n; i++) {
-        const float *xr = x + (size_t)i * dim;
-        float *o = out + (size_t)i * dim;
-        double ss = 0;
-        for (int k = 0; k < dim; k++) ss += (double)xr[k] * xr[k];
-        float scale = (float)(1.0 / sqrt(ss / dim + eps));
-        for (int k = 0; k < dim; k++) o[k] = xr[k] * scale * w[k];
-    }
+    const norm_job j = {out, x, w, n, dim, eps};
+    const int64_t tasks = (n + NORM_ROWS - 1) / NORM_ROWS;
+    sd_pool_run(c->pool, norm_task, (void *)&j, tasks, tasks > 1);
     sd_cpu_prof_add(c, SD_OP_RMSNORM, t0);
 }
 
@@ -256,47 +298,62 @@ void sd_cpu_rmsnorm(sd_cpu *c, float *out, const float *x, const float *w, int n
  * llama.cpp's "normal" rope: pair (2j, 2j+1) turns by theta_j = p*s^j with
  * s = base^(-2/rope_dim), theta built by repeated float multiplication as
  * ggml_rope_cache_init does, so angles match llama.cpp bit for bit. */
-void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
-                 float freq_base, int neox) {
-    uint64_t t0 = sd_cpu_prof_start(c);
-    if (rope_dim > head_dim) rope_dim = head_dim;
-    int half = rope_dim / 2;
-    /* element offsets of pair j: (2j, 2j+1), or (j, j+half) for neox */
-    const int step = neox ? 1 : 2, other = neox ? half : 1;
-    const float theta_scale = powf(freq_base, -2.0f / (float)rope_dim);
+enum { ROPE_ROWS = 4 }; /* rows a pool task: each computes its own angles */
+typedef struct {
+    float *x;
+    int n, pos, n_heads, head_dim, half, step, other;
+    float theta_scale;
+} rope_job;
+static void rope_task(void *v, int64_t t, int thread) {
+    const rope_job *j = v;
+    (void)thread;
+    const int half = j->half, step = j->step, other = j->other;
     enum { MAXP = 512 };
     float cs[MAXP], sn[MAXP];
-    for (int i = 0; i < n; i++) {
-        float *row = x + (size_t)i * n_heads * head_dim;
-        float theta = (float)(pos + i);
+    const int i1 = (int)(t + 1) * ROPE_ROWS < j->n ? (int)(t + 1) * ROPE_ROWS : j->n;
+    for (int i = (int)t * ROPE_ROWS; i < i1; i++) {
+        float *row = j->x + (size_t)i * j->n_heads * j->head_dim;
+        float theta = (float)(j->pos + i);
         int cached = half <= MAXP;
         if (cached) {
-            for (int j = 0; j < half; j++) {
-                cs[j] = cosf(theta);
-                sn[j] = sinf(theta);
-                theta *= theta_scale;
+            for (int k = 0; k < half; k++) {
+                cs[k] = cosf(theta);
+                sn[k] = sinf(theta);
+                theta *= j->theta_scale;
             }
         }
-        for (int h = 0; h < n_heads; h++) {
-            float *v = row + (size_t)h * head_dim;
-            float th = (float)(pos + i);
-            for (int j = 0; j < half; j++) {
+        for (int h = 0; h < j->n_heads; h++) {
+            float *v = row + (size_t)h * j->head_dim;
+            float th = (float)(j->pos + i);
+            for (int k = 0; k < half; k++) {
                 float co, si;
                 if (cached) {
-                    co = cs[j];
-                    si = sn[j];
+                    co = cs[k];
+                    si = sn[k];
                 } else {
                     co = cosf(th);
                     si = sinf(th);
-                    th *= theta_scale;
+                    th *= j->theta_scale;
                 }
-                float *p0 = v + step * j, *p1 = p0 + other;
+                float *p0 = v + step * k, *p1 = p0 + other;
                 float a = *p0, b = *p1;
                 *p0 = a * co - b * si;
                 *p1 = a * si + b * co;
             }
         }
     }
+}
+void sd_cpu_rope(sd_cpu *c, float *x, int n, int pos, int n_heads, int head_dim, int rope_dim,
+                 float freq_base, int neox) {
+    uint64_t t0 = sd_cpu_prof_start(c);
+    if (rope_dim > head_dim) rope_dim = head_dim;
+    const int half = rope_dim / 2;
+    /* element offsets of pair j: (2j, 2j+1), or (j, j+half) for neox */
+    const rope_job j = {.x = x, .n = n, .pos = pos, .n_heads = n_heads, .head_dim = head_dim,
+                        .half = half, .step = neox ? 1 : 2, .other = neox ? half : 1,
+                        .theta_scale = powf(freq_base, -2.0f / (float)rope_dim)};
+    const int64_t tasks = (n + ROPE_ROWS - 1) / ROPE_ROWS;
+    sd_pool_run(c->pool, rope_task, (void *)&j, tasks, tasks > 1);
     sd_cpu_prof_add(c, SD_OP_ROPE, t0);
 }
 

@@ -269,6 +269,7 @@ typedef struct {
     int8_t *xq, *xqp;
     float *xd, *xs, *xds8;
     int32_t *xo16;
+    int64_t o16_from; /* rows below this go to the AMX tiles, which read no xo16 */
     uint8_t *xu8;
 } mm_plan;
 
@@ -283,11 +284,18 @@ static void quant_task(void *v, int64_t i, int thread) {
         p->pair(p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb, p->cols, p->xqp + i * p->cols,
                 p->xds8 + i * npair * 16);
     if (p->xu8) {
+        /* q + 128 as a byte is q with its top bit flipped: 8 bytes a step
+         * (cols is a multiple of 32) */
         const int8_t *q = p->xq + i * p->cols;
         uint8_t *u = p->xu8 + i * p->cols;
-        for (int64_t k = 0; k < p->cols; k++) u[k] = (uint8_t)(q[k] + 128);
+        for (int64_t k = 0; k < p->cols; k += 8) {
+            uint64_t v;
+            memcpy(&v, q + k, 8);
+            v ^= UINT64_C(0x8080808080808080);
+            memcpy(u + k, &v, 8);
+        }
     }
-    if (p->xo16) {
+    if (p->xo16 && i >= p->o16_from) {
         const int8_t *q = p->xq + i * p->cols;
         int32_t *o = p->xo16 + i * (p->cols / 16);
         for (int64_t k = 0; k < p->cols / 16; k++) {
@@ -379,7 +387,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
                   .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8,
-                  .xo16 = xo16, .xu8 = xu8};
+                  .xo16 = xo16, .xu8 = xu8,
+                  .o16_from = isa == SD_ISA_AMX && n >= 16 ? n / 16 * 16 : 0};
     pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
