@@ -1,7 +1,9 @@
 /* Model benchmark, per model on the CPU backend:
  *   - prefill and decode tokens/s at 1 and 2 threads, next to the bytes each
  *     decode step must read and the read bandwidth measured in the same run,
- *     so decode speed reads as a fraction of the bandwidth bound;
+ *     so decode speed reads as a fraction of the bandwidth bound; prefill
+ *     as int8 ops/s against the int8 peak measured in the same run (and the
+ *     AMX peak on an AMX CPU) when the layers' weights are quantized;
  *   - decode under contention: the bench starts a busy process pinned to
  *     CPU 0 and decodes at 1 and 2 threads again;
  *   - the cost of verifying n rows (a forward of n tokens after a 256-token
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "engine/decode/decode.h"
+#include "kernels/bench/int8_peak.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/model/model.h"
 #include "engine/session/device.h"
@@ -311,12 +314,30 @@ static int long_context(const char *path, sd_err *e) {
     return 0;
 }
 
+/* int8 multiply-adds x 2 a prefilled token: the layers' weight elements
+ * in block-quantized types (the activations go in as int8 there); 0 when
+ * a layer weight is float (no int8 peak applies). The output head runs
+ * for the last row only and the embedding is a lookup. */
+static double prefill_int8_ops(const sd_model *m) {
+    double ops = 0;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        const sd_layer *L = &m->layers[l];
+        const sd_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof ws / sizeof *ws; k++) {
+            if (sd_wtype_block(sd_cpu_file_type(ws[k]->type)) <= 1) return 0;
+            ops += 2.0 * (double)ws[k]->rows * (double)ws[k]->cols;
+        }
+    }
+    return ops;
+}
+
 static const char *base_name(const char *path) {
     return strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 }
 
 /* Everything above for one model on the CPU. */
-static int bench_cpu(const char *path, const double *read_bw) {
+static int bench_cpu(const char *path, const double *read_bw, const double *peak,
+                     const double *peak_tile) {
     sd_err e;
     sd_model_opts o = {.n_ctx = VERIFY_PREFIX + PROMPT_TOKENS + DECODE_TOKENS + 16};
     sd_model *m[3] = {NULL, NULL, NULL};
@@ -333,6 +354,16 @@ static int bench_cpu(const char *path, const double *read_bw) {
         snprintf(where, sizeof where, "cpu/%d", t);
         printf("%-36s %7s %12.1f %12.1f %12.2f %9.2f %8.1f%%\n", base_name(path), where, pre[t],
                dec[t], bytes / 1e6, dec[t] * bytes / 1e9, 100.0 * dec[t] * bytes / 1e9 / read_bw[t]);
+    }
+    const double ops = prefill_int8_ops(m[1]);
+    if (ops > 0 && peak[1] > 0) {
+        printf("  prefill: %.2f G int8 ops a token; %.0f / %.0f G op/s at 1 / 2 threads = %.0f%% / "
+               "%.0f%% of the int8 peak", ops / 1e9, pre[1] * ops / 1e9, pre[2] * ops / 1e9,
+               100 * pre[1] * ops / peak[1], 100 * pre[2] * ops / peak[2]);
+        if (peak_tile[1] > 0)
+            printf(", %.1f%% / %.1f%% of the AMX peak", 100 * pre[1] * ops / peak_tile[1],
+                   100 * pre[2] * ops / peak_tile[2]);
+        printf("\n");
     }
     printf("  decode 2 threads / 1 thread: %.2fx unloaded", dec[2] / dec[1]);
     pid_t busy = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? start_busy() : 0;
@@ -415,13 +446,23 @@ int main(int argc, char **argv) {
     printf("memory: read %.2f GB/s (1 thread), %.2f GB/s (2 threads), best of a plain and a prefetched "
            "stream over %zu MiB; memcpy %.2f GB/s (read+write)\n",
            bw[1], bw[2], bw_bytes() >> 20, copy_bandwidth());
+    double peak[3] = {0, sd_int8_peak(1, sd_peak_thread), sd_int8_peak(2, sd_peak_thread)};
+    double peak_tile[3] = {0, 0, 0};
+    if (sd_cpu_isa_detect() >= SD_ISA_AMX)
+        for (int t = 1; t <= 2; t++) peak_tile[t] = sd_int8_peak(t, sd_peak_amx_thread);
+    printf("int8 peak: %.0f / %.0f G op/s at 1 / 2 threads (%s)", peak[1] / 1e9, peak[2] / 1e9,
+           sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? "vpdpbusd zmm"
+           : peak[1] > 0                            ? "vpmaddubsw ymm"
+                                                    : "no AVX2: not measured");
+    if (peak_tile[1] > 0) printf("; AMX tdpbusd %.0f / %.0f", peak_tile[1] / 1e9, peak_tile[2] / 1e9);
+    printf("\n");
     printf("prefill: %d-token prompt; decode: %d tokens after it; median of %d runs; "
            "of bound = decode GB/s / read GB/s at the same threads\n",
            PROMPT_TOKENS, DECODE_TOKENS, REPEATS);
     printf("%-36s %7s %12s %12s %12s %9s %9s\n", "model", "where", "prefill t/s", "decode t/s",
            "MB/token", "GB/s", "of bound");
     int rc = 0;
-    for (int i = 0; i < n_models; i++) rc |= bench_cpu(models[i], bw);
+    for (int i = 0; i < n_models; i++) rc |= bench_cpu(models[i], bw, peak, peak_tile);
     char why[256];
     if (sd_cuda_available(why, sizeof why)) {
         /* GPU rows: % of bound is against the host figure only when no

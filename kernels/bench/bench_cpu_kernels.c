@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <immintrin.h>
 
+#include "kernels/bench/int8_peak.h"
 #include "kernels/common/wtype.h"
 #include "kernels/cpu/cpu.h"
 
@@ -104,104 +105,6 @@ static const shape shapes[] = {
 enum { NSHAPES = sizeof shapes / sizeof *shapes };
 
 
-/* ---- int8 peak --------------------------------------------------------------
- * 12 independent accumulators (more than the multiply latency x the ports),
- * 20000 iterations a window (~0.3 ms, under a scheduler slice), best of 60
- * windows. Returns int8 ops/s (2 per u8 x s8 product). */
-enum { PEAK_IT = 20000, PEAK_WIN = 60 };
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static double peak_vnni(void) {
-    __m512i a[12];
-    for (int k = 0; k < 12; k++) a[k] = _mm512_set1_epi32(k);
-    __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = now();
-        for (int i = 0; i < PEAK_IT; i++) {
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
-            __asm__ volatile("" : "+v"(u)); /* keeps the loop a loop */
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    int sink = 0;
-    for (int k = 0; k < 12; k++) sink += _mm512_reduce_add_epi32(a[k]);
-    __asm__ volatile("" ::"r"(sink));
-    return 12.0 * PEAK_IT * 64 * 2 / best;
-}
-__attribute__((target("avx2"))) static double peak_avx2(void) {
-    __m256i a[12];
-    for (int k = 0; k < 12; k++) a[k] = _mm256_set1_epi16((short)k);
-    __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = now();
-        for (int i = 0; i < PEAK_IT; i++) {
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm256_add_epi16(a[k], _mm256_maddubs_epi16(u, v));
-            __asm__ volatile("" : "+v"(u));
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    int sink = 0;
-    for (int k = 0; k < 12; k++) sink += _mm256_extract_epi16(a[k], 0);
-    __asm__ volatile("" ::"r"(sink));
-    return 12.0 * PEAK_IT * 32 * 2 / best;
-}
-/* AMX-INT8: tdpbusd on 4 independent 16 x 64 accumulator tiles (16 x 16
- * x 64 products each), same windows. */
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} peak_tilecfg;
-static const peak_tilecfg peak_cfg __attribute__((aligned(64))) = {
-    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16}};
-__attribute__((target("amx-tile,amx-int8"))) static double peak_amx(void) {
-    static const uint8_t src[16 * 64] __attribute__((aligned(64))) = {3};
-    _tile_loadconfig(&peak_cfg);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(4, src, 64);
-    _tile_loadd(5, src, 64);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = now();
-        for (int i = 0; i < PEAK_IT / 16; i++) {
-            _tile_dpbusd(0, 4, 5);
-            _tile_dpbusd(1, 4, 5);
-            _tile_dpbusd(2, 4, 5);
-            _tile_dpbusd(3, 4, 5);
-        }
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    _tile_release();
-    return 4.0 * (PEAK_IT / 16) * 16 * 16 * 64 * 2 / best;
-}
-static void *peak_amx_thread(void *arg) {
-    *(double *)arg = peak_amx();
-    return NULL;
-}
-static void *peak_thread(void *arg) {
-    *(double *)arg = sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? peak_vnni()
-                     : sd_cpu_isa_detect() >= SD_ISA_AVX2      ? peak_avx2()
-                                                               : 0;
-    return NULL;
-}
-/* peak of th threads running at once: the sum of their rates */
-static double int8_peak(int th, void *(*fn)(void *)) {
-    pthread_t tid[2];
-    double r[2] = {0, 0};
-    for (int t = 1; t < th; t++) pthread_create(&tid[t], NULL, fn, &r[t]);
-    fn(&r[0]);
-    for (int t = 1; t < th; t++) pthread_join(tid[t], NULL);
-    return r[0] + r[1];
-}
-
 static const char *const sections[] = {"multi", "attention", "top_k_rows", "elementwise"};
 
 /* 1 if the rows named `name` are selected (all are when there are no arguments) */
@@ -252,13 +155,13 @@ int main(int argc, char **argv) {
     printf("# isa %s\n", sd_isa_name(sd_cpu_isa(ctx[0])));
     double peak[2], peak_tile[2] = {0, 0};
     for (int th = 0; th < 2; th++) {
-        peak[th] = int8_peak(th + 1, peak_thread);
+        peak[th] = sd_int8_peak(th + 1, sd_peak_thread);
         printf("%-12s %-5s %6s %6s %4s %3d %10s %9s %9.2f   (GOP/s, %s)\n", "int8_peak", "-", "-", "-", "-",
                th + 1, "-", "-", peak[th] / 1e9,
                sd_cpu_isa_detect() >= SD_ISA_AVX512_VNNI ? "vpdpbusd zmm" : "vpmaddubsw ymm");
     }
     for (int th = 0; th < 2 && sd_cpu_isa_detect() >= SD_ISA_AMX; th++) {
-        peak_tile[th] = int8_peak(th + 1, peak_amx_thread);
+        peak_tile[th] = sd_int8_peak(th + 1, sd_peak_amx_thread);
         printf("%-12s %-5s %6s %6s %4s %3d %10s %9s %9.2f   (GOP/s, AMX tdpbusd)\n", "int8_peak", "-", "-", "-",
                "-", th + 1, "-", "-", peak_tile[th] / 1e9);
     }
