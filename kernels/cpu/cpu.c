@@ -254,9 +254,6 @@ static void norm_scale(const norm_job *j, int i, double ss) {
     const float *xr = j->x + (size_t)i * j->dim, *w = j->w;
     float *o = j->out + (size_t)i * j->dim;
     const float scale = (float)(1.0 / sqrt(ss / j->dim + j->eps));
-    /* out is x or a separate row, never a partial overlap: no dependence
-     * between elements, so the loop vectorizes without alias checks */
-#pragma GCC ivdep
     for (int k = 0; k < j->dim; k++) o[k] = xr[k] * scale * w[k];
 }
 static void norm_task(void *v, int64_t t, int thread) {
