@@ -24,21 +24,27 @@ static double sd_peak_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+/* best = the shortest of PEAK_WIN timed runs of the statements given */
+#define SD_PEAK_WINDOWS(best, ...)                                                                 \
+    do {                                                                                           \
+        best = 1e30;                                                                               \
+        for (int r_ = 0; r_ < PEAK_WIN; r_++) {                                                    \
+            const double t0_ = sd_peak_now();                                                      \
+            __VA_ARGS__                                                                            \
+            const double t_ = sd_peak_now() - t0_;                                                 \
+            if (t_ < best) best = t_;                                                              \
+        }                                                                                          \
+    } while (0)
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static double sd_peak_vnni(void) {
     __m512i a[12];
     for (int k = 0; k < 12; k++) a[k] = _mm512_set1_epi32(k);
     __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(-2);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = sd_peak_now();
-        for (int i = 0; i < PEAK_IT; i++) {
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
-            __asm__ volatile("" : "+v"(u)); /* keeps the loop a loop */
-        }
-        double t = sd_peak_now() - t0;
-        if (t < best) best = t;
-    }
+    double best;
+    /* the empty asm keeps the loop a loop */
+    SD_PEAK_WINDOWS(best, for (int i = 0; i < PEAK_IT; i++) {
+        _Pragma("GCC unroll 12") for (int k = 0; k < 12; k++) a[k] = _mm512_dpbusd_epi32(a[k], u, v);
+        __asm__ volatile("" : "+v"(u));
+    });
     int sink = 0;
     for (int k = 0; k < 12; k++) sink += _mm512_reduce_add_epi32(a[k]);
     __asm__ volatile("" ::"r"(sink));
@@ -48,17 +54,11 @@ __attribute__((target("avx2"))) static double sd_peak_avx2(void) {
     __m256i a[12];
     for (int k = 0; k < 12; k++) a[k] = _mm256_set1_epi16((short)k);
     __m256i u = _mm256_set1_epi8(3), v = _mm256_set1_epi8(-2);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = sd_peak_now();
-        for (int i = 0; i < PEAK_IT; i++) {
-#pragma GCC unroll 12
-            for (int k = 0; k < 12; k++) a[k] = _mm256_add_epi16(a[k], _mm256_maddubs_epi16(u, v));
-            __asm__ volatile("" : "+v"(u));
-        }
-        double t = sd_peak_now() - t0;
-        if (t < best) best = t;
-    }
+    double best;
+    SD_PEAK_WINDOWS(best, for (int i = 0; i < PEAK_IT; i++) {
+        _Pragma("GCC unroll 12") for (int k = 0; k < 12; k++) a[k] = _mm256_add_epi16(a[k], _mm256_maddubs_epi16(u, v));
+        __asm__ volatile("" : "+v"(u));
+    });
     int sink = 0;
     for (int k = 0; k < 12; k++) sink += _mm256_extract_epi16(a[k], 0);
     __asm__ volatile("" ::"r"(sink));
@@ -82,18 +82,13 @@ __attribute__((target("amx-tile,amx-int8"))) static double sd_peak_amx(void) {
     _tile_zero(3);
     _tile_loadd(4, src, 64);
     _tile_loadd(5, src, 64);
-    double best = 1e30;
-    for (int r = 0; r < PEAK_WIN; r++) {
-        double t0 = sd_peak_now();
-        for (int i = 0; i < PEAK_IT / 16; i++) {
-            _tile_dpbusd(0, 4, 5);
-            _tile_dpbusd(1, 4, 5);
-            _tile_dpbusd(2, 4, 5);
-            _tile_dpbusd(3, 4, 5);
-        }
-        double t = sd_peak_now() - t0;
-        if (t < best) best = t;
-    }
+    double best;
+    SD_PEAK_WINDOWS(best, for (int i = 0; i < PEAK_IT / 16; i++) {
+        _tile_dpbusd(0, 4, 5);
+        _tile_dpbusd(1, 4, 5);
+        _tile_dpbusd(2, 4, 5);
+        _tile_dpbusd(3, 4, 5);
+    });
     _tile_release();
     return 4.0 * (PEAK_IT / 16) * 16 * 16 * 64 * 2 / best;
 }
