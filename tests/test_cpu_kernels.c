@@ -278,12 +278,49 @@ Test(cpu, activation_quantizer_same_on_every_isa) {
     free(x), free(q0), free(q1), free(xq);
 }
 
+/* The amx level's k8 activations: codes and scales as the reference's
+ * 256-element blocks, codes + 128, and the sums of 32 and (times -32) 16
+ * codes; an all-zero super-block and one tiny value included. */
+Test(cpu, k8_quantizer_matches_reference) {
+    if (sd_cpu_isa_detect() < SD_ISA_AMX) cr_skip_test("the CPU has no AMX level: the k8 quantizer is not used");
+    const int64_t cols = 1536, nsb = cols / 256;
+    float *x = malloc(sizeof(float) * cols), d[6], dref[6];
+    fill(x, cols, -3, 3);
+    for (int k = 0; k < 256; k++) x[512 + k] = 0;
+    x[1000] = 1e-30f;
+    int8_t *q = malloc(cols);
+    uint8_t *u = malloc(cols);
+    int16_t s32[48];
+    int32_t o16[96];
+    double *xq = malloc(sizeof(double) * cols);
+    sd_cpu_qact_k8_amx(x, cols, q, u, d, s32, o16);
+    ref_quant_act_k8(x, cols, xq, dref);
+    for (int64_t sb = 0; sb < nsb; sb++) cr_assert_eq(d[sb], dref[sb], "super-block %lld", (long long)sb);
+    for (int64_t k = 0; k < cols; k++) {
+        cr_assert_eq((double)d[k / 256] * q[k], xq[k], "element %lld", (long long)k);
+        cr_assert_eq(u[k], (uint8_t)(q[k] + 128));
+    }
+    for (int64_t b = 0; b < cols / 16; b++) {
+        int t = 0;
+        for (int k = 0; k < 16; k++) t += q[16 * b + k];
+        cr_assert_eq(o16[b], -32 * t);
+        if (b & 1) {
+            for (int k = 0; k < 16; k++) t += q[16 * b - 16 + k];
+            cr_assert_eq(s32[b / 2], t);
+        }
+    }
+    free(x), free(q), free(u), free(xq);
+}
+
 /* ---- matmul ----------------------------------------------------------------------- */
 typedef struct refset {
     double *exact;  /* vs unquantized x */
     double *qexact; /* vs the quantized x the kernel sees (= exact for float types) */
     double *scale;  /* sum |W x| */
     double *loose;  /* activation rounding bound */
+    /* K-quants: qexact and loose for the amx level's repacked products,
+     * whose activations have one scale per 256 (cpu.h, k8); else NULL */
+    double *qexact8, *loose8;
 } refset;
 
 static refset make_refs(const sd_weight *w, const float *x, int n) {
@@ -293,21 +330,34 @@ static refset make_refs(const sd_weight *w, const float *x, int n) {
     R.qexact = malloc(sizeof(double) * n * rows);
     R.scale = malloc(sizeof(double) * n * rows);
     R.loose = calloc((size_t)n * rows, sizeof(double));
+    R.qexact8 = R.loose8 = NULL;
     double *xd = malloc(sizeof(double) * n * cols), *xq = malloc(sizeof(double) * n * cols);
     for (int64_t k = 0; k < n * cols; k++) xd[k] = x[k];
     ref_matmul(R.exact, w, xd, n);
     if (is_q(w->type)) {
-        float *dblk = malloc(sizeof(float) * n * (cols / 32));
-        for (int i = 0; i < n; i++) ref_quant_act(x + i * cols, cols, xq + i * cols, dblk + i * (cols / 32));
-        ref_matmul(R.qexact, w, xq, n);
-        double *row = malloc(sizeof(double) * cols);
-        for (int64_t r = 0; r < rows; r++) {
-            ref_dequant_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, row, cols);
-            for (int i = 0; i < n; i++)
-                for (int64_t c = 0; c < cols; c++)
-                    R.loose[i * rows + r] += fabs(row[c]) * dblk[i * (cols / 32) + c / 32] / 2;
+        const int k8 = w->type == SD_Q4_K || w->type == SD_Q6_K;
+        for (int pass = 0; pass < 1 + k8; pass++) {
+            const int blk = pass ? 256 : 32;
+            double *qex = R.qexact, *loose = R.loose;
+            if (pass) {
+                qex = R.qexact8 = malloc(sizeof(double) * n * rows);
+                loose = R.loose8 = calloc((size_t)n * rows, sizeof(double));
+            }
+            float *dblk = malloc(sizeof(float) * n * (cols / blk));
+            for (int i = 0; i < n; i++) {
+                if (pass) ref_quant_act_k8(x + i * cols, cols, xq + i * cols, dblk + i * (cols / blk));
+                else ref_quant_act(x + i * cols, cols, xq + i * cols, dblk + i * (cols / blk));
+            }
+            ref_matmul(qex, w, xq, n);
+            double *row = malloc(sizeof(double) * cols);
+            for (int64_t r = 0; r < rows; r++) {
+                ref_dequant_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, row, cols);
+                for (int i = 0; i < n; i++)
+                    for (int64_t c = 0; c < cols; c++)
+                        loose[i * rows + r] += fabs(row[c]) * dblk[i * (cols / blk) + c / blk] / 2;
+            }
+            free(row), free(dblk);
         }
-        free(row), free(dblk);
     } else {
         memcpy(R.qexact, R.exact, sizeof(double) * n * rows);
     }
@@ -315,7 +365,19 @@ static refset make_refs(const sd_weight *w, const float *x, int n) {
     free(xd), free(xq);
     return R;
 }
-static void free_refs(refset *R) { free(R->exact), free(R->qexact), free(R->scale), free(R->loose); }
+static void free_refs(refset *R) {
+    free(R->exact), free(R->qexact), free(R->scale), free(R->loose), free(R->qexact8), free(R->loose8);
+}
+/* The references a run of weight w (as the kernels see it) on level isa
+ * answers to: k8 ones for the amx level's repacked K-quants. */
+static refset refs_for(const refset *R, const sd_weight *w, int isa) {
+    refset r = *R;
+    if (isa == SD_ISA_AMX && (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16)) {
+        cr_assert(R->qexact8, "no k8 references for %s", sd_wtype_name(sd_cpu_file_type(w->type)));
+        r.qexact = R->qexact8, r.loose = R->loose8;
+    }
+    return r;
+}
 
 static void check_out(const float *out, const float *init, const refset *R, const sd_weight *w, int n,
                       int acc, const char *what) {
@@ -358,7 +420,8 @@ static void check_all_isas(sd_cpu *const *ctx, const sd_weight *run, const sd_we
                 snprintf(what, sizeof what, "%s %lldx%lld n=%d isa=%s threads=%d acc=%d", tag,
                          (long long)run->rows, (long long)run->cols, n, sd_isa_name(isa), th + 1, acc);
                 cr_assert_eq(sd_cpu_matmul(c, out, run, x, n, acc, &e), 0, "%s: %s", what, e.msg);
-                check_out(out, init, R, ref, n, acc, what);
+                const refset Ri = refs_for(R, run, isa);
+                check_out(out, init, &Ri, ref, n, acc, what);
             }
     free(out), free(init);
 }
@@ -569,7 +632,8 @@ static void multi_check(sd_cpu *const *ctx, int nw, float *const *outs, const sd
                 char what[96];
                 snprintf(what, sizeof what, "%s %s w%d n=%d isa=%s thr=%d", tag, sd_wtype_name(w[k].type), k, n,
                          sd_isa_name(isa), th + 1);
-                check_out(outs[k], NULL, &R[k], &w[k], n, 0, what);
+                const refset Ri = refs_for(&R[k], ws[k], isa);
+                check_out(outs[k], NULL, &Ri, &w[k], n, 0, what);
             }
         }
 }

@@ -32,7 +32,9 @@ typedef struct sd_cpu sd_cpu;
  * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd; AMX is the
  * VNNI path plus tile-unit Q4_K / Q6_K products for 16 or more activation
  * rows (needs the kernel's permission for the tile state, asked for once
- * at detection). */
+ * at detection). On the AMX level the Q4_K / Q6_K products, tiles of
+ * either kind, read activations with one scale per 256 elements (k8, see
+ * sd_mm_job), the other levels and types one per 32. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
 /* n_threads <= 0: the physical cores this process may run on. */
@@ -161,8 +163,16 @@ typedef struct sd_mm_job {
     const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
     const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], -32 x the sum of each 16 codes of xq */
-    const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI, SD_Q4_K_X16 and SD_Q6_K_X16 with AMX
-                          * (n >= 16): [n][cols], xq + 128 */
+    const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI: [n][cols], xq + 128 */
+    /* k8: SD_Q4_K_X16 and SD_Q6_K_X16 on the amx level read these instead
+     * of the 32-element blocks: one scale per 256 elements (d = max|x|/127
+     * of the super-block, codes by the same formula), so a super-block's
+     * integer sums need no float step each (matmul_avx2.c, SD_AMX). */
+    const int8_t *xk;    /* [n][cols] codes */
+    const uint8_t *xku;  /* [n / 16 * 16][cols] codes + 128 (the AMX tiles' rows) */
+    const float *xkd;    /* [n][cols/256] */
+    const int16_t *xks;  /* [n][cols/32] sums of 32 codes */
+    const int32_t *xko;  /* [n][cols/16] -32 x sums of 16 codes */
 } sd_mm_job;
 
 /* Rows [r0, r1) of one job; each ISA file provides one. */
@@ -183,6 +193,10 @@ double sd_cpu_exp_sum_scalar(const float *x, size_t n, float m);
 double sd_cpu_exp_sum_avx2(const float *x, size_t n, float m);
 void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 void sd_cpu_qact_avx512(const float *x, int64_t cols, int8_t *q, float *d, float *s);
+/* One row's k8 activations (sd_mm_job.xk...; cols a multiple of 256; u
+ * may be NULL), on the amx level. */
+void sd_cpu_qact_k8_amx(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d, int16_t *s32,
+                        int32_t *o16);
 /* Pair layout of one quantized row (see above). */
 void sd_cpu_qact_pair_avx2(const int8_t *q, const float *d, const float *s, int64_t cols,
                            int8_t *qp, float *ds8);

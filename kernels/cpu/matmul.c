@@ -269,8 +269,13 @@ typedef struct {
     int8_t *xq, *xqp;
     float *xd, *xs, *xds8;
     int32_t *xo16;
-    int64_t o16_from; /* rows below this go to the AMX tiles, which read no xo16 */
     uint8_t *xu8;
+    int8_t *xk; /* k8 (sd_mm_job): NULL when no product of the call reads it */
+    uint8_t *xku;
+    float *xkd;
+    int16_t *xks;
+    int32_t *xko;
+    int64_t ku_rows; /* rows with xku (the AMX tiles' whole 16s) */
 } mm_plan;
 
 /* Activation row i: 8-bit blocks, then the pair layout when a kernel
@@ -279,6 +284,11 @@ static void quant_task(void *v, int64_t i, int thread) {
     const mm_plan *p = v;
     const int64_t nb = p->cols / 32, npair = p->cols / 64;
     (void)thread;
+    if (p->xk)
+        sd_cpu_qact_k8_amx(p->x + i * p->cols, p->cols, p->xk + i * p->cols,
+                           i < p->ku_rows ? p->xku + i * p->cols : NULL, p->xkd + i * (p->cols / 256),
+                           p->xks + i * nb, p->xko + i * (p->cols / 16));
+    if (!p->xq) return;
     p->qa(p->x + i * p->cols, p->cols, p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb);
     if (p->pair)
         p->pair(p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb, p->cols, p->xqp + i * p->cols,
@@ -295,7 +305,7 @@ static void quant_task(void *v, int64_t i, int thread) {
             memcpy(u + k, &v, 8);
         }
     }
-    if (p->xo16 && i >= p->o16_from) {
+    if (p->xo16) {
         const int8_t *q = p->xq + i * p->cols;
         int32_t *o = p->xo16 + i * (p->cols / 16);
         for (int64_t k = 0; k < p->cols / 16; k++) {
@@ -334,6 +344,16 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
         need_q |= is_quant(ws[k]->type);
     }
     const int isa = sd_cpu_isa(c);
+    /* which activations the call's products read: k8 (the amx level's
+     * repacked K-quants) and/or the 32-element blocks (every other
+     * quantized product) */
+    int need_k8 = 0, need_q32 = 0;
+    for (int k = 0; k < n_w; k++) {
+        const uint32_t t = ws[k]->type;
+        const int k8 = isa == SD_ISA_AMX && (t == SD_Q4_K_X16 || t == SD_Q6_K_X16);
+        need_k8 |= k8;
+        need_q32 |= is_quant(t) && !k8;
+    }
     void (*mm)(const sd_mm_job *, int64_t, int64_t) =
         isa == SD_ISA_AMX         ? sd_cpu_mm_amx
         : isa == SD_ISA_AVX512_VNNI ? sd_cpu_mm_avx512vnni
@@ -349,52 +369,75 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
      * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16],
      * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16], then for
-     * the VNNI SD_Q8_0_X16 kernel and the AMX K-quant tiles xu8 [n][cols] */
+     * the VNNI SD_Q8_0_X16 kernel xu8 [n][cols], then k8: xk [n][cols] |
+     * xku [n/16*16][cols] | xkd [n][cols/256] | xks [n][nb] | xko
+     * [n][cols/16], each part 64-byte aligned */
     const int64_t nb = cols / 32, npair = cols / 64;
     int need_pair = 0;
     for (int k = 0; k < n_w; k++)
-        need_pair |= isa != SD_ISA_SCALAR && uses_pairs(ws[k]->type);
+        need_pair |= need_q32 && isa != SD_ISA_SCALAR && uses_pairs(ws[k]->type);
     void (*pair)(const int8_t *, const float *, const float *, int64_t, int8_t *, float *) =
         isa >= SD_ISA_AVX512 ? sd_cpu_qact_pair_avx512 : sd_cpu_qact_pair_avx2;
     int need_o16 = 0;
     int need_u8 = 0;
     for (int k = 0; k < n_w; k++) {
-        need_o16 |= isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
+        need_o16 |= !need_k8 && isa != SD_ISA_SCALAR && ws[k]->type == SD_Q6_K_X16;
         need_u8 |= isa >= SD_ISA_AVX512_VNNI && ws[k]->type == SD_Q8_0_X16;
-        need_u8 |= isa == SD_ISA_AMX && n >= 16 && (ws[k]->type == SD_Q4_K_X16 || ws[k]->type == SD_Q6_K_X16);
     }
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;
-    int32_t *xo16 = NULL;
-    uint8_t *xu8 = NULL;
+    int32_t *xo16 = NULL, *xko = NULL;
+    uint8_t *xu8 = NULL, *xku = NULL;
+    int8_t *xk = NULL;
+    float *xkd = NULL;
+    int16_t *xks = NULL;
+    const int64_t ku_rows = need_k8 ? n / 16 * 16 : 0;
     if (need_q) {
-        size_t qbytes = ((size_t)n * (size_t)cols + 63) & ~(size_t)63;
-        size_t dsbytes = ((2 * (size_t)n * nb * 4) + 63) & ~(size_t)63;
-        size_t pbytes = need_pair ? qbytes + (size_t)n * npair * 64 : 0;
-        size_t obytes = need_o16 ? ((size_t)n * (size_t)(cols / 16) * 4 + 63) & ~(size_t)63 : 0;
-        size_t ubytes = need_u8 ? qbytes : 0;
-        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, qbytes + dsbytes + pbytes + obytes + ubytes, e);
+#define AL64(b) (((size_t)(b) + 63) & ~(size_t)63)
+        const size_t qbytes = need_q32 ? AL64((size_t)n * (size_t)cols) : 0;
+        const size_t dsbytes = need_q32 ? AL64(2 * (size_t)n * nb * 4) : 0;
+        const size_t pbytes = need_pair ? qbytes + (size_t)n * npair * 64 : 0;
+        const size_t obytes = need_o16 ? AL64((size_t)n * (size_t)(cols / 16) * 4) : 0;
+        const size_t ubytes = need_u8 ? qbytes : 0;
+        const size_t kq = need_k8 ? AL64((size_t)n * (size_t)cols) : 0,
+                     ku = need_k8 ? AL64((size_t)ku_rows * (size_t)cols) : 0,
+                     kd = need_k8 ? AL64((size_t)n * (size_t)(cols / 256) * 4) : 0,
+                     ks = need_k8 ? AL64((size_t)n * (size_t)nb * 2) : 0,
+                     ko = need_k8 ? AL64((size_t)n * (size_t)(cols / 16) * 4) : 0;
+#undef AL64
+        const size_t k0 = qbytes + dsbytes + pbytes + obytes + ubytes;
+        uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, k0 + kq + ku + kd + ks + ko, e);
         if (!buf) return -1;
         if (need_o16) xo16 = (int32_t *)(buf + qbytes + dsbytes + pbytes);
         if (need_u8) xu8 = buf + qbytes + dsbytes + pbytes + obytes;
-        xq = (int8_t *)buf;
-        xd = (float *)(buf + qbytes);
-        xs = xd + (size_t)n * nb;
+        if (need_q32) {
+            xq = (int8_t *)buf;
+            xd = (float *)(buf + qbytes);
+            xs = xd + (size_t)n * nb;
+        }
         if (need_pair) {
             xqp = (int8_t *)(buf + qbytes + dsbytes);
             xds8 = (float *)(buf + 2 * qbytes + dsbytes);
         }
+        if (need_k8) {
+            xk = (int8_t *)(buf + k0);
+            xku = ku_rows ? buf + k0 + kq : NULL;
+            xkd = (float *)(buf + k0 + kq + ku);
+            xks = (int16_t *)(buf + k0 + kq + ku + kd);
+            xko = (int32_t *)(buf + k0 + kq + ku + kd + ks);
+        }
     }
     mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
                   .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8,
-                  .xo16 = xo16, .xu8 = xu8,
-                  .o16_from = isa == SD_ISA_AMX && n >= 16 ? n / 16 * 16 : 0};
+                  .xo16 = xo16, .xu8 = xu8, .xk = xk, .xku = xku, .xkd = xkd, .xks = xks,
+                  .xko = xko, .ku_rows = ku_rows};
     pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
         pl.jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
                                  .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
-                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16, .xu8 = xu8};
+                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16, .xu8 = xu8, .xk = xk,
+                                 .xku = xku, .xkd = xkd, .xks = xks, .xko = xko};
         pl.gstart[k + 1] = pl.gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
         work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;
     }

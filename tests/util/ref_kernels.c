@@ -119,21 +119,27 @@ int ref_dequant_row(uint32_t type, const void *row, double *out, int64_t cols) {
     }
 }
 
-void ref_quant_act(const float *x, int64_t cols, double *xq, float *dblk) {
-    for (int64_t b = 0; b < cols / 32; b++) {
+static void quant_act_blocks(const float *x, int64_t cols, int blk, double *xq, float *dblk) {
+    for (int64_t b = 0; b < cols / blk; b++) {
         float amax = 0;
-        for (int k = 0; k < 32; k++) {
-            float a = fabsf(x[32 * b + k]);
+        for (int k = 0; k < blk; k++) {
+            float a = fabsf(x[blk * b + k]);
             if (a > amax) amax = a;
         }
         float d = amax / 127.0f;
         float id = d != 0 ? 1.0f / d : 0.0f;
-        for (int k = 0; k < 32; k++) {
-            float t = x[32 * b + k] * id;
-            xq[32 * b + k] = (double)d * nearbyint((double)t);
+        for (int k = 0; k < blk; k++) {
+            float t = x[blk * b + k] * id;
+            xq[blk * b + k] = (double)d * nearbyint((double)t);
         }
         if (dblk) dblk[b] = d;
     }
+}
+void ref_quant_act(const float *x, int64_t cols, double *xq, float *dblk) {
+    quant_act_blocks(x, cols, 32, xq, dblk);
+}
+void ref_quant_act_k8(const float *x, int64_t cols, double *xq, float *dblk) {
+    quant_act_blocks(x, cols, 256, xq, dblk);
 }
 
 static void matmul_impl(double *out, const sd_weight *w, const double *x, int n, int absval) {

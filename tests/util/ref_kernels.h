@@ -20,6 +20,9 @@ int ref_dequant_row(uint32_t type, const void *row, double *out, int64_t cols);
  * id = 1/d (float), q = nearest-even(x*id). Writes the dequantized values
  * d*q (double) to xq, and per block d into dblk (may be NULL). */
 void ref_quant_act(const float *x, int64_t cols, double *xq, float *dblk);
+/* The same per block of 256 (the amx level's K-quant activations, cpu.h's
+ * k8). */
+void ref_quant_act_k8(const float *x, int64_t cols, double *xq, float *dblk);
 /* out[i][r] = sum_c W[r][c] * x[i][c] in double; x given as double. */
 void ref_matmul(double *out, const sd_weight *w, const double *x, int n);
 /* out[i][r] = sum_c |W[r][c]| * |x[i][c]| (the scale of rounding errors). */
