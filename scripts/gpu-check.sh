@@ -326,13 +326,16 @@ target() {
     esac
 }
 if [ $GPU = 1 ]; then
+    # The CPU side at most avx512vnni: on an AMX host its K-quant products
+    # would read one activation scale per 256, the CUDA kernels' one per 32
+    # (kernels/cpu/cpu.h); a lower level ignores the cap.
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
-        step "compare_$p" 90 env SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+        step "compare_$p" 90 env SD_CUDA_PDL=0 SD_ISA=avx512vnni $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
     # the same with programmatic dependent launch, whose kernels run
     # ahead of their wait (cuda_int.h): against the CPU again
     for p in smollm2-135m-q4_1 llama-1b-bf16 llama-1b-q4_1 qwen-1.5b-q4_k_m; do
-        step "compare_pdl_$p" 90 env SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
+        step "compare_pdl_$p" 90 env SD_CUDA_PDL=1 SD_ISA=avx512vnni $BIN/bench/bench_gpu_check compare "$MODELS/$p.gguf"
     done
     step forward_strategies 120 env SD_CUDA_PDL=0 sh "$SELF" --run forward_tests
     step forward_strategies_pdl 120 env SD_CUDA_PDL=1 sh "$SELF" --run forward_tests

@@ -63,6 +63,7 @@ static void setup(void) {
     char why[256];
     if (!sd_cuda_available(why, sizeof why)) cr_skip_test("%s", why);
     sd_err e = {{0}};
+    tu_cpu_as_cuda_reference();
     cpu = sd_backend_cpu(0, &e);
     cr_assert(cpu, "cpu backend: %s", e.msg);
     gpu = sd_backend_cuda(0, &e);

@@ -1,6 +1,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tests/util/test_util.h"
 
+#include "kernels/cpu/cpu.h"
+
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
@@ -87,4 +89,8 @@ double tu_rel_err(const float *got, const float *ref, size_t n) {
         if (fabs(ref[i]) > ref_max) ref_max = fabs(ref[i]);
     }
     return mx / (ref_max > 0 ? ref_max : 1.0);
+}
+
+void tu_cpu_as_cuda_reference(void) {
+    if (sd_cpu_isa_detect() == SD_ISA_AMX) setenv("SD_ISA", sd_isa_name(SD_ISA_AVX512_VNNI), 1);
 }
