@@ -15,9 +15,12 @@
 #            forward_strategies_pdl the same with programmatic dependent launch
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
 #            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
-#            with programmatic dependent launch
+#            with programmatic dependent launch; that again with every
+#            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0), and
+#            with folded launches planned for 4 and 16 blocks a multiprocessor
 #   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
-#            launches, then graphs with programmatic dependent launch) and
+#            launches, then graphs with programmatic dependent launch, with
+#            and without folded norms) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, README)
 #   cli      the specdec binary on the real stories260K files of tests/data:
@@ -142,13 +145,13 @@ profile() {
               printf "S profile %s: %d kernels, %.1f us in all\n", f, NR - 1, all / 1000 }'
     sort -t, -k3 -n -r "$csv" | head -n 12 | awk -F, '{ printf "S   %-32s %4d launches %9.1f us\n", $1, $2, $3 }'
 }
-# one launch each of the decode step's attention, SwiGLU, RMSNorm and
+# one launch each of the decode step's attention, SwiGLU, qkv_rope and
 # output-projection kernels under Nsight Compute's throughput, occupancy
 # and warp-stall sections (profile_detail.txt): where a small kernel's
 # microseconds go
 profile_detail() {
     command -v ncu >/dev/null || { echo "gpu-check: ncu not found"; return 3; }
-    for k in attn_kernel ffn_swiglu_kernel rmsnorm_kernel mm_plain_kernel; do
+    for k in attn_kernel ffn_swiglu_kernel qkv_rope_kernel mm_plain_kernel; do
         SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 ncu --clock-control none --cache-control none -k "regex:^$k" \
             --launch-skip 100 --launch-count 1 --section SpeedOfLight --section LaunchStats \
             --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
@@ -347,6 +350,16 @@ if [ $GPU = 1 ]; then
         step "decode_graph_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
         # shellcheck disable=SC2046
         step "decode_graph_pdl_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # the same with every RMSNorm launched on its own (no folded norms)
+        # shellcheck disable=SC2046
+        step "decode_graph_pdl_nofold_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+    done
+    # folded launches planned for 4 and 16 resident blocks a multiprocessor (default 8)
+    for k in 4 16; do
+        for p in smollm2-135m-q4_1 qwen-1.5b-q4_k_m; do
+            # shellcheck disable=SC2046
+            step "decode_graph_pdl_fold${k}_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=$k $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        done
     done
     # shellcheck disable=SC2086
     step verify 90 env SD_CUDA_GRAPH=0 SD_CUDA_PDL=0 $BIN/bench/bench_gpu_check verify \
@@ -354,15 +367,18 @@ if [ $GPU = 1 ]; then
     # shellcheck disable=SC2086
     step verify_graph_pdl 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_graph_pdl_nofold 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     step bench_kernels 180 sh "$SELF" --run kernels
     step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
     step profile_detail 120 sh "$SELF" --run profile_detail "$MODELS/qwen-1.5b-q4_k_m.gguf"
     if command -v compute-sanitizer >/dev/null; then
         for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch attention_live_splits \
-            qkv_rope_neox_bias top_k_rows decode_graph; do
+            qkv_rope_neox_bias top_k_rows decode_graph norm_folded; do
             step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done
-        for f in model_q8_0 attention_long_and_prefill top_k_rows; do
+        for f in model_q8_0 attention_long_and_prefill top_k_rows norm_folded; do
             step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
         done
     else

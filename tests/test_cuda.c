@@ -617,6 +617,120 @@ Test(cuda, attention_merge_launch) {
     check_attention_qact(attn_shapes[2], 5, 1000, SD_Q4_0);
 }
 
+/* A norm folded into the product after it (kernels/cuda/cuda_int.h,
+ * "pending norm") gives the bits of the norm launched on its own, for the
+ * product and for the norm's output, through matmul, ffn_swiglu and
+ * qkv_rope (qwen2's biased shape); float and quantised weights; one row, a
+ * tile of 5 and two tiles (9 rows); and with one block a multiprocessor,
+ * so that blocks take several of the plan's blocks. Each folding call
+ * counts one fold; a norm whose output is also its input (in place) is
+ * launched on its own and still gives the same bits. */
+enum { FOLD_MM, FOLD_FFN, FOLD_QKV };
+
+/* rmsnorm(x) then op with folding per_sm (0: off): the norm's output and the
+ * op's, end to end, into *xn and *y (host); bh: qkv_rope's biases */
+static void fold_run(int per_sm, int op, const wpair *nw, const wpair *w, const float *x,
+                     const float *bh, int n, int dim, int rows, int in_place, float **xn,
+                     float **y, size_t *ylen) {
+    cr_assert(sd_cuda_set_fuse_norm(gpu, per_sm) == 0);
+    size_t len[3] = {0, 0, 0};
+    if (op == FOLD_QKV) len[0] = (size_t)n * dim, len[1] = len[2] = (size_t)n * 128;
+    else len[0] = (size_t)n * rows;
+    if (op == FOLD_FFN) len[1] = len[0]; /* tmp: scratch, not compared */
+    float *out[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++)
+        if (len[k]) out[k] = dbuf(len[k], NULL);
+    float *dx = dbuf((size_t)n * dim, x), *dn = in_place ? dx : dbuf((size_t)n * dim, NULL);
+    float *bias = op == FOLD_QKV ? dbuf((size_t)dim + 256, bh) : NULL;
+    const long f0 = sd_cuda_norms_folded(gpu);
+    /* nothing between the two ops: an op in between launches the norm */
+    OK(gpu->rmsnorm(gpu, dn, dx, &nw->g, n, dim, 1e-5f, e));
+    if (op == FOLD_MM) {
+        OK(gpu->matmul(gpu, out[0], &w[0].g, dn, n, 0, e));
+    } else if (op == FOLD_FFN) {
+        OK(gpu->ffn_swiglu(gpu, out[0], out[1], &w[0].g, &w[1].g, dn, n, e));
+        len[1] = 0;
+    } else {
+        sd_attn_shape s = QWEN_SHAPE(dim / 64, 2, 64);
+        s.bq = bias, s.bk = bias + dim, s.bv = bias + dim + 128;
+        OK(gpu->qkv_rope(gpu, &s, out[0], out[1], out[2], &w[0].g, &w[1].g, &w[2].g, dn, n, 7, e));
+    }
+    cr_expect(sd_cuda_norms_folded(gpu) == f0 + (per_sm > 0 && !in_place),
+              "folds counted: %ld, expected %ld", sd_cuda_norms_folded(gpu) - f0,
+              (long)(per_sm > 0 && !in_place));
+    *ylen = len[0] + len[1] + len[2];
+    *y = malloc(*ylen * 4);
+    cr_assert(*y);
+    for (int k = 0, at = 0; k < 3; at += (int)len[k], k++) {
+        if (!len[k]) continue;
+        float *h = fetch(out[k], len[k]);
+        memcpy(*y + at, h, len[k] * 4);
+        free(h);
+    }
+    *xn = fetch(dn, (size_t)n * dim);
+    for (int k = 0; k < 3; k++)
+        if (out[k]) gpu->release(gpu, out[k]);
+    if (!in_place) gpu->release(gpu, dn);
+    if (bias) gpu->release(gpu, bias);
+    gpu->release(gpu, dx);
+}
+
+static void check_fold(int op, uint32_t type, int dim, int rows, int n, int per_sm, int in_place) {
+    float *g = hrand((size_t)dim, 0.5f);
+    for (int i = 0; i < dim; i++) g[i] += 1.0f;
+    wpair nw, w[3];
+    wpair_from(&nw, SD_F32, 1, dim, g);
+    const int nw_ = op == FOLD_MM ? 1 : op == FOLD_FFN ? 2 : 3;
+    for (int k = 0; k < nw_; k++)
+        wpair_rand(&w[k], type, op == FOLD_QKV ? (k ? 128 : dim) : rows, dim, 1.0f);
+    float *x = hrand((size_t)n * dim, 3.0f), *bh = hrand((size_t)dim + 256, 0.2f), *xa, *xb, *ya,
+          *yb;
+    size_t la, lb;
+    fold_run(per_sm, op, &nw, w, x, bh, n, dim, rows, in_place, &xa, &ya, &la);
+    fold_run(0, op, &nw, w, x, bh, n, dim, rows, in_place, &xb, &yb, &lb);
+    static const char *ops[] = {"matmul", "ffn_swiglu", "qkv_rope"};
+    cr_expect(!memcmp(xa, xb, (size_t)n * dim * 4), "%s %s dim %d n=%d per_sm %d: the norm's output differs",
+              ops[op], sd_wtype_name(type), dim, n, per_sm);
+    cr_expect(la == lb && !memcmp(ya, yb, la * 4), "%s %s dim %d rows %d n=%d per_sm %d: folded differs from launched",
+              ops[op], sd_wtype_name(type), dim, rows, n, per_sm);
+    free(g), free(x), free(bh), free(xa), free(xb), free(ya), free(yb);
+    wpair_free(&nw);
+    for (int k = 0; k < nw_; k++) wpair_free(&w[k]);
+}
+
+Test(cuda, norm_folded) {
+    rng_state = 71;
+    static const uint32_t types[] = {SD_F32, SD_BF16, SD_Q8_0, SD_Q4_1, SD_Q4_K, SD_Q6_K};
+    static const int ns[] = {1, 5, 9};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t k = 0; k < 3; k++) {
+            check_fold(FOLD_MM, types[t], 256, 96, ns[k], 4, 0);
+            check_fold(FOLD_FFN, types[t], 256, 160, ns[k], 4, 0);
+            check_fold(FOLD_QKV, types[t], 256, 0, ns[k], 4, 0);
+        }
+    /* more plan blocks than blocks: 1024 row pairs on one block a multiprocessor */
+    check_fold(FOLD_MM, SD_Q4_K, 512, 2048, 1, 1, 0);
+    check_fold(FOLD_FFN, SD_Q8_0, 256, 4096, 5, 1, 0);
+    check_fold(FOLD_QKV, SD_BF16, 512, 0, 9, 1, 0);
+    /* an in-place norm is not folded */
+    check_fold(FOLD_MM, SD_Q4_0, 256, 96, 5, 4, 1);
+}
+
+/* SD_CUDA_FUSE_NORM takes 0-32; another value stops the backend with its name. */
+Test(cuda, fuse_norm_env) {
+    sd_err e = {{0}};
+    cr_assert(setenv("SD_CUDA_FUSE_NORM", "4x", 1) == 0);
+    sd_backend *b = sd_backend_cuda(0, &e);
+    cr_expect(!b && strstr(e.msg, "SD_CUDA_FUSE_NORM=4x"), "got %s", b ? "a backend" : e.msg);
+    if (b) b->destroy(b);
+    cr_assert(setenv("SD_CUDA_FUSE_NORM", "0", 1) == 0);
+    b = sd_backend_cuda(0, &e);
+    cr_assert(b, "%s", e.msg);
+    cr_expect(sd_cuda_set_fuse_norm(b, 33) == -1 && sd_cuda_set_fuse_norm(b, 2) == 0);
+    b->destroy(b);
+    cr_assert(unsetenv("SD_CUDA_FUSE_NORM") == 0);
+}
+
 /* ---- ffn ------------------------------------------------------------------------------ */
 static void check_ffn(uint32_t t1, uint32_t t3, int ffn, int dim, int n) {
     wpair w1, w3;
@@ -1258,11 +1372,11 @@ Test(cuda, decode_graph) {
               "%ld fallbacks",
               st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks);
     /* the decode step's launches: the position and id copies, embed; per
-     * layer rmsnorm, qkv_rope, attention, wo, rmsnorm, ffn_swiglu, w_down
-     * (the norms, attention (head dim 64) and ffn_swiglu (Q4_K) quantise
-     * what they write, so no qact of its own); the head's rmsnorm and
-     * matmul */
-    cr_expect(nodes == 3 + 7 * c.n_layers + 2, "decode step of %d layers: %ld graph nodes",
+     * layer qkv_rope, attention, wo, ffn_swiglu, w_down (the two norms
+     * folded into qkv_rope and ffn_swiglu, norm.cu; attention (head dim 64)
+     * and ffn_swiglu (Q4_K) quantise what they write, so no qact of its
+     * own); the head's matmul with its norm folded */
+    cr_expect(nodes == 3 + 5 * c.n_layers + 1, "decode step of %d layers: %ld graph nodes",
               c.n_layers, nodes);
     sd_model_free(m);
     free(bytes);

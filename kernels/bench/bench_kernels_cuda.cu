@@ -607,6 +607,9 @@ int main(int argc, char **argv) {
     B.cpu = sd_backend_cpu(0, &e);
     if (!B.cpu) die("cpu backend", e.msg);
     B.st = sd_cuda_stream(B.gpu);
+    /* each row times its op's own launches: a norm left pending would run
+     * inside the op timed after it */
+    if (sd_cuda_set_fuse_norm(B.gpu, 0)) die("cuda backend", "cannot switch folded norms off");
     char path[1024] = "";
     if (argc > 1)
         snprintf(path, sizeof path, "%s", argv[1]);

@@ -58,10 +58,22 @@ static void cu_free(void *p) {
     if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
 }
 
-static int cu_enter(sd_cuda *c, const char *op, sd_err *e) {
+/* The start of an op. A matrix-vector op (mv: qkv_rope, matmul, ffn_swiglu)
+ * may fold the norm pending before it (cuda_int.h) and launches it itself
+ * when it cannot; every other op launches it first. */
+static int cu_enter_op(sd_cuda *c, const char *op, int mv, sd_err *e) {
     c->op_seq++;
     cudaError_t err = cudaSetDevice(c->device);
-    return err == cudaSuccess ? 0 : cu_fail(e, err, "%s: select device %d", op, c->device);
+    if (err != cudaSuccess) return cu_fail(e, err, "%s: select device %d", op, c->device);
+    return mv ? 0 : cu_norm_flush(c, e);
+}
+static int cu_enter(sd_cuda *c, const char *op, sd_err *e) { return cu_enter_op(c, op, 0, e); }
+
+/* Before memory is freed: a pending norm that reads it runs first (release
+ * paths report nothing; a failed launch leaves its error for the next op). */
+static void cu_flush_quiet(sd_cuda *c) {
+    sd_err e;
+    if (c->norm.out) cu_norm_flush(c, &e);
 }
 
 /* Ops that wait for the device or copy outside the stream's order cannot
@@ -155,8 +167,12 @@ fail:
 }
 
 static void cuda_release_weight(sd_backend *b, sd_weight *w) {
-    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cu_free((void *)w->data);
-    else cudaGetLastError();
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) {
+        cu_flush_quiet(cu_ctx(b));
+        cu_free((void *)w->data);
+    } else {
+        cudaGetLastError();
+    }
     w->data = NULL;
 }
 
@@ -180,8 +196,12 @@ static void *cuda_alloc(sd_backend *b, size_t bytes, sd_err *e) {
 }
 
 static void cuda_release(sd_backend *b, void *p) {
-    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) cu_free(p);
-    else cudaGetLastError();
+    if (cudaSetDevice(cu_ctx(b)->device) == cudaSuccess) {
+        cu_flush_quiet(cu_ctx(b));
+        cu_free(p);
+    } else {
+        cudaGetLastError();
+    }
 }
 
 static int cuda_to_host(sd_backend *b, void *dst, const void *src, size_t bytes, sd_err *e) {
@@ -400,7 +420,7 @@ static int cuda_qkv_rope(sd_backend *b, const sd_attn_shape *s, float *q, void *
                          void *v_rows, const sd_weight *wq, const sd_weight *wk,
                          const sd_weight *wv, const float *x, int n, int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "qkv_rope", e) || cu_kv_f32(s, "qkv_rope", e)) return -1;
+    if (cu_enter_op(c, "qkv_rope", 1, e) || cu_kv_f32(s, "qkv_rope", e)) return -1;
     if (c->recording) {
         if (cu_check_weight(wq, "qkv_rope", e) || cu_check_weight(wk, "qkv_rope", e) ||
             cu_check_weight(wv, "qkv_rope", e))
@@ -421,7 +441,7 @@ static int cuda_qkv_rope_same_pos(sd_backend *b, const sd_attn_shape *s, float *
                                   const sd_weight *wk, const sd_weight *wv, const float *x, int n,
                                   int pos, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "qkv_rope_same_pos", e) || cu_kv_f32(s, "qkv_rope_same_pos", e)) return -1;
+    if (cu_enter_op(c, "qkv_rope_same_pos", 1, e) || cu_kv_f32(s, "qkv_rope_same_pos", e)) return -1;
     if (c->recording) {
         if (n < 1 || n > SD_MAX_ROWS)
             return sd_fail(e, "cuda: qkv_rope_same_pos: %d rows (1 to %d)", n, SD_MAX_ROWS);
@@ -483,7 +503,7 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
 static int cuda_matmul(sd_backend *b, float *out, const sd_weight *w, const float *x, int n,
                        int accumulate, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "matmul", e)) return -1;
+    if (cu_enter_op(c, "matmul", 1, e)) return -1;
     if (c->recording) {
         if (cu_check_weight(w, "matmul", e)) return -1;
         cu_rec *r = rec_add(c, CU_OP_MATMUL, n, e);
@@ -501,7 +521,7 @@ static int cuda_matmul(sd_backend *b, float *out, const sd_weight *w, const floa
 static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight *w1,
                            const sd_weight *w3, const float *x, int n, sd_err *e) {
     sd_cuda *c = cu_ctx(b);
-    if (cu_enter(c, "ffn_swiglu", e)) return -1;
+    if (cu_enter_op(c, "ffn_swiglu", 1, e)) return -1;
     if (c->recording) {
         if (cu_check_weight(w1, "ffn_swiglu", e) || cu_check_weight(w3, "ffn_swiglu", e)) return -1;
         cu_rec *r = rec_add(c, CU_OP_FFN, n, e);
@@ -595,6 +615,9 @@ static cu_graph *graph_find(sd_cuda *c) {
 static int cu_issue(sd_cuda *c, const cu_rec *r, void *const *ptr, sd_err *e) {
     const size_t off = c->pos_dev ? 0 : (size_t)r->pos * rec_row_bytes(&r->s);
     c->op_seq++;
+    const int mv = r->op == CU_OP_QKV || r->op == CU_OP_QKV_BEAMS || r->op == CU_OP_MATMUL ||
+                   r->op == CU_OP_FFN;
+    if (!mv && cu_norm_flush(c, e)) return -1;
     switch (r->op) {
     case CU_OP_EMBED: return cu_embed_staged(c, r->out, &r->w[0], r->ptr0, r->n, e);
     case CU_OP_RMSNORM:
@@ -649,6 +672,8 @@ static int graph_capture(sd_cuda *c, sd_err *e) {
                                       cudaMemcpyHostToDevice, c->stream);
     int rc = err == cudaSuccess ? 0 : -1;
     for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, e);
+    if (rc == 0) rc = cu_norm_flush(c, e); /* a step that ends with a norm */
+    c->norm.out = NULL; /* a failed capture's norm: graph_plain issues it again */
     cudaGraph_t gr = NULL;
     err = cudaStreamEndCapture(c->stream, &gr);
     c->capturing = 0;
@@ -834,6 +859,20 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     c->attn_merge_launch = merge && strcmp(merge, "launch") == 0;
     const char *pdl = getenv("SD_CUDA_PDL");
     c->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    const char *fuse = getenv("SD_CUDA_FUSE_NORM");
+    c->fuse_norm = 8;
+    if (fuse) {
+        char *end;
+        const long v = strtol(fuse, &end, 10);
+        if (end == fuse || *end || v < 0 || v > 32) {
+            free(b);
+            free(c);
+            sd_fail(e, "cuda backend: SD_CUDA_FUSE_NORM=%.40s: expected 0 (norms launched on their "
+                       "own) or 1-32 (folded, resident blocks a multiprocessor)", fuse);
+            return NULL;
+        }
+        c->fuse_norm = (int)v;
+    }
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
@@ -888,6 +927,17 @@ extern "C" int sd_cuda_set_graph(sd_backend *b, int on) {
     cu_ctx(b)->graph_on = on != 0;
     return 0;
 }
+
+extern "C" int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
+    if (!is_cuda(b) || per_sm < 0 || per_sm > 32) return -1;
+    sd_cuda *c = cu_ctx(b);
+    sd_err e;
+    if (cu_norm_flush(c, &e)) return -1;
+    c->fuse_norm = per_sm;
+    return 0;
+}
+
+extern "C" long sd_cuda_norms_folded(sd_backend *b) { return is_cuda(b) ? cu_ctx(b)->folded : -1; }
 
 extern "C" int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out) {
     if (!is_cuda(b)) return -1;

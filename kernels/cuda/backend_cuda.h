@@ -36,6 +36,15 @@ sd_backend *sd_backend_cuda(int device, sd_err *e);
  * off).
  * 0, or -1 when b is not a CUDA backend. */
 int sd_cuda_set_graph(sd_backend *b, int on);
+/* Folded norms (kernels/cuda/cuda_int.h, "pending norm"): an RMSNorm whose
+ * output feeds the matrix-vector op right after it runs inside that op's
+ * launch, which plans per_sm resident blocks a multiprocessor (1-32; 8
+ * unless SD_CUDA_FUSE_NORM says otherwise at sd_backend_cuda); 0 launches
+ * every norm on its own. 0, or -1 when b is not a CUDA backend or per_sm
+ * is out of range. */
+int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm);
+/* The norms folded so far, or -1 when b is not a CUDA backend. */
+long sd_cuda_norms_folded(sd_backend *b);
 /* What the graphs did: steps launched as graphs; of those the steps
  * captured (recorded with stream capture, then made executable by updating
  * a kept executable graph in place or by a new instantiation) and the steps

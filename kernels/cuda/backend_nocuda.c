@@ -28,6 +28,16 @@ int sd_cuda_set_graph(sd_backend *b, int on) {
     return -1;
 }
 
+int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
+    (void)b, (void)per_sm;
+    return -1;
+}
+
+long sd_cuda_norms_folded(sd_backend *b) {
+    (void)b;
+    return -1;
+}
+
 int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out) {
     (void)b, (void)out;
     return -1;

@@ -52,6 +52,20 @@ typedef struct cu_graph {
  * shallow step (self-speculation) and one spare. */
 enum { CU_GRAPHS = 4 };
 
+/* A pending norm (norm.cu): out[n][dim] = rmsnorm(x) * w, not launched yet.
+ * seq is the op that asked for it. The matrix-vector op right after it
+ * (seq + 1) that reads exactly out folds it into its own launch (mv.cuh
+ * mv_act: each block normalises the rows it needs into shared memory, and
+ * the first blocks write out); every other op, and one that cannot fold
+ * it, launches it first (cu_norm_flush). */
+typedef struct cu_norm {
+    float *out;
+    const float *x, *w;
+    int n, dim;
+    float eps;
+    long seq;
+} cu_norm;
+
 typedef struct sd_cuda {
     int device;
     int sms;           /* multiprocessors, for sizing grids */
@@ -106,6 +120,16 @@ typedef struct sd_cuda {
         long seq;
         int slot;
     } qtag;
+    /* Folded norms (norm.cu, mv.cuh): fuse_norm is the resident blocks a
+     * multiprocessor the folding launches plan for, fewer where the kernel's
+     * occupancy is lower (mv.cuh mv_grid), 0 when off (on, 8: the residency
+     * of a 64-register block of 128 threads, so a folding launch keeps as
+     * many warps streaming as a plain one; unless SD_CUDA_FUSE_NORM says
+     * otherwise at sd_backend_cuda;
+     * sd_cuda_set_fuse_norm); norm is the norm left pending (out NULL: none). */
+    int fuse_norm;
+    cu_norm norm;
+    long folded; /* norms folded so far (sd_cuda_norms_folded) */
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -294,9 +318,12 @@ int cu_qkv_rope_same_pos(sd_cuda *c, const sd_attn_shape *s, float *q, float *co
 int cu_ffn_fuses_qact(const sd_weight *w1, const sd_weight *w3);
 int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const sd_weight *w3,
                   const float *x, int n, sd_err *e);
-/* norm.cu (also quantises out into the scratch when dim % 32 == 0, see qact.cu) */
+/* norm.cu (also quantises out into the scratch when dim % 32 == 0, see qact.cu);
+ * with c->fuse_norm and dim % 32 == 0 it only leaves the norm pending
+ * (cu_norm above). cu_norm_flush launches a pending norm (none: nothing). */
 int cu_rmsnorm(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim, float eps,
                sd_err *e);
+int cu_norm_flush(sd_cuda *c, sd_err *e);
 /* attention.cu (the position from c->pos_dev while it is set); the split counters cover this many (kv head, query tile) pairs */
 enum { CU_ATTN_COUNTERS = 65536 };
 /* ffn.cu: its block counters cover this many (activation tile, group of 32

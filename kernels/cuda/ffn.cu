@@ -27,18 +27,19 @@ struct FfnArgs {
     MvMat w1, w3;
     float *h; /* [n][rows] */
     int ntiles, ks;
+    unsigned blocks; /* virtual blocks (mv.cuh) */
     int8_t *hq;    /* non-NULL: h's int8 blocks too (slot QOUT) */
     float *hd, *hs;
     unsigned *ctr; /* [ntiles][rows / 32] blocks done */
 };
 
-/* The last block of this block's (tile, group of 32 units) quantises the
+/* The last virtual block b of its (tile, group of 32 units) quantises the
  * group's rows i0.. of h. Every thread of the block calls it. */
 template <int NT>
-__device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, int i0) {
+__device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, unsigned b, int i0) {
     __shared__ int last;
     const int per_block = MV_WARPS / p.ks, rows = p.w1.rows;
-    const int group = (int)(blockIdx.x / p.ntiles) * per_block / 32, tile = blockIdx.x % p.ntiles;
+    const int group = (int)(b / p.ntiles) * per_block / 32, tile = b % p.ntiles;
     __threadfence(); /* this block's h, visible before it is counted */
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -59,15 +60,18 @@ __device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, int i0) {
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p) {
     cu_grid_trigger();
-    int i0, r, slice;
-    mv_place(p.ntiles, p.ks, NT, i0, r, slice);
-    float acc[2][NT], g, u;
-    mv_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, acc);
-    mv_reduce<NT>(acc, slice, p.ks, g, u);
-    const int lane = threadIdx.x & 31, i = i0 + lane;
-    if (slice == 0 && lane < NT && i < p.a.n && r < p.w1.rows)
-        p.h[(size_t)i * p.w1.rows + r] = swiglu(g, u);
-    if (p.hq) ffn_quant_group<NT>(p, i0);
+    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        int i0, r, slice;
+        mv_place(b, p.ntiles, p.ks, NT, i0, r, slice);
+        float acc[2][NT], g, u;
+        mv_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, b == blockIdx.x,
+                        blockIdx.x < (unsigned)p.ntiles, acc);
+        mv_reduce<NT>(acc, slice, p.ks, g, u);
+        const int lane = threadIdx.x & 31, i = i0 + lane;
+        if (slice == 0 && lane < NT && i < p.a.n && r < p.w1.rows)
+            p.h[(size_t)i * p.w1.rows + r] = swiglu(g, u);
+        if (p.hq) ffn_quant_group<NT>(p, b, i0);
+    }
 }
 
 struct FfnLaunch {
@@ -75,7 +79,8 @@ struct FfnLaunch {
     template <int T, int NT>
     static void run(const MvPlan &pl, const sd_cuda *c, const FfnArgs &a) {
         cudaLaunchAttribute at;
-        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        const cudaLaunchConfig_t cfg =
+            cu_launch_cfg(c, mv_grid(pl, ffn_swiglu_kernel<T, NT>), MV_THREADS, pl.smem, &at);
         cudaLaunchKernelEx(&cfg, ffn_swiglu_kernel<T, NT>, a);
     }
 };
@@ -99,7 +104,9 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
                        (long long)w1->rows, (long long)w1->cols, (long long)w3->rows,
                        (long long)w3->cols);
     MvAct A;
-    if (mv_act(c, &A, x, n, w1->cols, cu_is_quant(w1->type) || cu_is_quant(w3->type), e))
+    if (mv_act(c, &A, x, n, w1->cols, cu_is_quant(w1->type) || cu_is_quant(w3->type),
+               mv_float((int)w1->type) || mv_float((int)w3->type), h,
+               (size_t)n * (size_t)w1->rows * sizeof(float), e))
         return -1;
     if (w1->type != w3->type) {
         if (cu_mm_plain(c, h, w1, &A, 0, e) || cu_mm_plain(c, tmp, w3, &A, 0, e)) return -1;
@@ -109,8 +116,8 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
         return cu_check_launch(c, e, "ffn_swiglu elementwise %zu", count);
     }
     MvPlan pl;
-    if (mv_plan(n, w1->rows, w1->cols / mv_chunk_elems((int)w1->type), c->sms, &pl, e,
-                "ffn_swiglu"))
+    if (mv_plan(A, w1->rows, w1->cols / mv_chunk_elems((int)w1->type), c->sms, c->fuse_norm,
+                mv_float((int)w1->type), &pl, e, "ffn_swiglu"))
         return -1;
     FfnArgs p;
     p.a = A;
@@ -119,6 +126,7 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
     p.h = h;
     p.ntiles = pl.ntiles;
     p.ks = pl.ks;
+    p.blocks = pl.blocks;
     p.hq = NULL;
     p.hd = p.hs = NULL;
     p.ctr = c->ffn_ctr;

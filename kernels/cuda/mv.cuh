@@ -24,16 +24,32 @@
  * Blocks are numbered tile-fastest (block b: activation tile b % ntiles, row
  * group b / ntiles), so for n > NT the blocks that read the same weight rows
  * run side by side and all but the first find them in L2: every weight byte
- * comes from device memory about once per call. */
+ * comes from device memory about once per call.
+ *
+ * A folded norm (cuda_int.h "pending norm"): the activations are
+ * rmsnorm(nx) * ng, which no kernel has made. Each block makes its tile's
+ * rows after its wait, in shared memory (mv_norm_tile, in norm.cuh's order,
+ * so the bits of the RMSNorm kernel and of qact), and reads them from there;
+ * the blocks of the first row group also write them to nout, as the norm's
+ * output. Each block pays the norm once: a folded launch runs fewer blocks
+ * than the plan has (mv_grid: fuse_norm resident blocks a multiprocessor
+ * at most, a multiple of ntiles), and each takes the plan's blocks
+ * ("virtual blocks") b, b + grid, ..., which keep its tile. Unfolded
+ * launches run one virtual block a block, as planned. */
 #ifndef SD_CUDA_MV_CUH
 #define SD_CUDA_MV_CUH
 
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/plan.h"
+#include "kernels/cuda/qact.cuh"
 
 enum { MV_WARPS = SD_MV_WARPS, MV_THREADS = 32 * MV_WARPS, MV_UNROLL = SD_MV_UNROLL, MV_MAX_NT = SD_MV_MAX_NT };
+static_assert((int)MV_THREADS == (int)RN_THREADS, "a folded norm sums in the RMSNorm kernel's order");
+/* A folded norm's rows take at most this much shared memory (no opt-in). */
+enum { MV_FOLD_SMEM = 48 * 1024 };
 
 /* The activations of one launch. */
 struct MvAct {
@@ -43,6 +59,11 @@ struct MvAct {
     int n, cols;
     int fast; /* float weights: cols % 32 == 0 and x 16-byte aligned (else one
                  element per lane per step) */
+    /* a folded norm (see the top): nx non-NULL, rows rmsnorm(nx) * ng of eps
+     * neps, written to nout by the first row group; x, xq, xd, xs unused */
+    const float *nx, *ng;
+    float *nout;
+    float neps;
 };
 
 /* One weight row: its values, high bits and scales (cuda_int.h). */
@@ -217,32 +238,127 @@ __device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
         return mv_h2f(__ldg(reinterpret_cast<const unsigned short *>(q) + k));
 }
 
+/* Shared memory of a folded norm's tile (see the top), 16-byte aligned:
+ * float weights read floats [NT][cols]; quantised ones int8 [NT][cols],
+ * then d and s [NT][cols / 32]. */
+__device__ __forceinline__ uint8_t *mv_sm(void) {
+    extern __shared__ __align__(16) uint8_t mv_smem[];
+    return mv_smem;
+}
+
+__host__ __device__ constexpr bool mv_float(int t) {
+    return t == SD_F32 || t == SD_F16 || t == SD_BF16;
+}
+
+/* The folded norm of rows i0.. of this block's tile into shared memory (and
+ * nout when writer). Every thread of the block calls it, after its wait. */
+template <int T, int NT>
+__device__ __forceinline__ void mv_norm_tile(const MvAct &A, int i0, bool writer) {
+    __shared__ double red[RN_WARPS];
+    uint8_t *sm = mv_sm();
+    const int rows = min(NT, A.n - i0), cols = A.cols, t = threadIdx.x;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = A.nx + (size_t)(i0 + i) * cols;
+        double ss = 0;
+        for (int k = t; k < cols; k += RN_THREADS) {
+            const float v = cu_ld_act(xr + k);
+            ss += (double)v * v;
+        }
+        const float sc = rn_scale(ss, cols, A.neps, red);
+        float *o = A.nout + (size_t)(i0 + i) * cols;
+        for (int k = t; k < cols; k += RN_THREADS) {
+            const float v = cu_ld_act(xr + k) * sc * __ldg(A.ng + k);
+            if (writer) o[k] = v;
+            if constexpr (mv_float(T)) {
+                reinterpret_cast<float *>(sm)[i * cols + k] = v;
+            } else {
+                float *d = reinterpret_cast<float *>(sm + NT * cols) + i * (cols / 32);
+                qa_block(v, k / 32, reinterpret_cast<int8_t *>(sm) + i * cols, d,
+                         d + NT * (cols / 32));
+            }
+        }
+    }
+    __syncthreads();
+}
+
+/* The activations a block reads: A itself, or for a folded norm its tile in
+ * shared memory, whose rows start at 0 (i0 becomes 0). */
+template <int T, int NT>
+__device__ __forceinline__ MvAct mv_tile(const MvAct &A, int &i0) {
+    if (!A.nx) return A;
+    MvAct L = A;
+    uint8_t *sm = mv_sm();
+    L.n = min(NT, A.n - i0);
+    i0 = 0;
+    L.fast = 1;
+    if constexpr (mv_float(T)) {
+        L.x = reinterpret_cast<const float *>(sm);
+    } else {
+        L.xq = reinterpret_cast<const int8_t *>(sm);
+        L.xd = reinterpret_cast<const float *>(sm + NT * A.cols);
+        L.xs = L.xd + NT * (A.cols / 32);
+    }
+    return L;
+}
+
+/* The weight chunks of one step at base (zeros past nch). */
+template <int T>
+__device__ __forceinline__ void mv_ldw_step(const MvRow &r0, const MvRow &r1, int base, int nch,
+                                            MvW w[2][MV_UNROLL], float2 dm[2][MV_UNROLL]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < MV_UNROLL; u++) {
+        const int c = base + 32 * u + lane;
+        w[0][u] = w[1][u] = MvW{make_uint4(0, 0, 0, 0), make_uint2(0, 0)};
+        dm[0][u] = dm[1][u] = make_float2(0.f, 0.f);
+        if (c < nch) {
+            w[0][u] = mv_ldw<T>(r0, c);
+            w[1][u] = mv_ldw<T>(r1, c);
+            dm[0][u] = mv_lds<T>(r0, c);
+            dm[1][u] = mv_lds<T>(r1, c);
+        }
+    }
+}
+
 /* acc[s][i] = this lane's part of row slot s . activation row i0+i; rows
  * past n are left at 0 and not computed (a tile of NT = 8 for 5 rows, or
  * the second tile of 9, would otherwise do 3 or 7 rows of products for
  * nothing), and the caller does not store them.
  *
- * It holds the kernel's wait (cuda_int.h, programmatic dependent launch):
- * the first step's weight chunks are loaded before cu_grid_wait(), the
+ * first: the block's first virtual block (the same for all its threads),
+ * which holds the kernel's wait (cuda_int.h, programmatic dependent
+ * launch) and, for a folded norm, makes the tile (writer: also nout). The
+ * first step's weight chunks are loaded before cu_grid_wait(), the
  * activations only after it, so a kernel launched early has its first
  * 2 * MV_UNROLL * 512 bytes a warp in flight (for rows of up to 2048
  * 4-bit values, all of its weights) while the kernel before it finishes.
  * The caller has read nothing but its arguments before calling it. */
 template <int T, int NT>
 __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const MvAct &A, int i0,
-                                         int slice, int ks, float acc[2][NT]) {
+                                         int slice, int ks, bool first, bool writer,
+                                         float acc[2][NT]) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int i = 0; i < NT; i++) acc[0][i] = acc[1][i] = 0.f;
-    if constexpr (T == SD_F32 || T == SD_F16 || T == SD_BF16) {
-        if (!A.fast) {
-            cu_grid_wait();
-            for (int k = slice * 32 + lane; k < A.cols; k += 32 * ks) {
+    const int nch = A.cols / mv_chunk_elems(T), step = 32 * MV_UNROLL * ks;
+    const bool fast = !mv_float(T) || A.fast;
+    int base = slice * 32 * MV_UNROLL;
+    MvW w[2][MV_UNROLL];
+    float2 dm[2][MV_UNROLL];
+    if (fast) mv_ldw_step<T>(r0, r1, base, nch, w, dm);
+    if (first) {
+        cu_grid_wait();
+        if (A.nx) mv_norm_tile<T, NT>(A, i0, writer);
+    }
+    const MvAct L = mv_tile<T, NT>(A, i0);
+    if constexpr (mv_float(T)) {
+        if (!fast) {
+            for (int k = slice * 32 + lane; k < L.cols; k += 32 * ks) {
                 const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    if (i0 + i >= A.n) break;
-                    const float xv = A.x[(size_t)(i0 + i) * A.cols + k];
+                    if (i0 + i >= L.n) break;
+                    const float xv = L.x[(size_t)(i0 + i) * L.cols + k];
                     acc[0][i] += w0 * xv;
                     acc[1][i] += w1 * xv;
                 }
@@ -250,41 +366,22 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
             return;
         }
     }
-    const int nch = A.cols / mv_chunk_elems(T);
-    bool waited = false;
-    for (int base = slice * 32 * MV_UNROLL; base < nch; base += 32 * MV_UNROLL * ks) {
-        MvW w[2][MV_UNROLL];
-        float2 dm[2][MV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < MV_UNROLL; u++) {
-            const int c = base + 32 * u + lane;
-            w[0][u] = w[1][u] = MvW{make_uint4(0, 0, 0, 0), make_uint2(0, 0)};
-            dm[0][u] = dm[1][u] = make_float2(0.f, 0.f);
-            if (c < nch) {
-                w[0][u] = mv_ldw<T>(r0, c);
-                w[1][u] = mv_ldw<T>(r1, c);
-                dm[0][u] = mv_lds<T>(r0, c);
-                dm[1][u] = mv_lds<T>(r1, c);
-            }
-        }
-        if (!waited) {
-            cu_grid_wait();
-            waited = true;
-        }
+    while (base < nch) {
 #pragma unroll
         for (int u = 0; u < MV_UNROLL; u++) {
             const int c = base + 32 * u + lane;
             if (c >= nch) continue;
 #pragma unroll
             for (int i = 0; i < NT; i++) {
-                if (i0 + i >= A.n) break; /* the same for the whole warp */
-                const MvX x = mv_ldx<T>(A, i0 + i, c);
+                if (i0 + i >= L.n) break; /* the same for the whole warp */
+                const MvX x = mv_ldx<T>(L, i0 + i, c);
                 acc[0][i] += mv_dot<T>(w[0][u], dm[0][u], x);
                 acc[1][i] += mv_dot<T>(w[1][u], dm[1][u], x);
             }
         }
+        base += step;
+        if (base < nch) mv_ldw_step<T>(r0, r1, base, nch, w, dm);
     }
-    if (!waited) cu_grid_wait();
 }
 
 __device__ __forceinline__ float mv_warp_sum(float v) {
@@ -296,7 +393,8 @@ __device__ __forceinline__ float mv_warp_sum(float v) {
 /* Sums acc over the warp, then over the ks warps of one row pair. Lane i <
  * NT of the pair's first warp (slice 0) gets the totals of activation row
  * i0+i in v0 (slot 0) and v1 (slot 1). Every thread of the block must call it
- * (it holds a barrier when ks > 1). */
+ * (it holds two barriers when ks > 1, the second before red is written
+ * again by the block's next virtual block). */
 template <int NT>
 __device__ __forceinline__ void mv_reduce(float acc[2][NT], int slice, int ks, float &v0,
                                           float &v1) {
@@ -313,13 +411,15 @@ __device__ __forceinline__ void mv_reduce(float acc[2][NT], int slice, int ks, f
         __syncthreads();
         if (slice == 0 && lane < NT)
             for (int k = 1; k < ks; k++) v0 += red[warp + k][0][lane], v1 += red[warp + k][1][lane];
+        __syncthreads();
     }
 }
 
-/* This warp's activation tile start, row pair (or row) index and slice. */
-__device__ __forceinline__ void mv_place(int ntiles, int ks, int nt, int &i0, int &pair,
+/* This warp's activation tile start, row pair (or row) index and slice in
+ * virtual block b. */
+__device__ __forceinline__ void mv_place(unsigned b, int ntiles, int ks, int nt, int &i0, int &pair,
                                          int &slice) {
-    const int b = blockIdx.x, warp = threadIdx.x >> 5;
+    const int warp = threadIdx.x >> 5;
     i0 = (b % ntiles) * nt;
     pair = (b / ntiles) * (MV_WARPS / ks) + warp / ks;
     slice = warp % ks;
@@ -328,21 +428,53 @@ __device__ __forceinline__ void mv_place(int ntiles, int ks, int nt, int &i0, in
 /* ---- host side ------------------------------------------------------------ */
 struct MvPlan {
     int nt, ntiles, ks;
-    unsigned blocks;
+    unsigned blocks; /* virtual blocks */
+    size_t smem;     /* a folded norm's shared memory (0: not folded) */
+    int per_sm, sms; /* folded: resident blocks a multiprocessor asked for, multiprocessors */
 };
 
+/* Shared memory of a folded norm's tile of nt rows (mv_sm). */
+static inline size_t mv_fold_bytes(int fl, int nt, int64_t cols) {
+    return fl ? (size_t)nt * (size_t)cols * 4 : (size_t)nt * (size_t)cols + 8 * (size_t)nt * (size_t)(cols / 32);
+}
+
 /* The row tiling of kernels/cuda/plan.h (sd_mv_plan_make), with the error
- * named for op `what`. */
-static inline int mv_plan(int n, int64_t units, int64_t nch, int sms, MvPlan *p, sd_err *e,
-                          const char *what) {
+ * named for op `what`, for activations A (a folded norm: per_sm resident
+ * blocks a multiprocessor, mv_grid; fl: this launch's weights are a float
+ * type). */
+static inline int mv_plan(const MvAct &A, int64_t units, int64_t nch, int sms, int per_sm, int fl,
+                          MvPlan *p, sd_err *e, const char *what) {
     sd_mv_plan q;
-    if (sd_mv_plan_make(n, units, nch, sms, &q))
+    if (sd_mv_plan_make(A.n, units, nch, sms, &q))
         return sd_fail(e, "cuda: %s: grid of %lld blocks is too large", what, (long long)q.blocks);
     p->nt = q.nt;
     p->ntiles = q.ntiles;
     p->ks = q.ks;
     p->blocks = (unsigned)q.blocks;
+    p->smem = A.nx ? mv_fold_bytes(fl, q.nt, A.cols) : 0;
+    p->per_sm = per_sm;
+    p->sms = sms;
     return 0;
+}
+
+/* The blocks to launch of kernel k for plan p: every virtual block when
+ * unfolded; folded, per_sm a multiprocessor, or as many as one holds when
+ * that is fewer (its registers and shared memory: a block that waits for
+ * another to finish would start its share of the plan late and end the
+ * launch late), a multiple of ntiles (a block keeps its activation tile). */
+template <class K>
+static inline unsigned mv_grid(const MvPlan &p, K *k) {
+    if (!p.smem) return p.blocks;
+    int fit = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, k, MV_THREADS, p.smem) != cudaSuccess) {
+        cudaGetLastError();
+        fit = 1;
+    }
+    const int64_t per = fit < p.per_sm ? (fit > 0 ? fit : 1) : p.per_sm;
+    const int64_t groups = p.blocks / p.ntiles;
+    int64_t g = per * p.sms / p.ntiles;
+    if (g < 1) g = 1;
+    return (unsigned)(p.ntiles * (groups < g ? groups : g));
 }
 
 /* Calls L::run<T, NT>(plan, c, args) for the run-time type and tile (the
@@ -375,15 +507,46 @@ static inline void mv_launch(uint32_t type, const MvPlan &p, const sd_cuda *c,
     }
 }
 
-/* Fills A for x[n][cols]; when need_q, quantises x into the scratch first. */
+static inline int mv_overlap(const void *a, size_t an, const void *b, size_t bn) {
+    const char *p = (const char *)a, *q = (const char *)b;
+    return p < q + bn && q < p + an;
+}
+
+/* Fills A for x[n][cols]. When x is the output of the norm pending right
+ * before this op, takes it as a folded norm (see the top) if its tile fits
+ * MV_FOLD_SMEM (fl: some weight is a float type) and neither the op's
+ * output out[out_bytes] nor the norm's own output overlaps what the blocks
+ * read; else launches the norm first. Then, unfolded, when need_q,
+ * quantises x into the scratch. */
 static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t cols, int need_q,
-                         sd_err *e) {
+                         int fl, const void *out, size_t out_bytes, sd_err *e) {
     A->x = x;
     A->n = n;
     A->cols = (int)cols;
     A->fast = cols % 32 == 0 && ((uintptr_t)x & 15) == 0;
     A->xq = NULL;
     A->xd = A->xs = NULL;
+    A->nx = A->ng = NULL;
+    A->nout = NULL;
+    A->neps = 0.f;
+    const cu_norm *p = &c->norm;
+    if (p->out) {
+        const size_t bytes = (size_t)n * (size_t)cols * 4;
+        const int nt = n >= 5 ? 8 : n >= 3 ? 4 : n;
+        if (p->out == x && p->n == n && p->dim == cols && p->seq + 1 == c->op_seq &&
+            mv_fold_bytes(fl, nt, cols) <= MV_FOLD_SMEM && !mv_overlap(p->out, bytes, p->x, bytes) &&
+            !mv_overlap(out, out_bytes, p->x, bytes) && !mv_overlap(out, out_bytes, p->out, bytes)) {
+            A->nx = p->x;
+            A->ng = p->w;
+            A->nout = p->out;
+            A->neps = p->eps;
+            A->fast = 1;
+            c->norm.out = NULL;
+            c->folded++;
+            return 0;
+        }
+        if (cu_norm_flush(c, e)) return -1;
+    }
     if (!need_q) return 0;
     int8_t *q;
     float *d, *s;

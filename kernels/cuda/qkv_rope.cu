@@ -39,6 +39,7 @@ struct QkvArgs {
     QkvMat m[3];
     int nm;
     int ntiles, ks;
+    unsigned blocks; /* virtual blocks (mv.cuh) */
     int pos, pos_step; /* row i stands at pos + i * pos_step */
     const int *pos_dev; /* non-NULL: pos is *pos_dev, K/V outs are cache bases (see the top) */
     int head_dim, rope_dim;
@@ -73,46 +74,49 @@ template <int T, int NT, class P>
 __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
     cu_grid_trigger();
     const QkvArgs &p = qkv_args(args);
-    int i0, pair, slice;
-    mv_place(p.ntiles, p.ks, NT, i0, pair, slice);
-    QkvMat M = p.m[0];
-    if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
-    if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
-    /* the pair's rows and, when it rotates, its angle index j */
-    const int local = pair - M.pair0, hd = p.head_dim;
-    int r0, r1, j;
-    if (p.neox) {
-        const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
-        r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
-        r1 = r0 + (t < half ? half : 1);
-        j = t < half ? t : -1;
-    } else {
-        r0 = 2 * local;
-        r1 = r0 + 1;
-        j = r0 % hd < p.rope_dim ? (r0 % hd) / 2 : -1;
+    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+        int i0, pair, slice;
+        mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
+        QkvMat M = p.m[0];
+        if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
+        if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
+        /* the pair's rows and, when it rotates, its angle index j */
+        const int local = pair - M.pair0, hd = p.head_dim;
+        int r0, r1, j;
+        if (p.neox) {
+            const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
+            r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
+            r1 = r0 + (t < half ? half : 1);
+            j = t < half ? t : -1;
+        } else {
+            r0 = 2 * local;
+            r1 = r0 + 1;
+            j = r0 % hd < p.rope_dim ? (r0 % hd) / 2 : -1;
+        }
+        float acc[2][NT], v0, v1;
+        mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, b == blockIdx.x,
+                        blockIdx.x < (unsigned)p.ntiles, acc);
+        mv_reduce<NT>(acc, slice, p.ks, v0, v1);
+        const int lane = threadIdx.x & 31, i = i0 + lane;
+        if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) continue;
+        if (M.bias) {
+            v0 += M.bias[r0];
+            if (r1 < M.w.rows) v1 += M.bias[r1];
+        }
+        const int pos = p.pos_dev ? *p.pos_dev : p.pos;
+        if (M.rope && j >= 0) {
+            /* the CPU's angle: theta_j = p * s^j by repeated multiplication
+             * (ggml_rope_cache_init), rotation without fused multiply-adds */
+            float theta = (float)(pos + i * p.pos_step);
+            for (int k = 0; k < j; k++) theta *= p.theta_scale;
+            const float co = cosf(theta), si = sinf(theta), a = v0, bb = v1;
+            v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(bb, si));
+            v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(bb, co));
+        }
+        float *o = qkv_out(args, M, i, p.pos_dev ? pos : 0);
+        o[r0] = v0;
+        if (r1 < M.w.rows) o[r1] = v1;
     }
-    float acc[2][NT], v0, v1;
-    mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, acc);
-    mv_reduce<NT>(acc, slice, p.ks, v0, v1);
-    const int lane = threadIdx.x & 31, i = i0 + lane;
-    if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) return;
-    if (M.bias) {
-        v0 += M.bias[r0];
-        if (r1 < M.w.rows) v1 += M.bias[r1];
-    }
-    const int pos = p.pos_dev ? *p.pos_dev : p.pos;
-    if (M.rope && j >= 0) {
-        /* the CPU's angle: theta_j = p * s^j by repeated multiplication
-         * (ggml_rope_cache_init), rotation without fused multiply-adds */
-        float theta = (float)(pos + i * p.pos_step);
-        for (int k = 0; k < j; k++) theta *= p.theta_scale;
-        const float co = cosf(theta), si = sinf(theta), a = v0, b = v1;
-        v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
-        v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(b, co));
-    }
-    float *o = qkv_out(args, M, i, p.pos_dev ? pos : 0);
-    o[r0] = v0;
-    if (r1 < M.w.rows) o[r1] = v1;
 }
 
 template <class P>
@@ -121,7 +125,8 @@ struct QkvLaunch {
     template <int T, int NT>
     static void run(const MvPlan &pl, const sd_cuda *c, const P &a) {
         cudaLaunchAttribute at;
-        const cudaLaunchConfig_t cfg = cu_launch_cfg(c, pl.blocks, MV_THREADS, 0, &at);
+        const cudaLaunchConfig_t cfg =
+            cu_launch_cfg(c, mv_grid(pl, qkv_rope_kernel<T, NT, P>), MV_THREADS, pl.smem, &at);
         cudaLaunchKernelEx(&cfg, qkv_rope_kernel<T, NT, P>, a);
     }
 };
@@ -148,10 +153,12 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
     }
     const sd_weight *w = ws[first];
     MvPlan pl;
-    if (mv_plan(p->a.n, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, &pl, e, "qkv_rope"))
+    if (mv_plan(p->a, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, c->fuse_norm,
+                mv_float((int)w->type), &pl, e, "qkv_rope"))
         return -1;
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
+    p->blocks = pl.blocks;
     mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);
@@ -180,7 +187,10 @@ static int qkv_run(sd_cuda *c, P *args, const sd_attn_shape *s, float *const *ou
                        s->n_kv, s->head_dim);
     QkvArgs *p = qkv_host_args(args);
     const int need_q = cu_is_quant(wq->type) || cu_is_quant(wk->type) || cu_is_quant(wv->type);
-    if (mv_act(c, &p->a, x, n, wq->cols, need_q, e)) return -1;
+    const int fl = mv_float((int)wq->type) || mv_float((int)wk->type) || mv_float((int)wv->type);
+    if (mv_act(c, &p->a, x, n, wq->cols, need_q, fl, outs[0],
+               (size_t)n * (size_t)wq->rows * sizeof(float), e))
+        return -1;
     p->pos = pos;
     p->pos_step = pos_step;
     p->pos_dev = c->pos_dev;

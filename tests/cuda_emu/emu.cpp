@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -965,6 +966,25 @@ cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
     *ms = 0.f;
+    return cudaSuccess;
+}
+
+cudaError_t emu_occupancy(int *blocks, const void *func, int block, size_t smem) {
+    if (!blocks || !func || block <= 0 || block > 1024) return ret(cudaErrorInvalidValue);
+    auto it = max_dyn_smem.find(func);
+    const size_t cap = it != max_dyn_smem.end() ? (size_t)it->second : (size_t)SMEM_DEFAULT;
+    if (smem > cap) {
+        *blocks = 0;
+        return cudaSuccess;
+    }
+    /* sm_90: 2048 threads, 32 blocks, 64K registers (64 a thread assumed),
+     * 228 KiB of shared memory with 1 KiB reserved a block */
+    const int warps = (block + 31) / 32;
+    int n = 2048 / (32 * warps);
+    n = std::min(n, 32);
+    n = std::min(n, 65536 / (64 * 32 * warps));
+    n = std::min(n, (int)((228 * 1024) / (smem + 1024)));
+    *blocks = n;
     return cudaSuccess;
 }
 

@@ -186,6 +186,16 @@ template <class F>
 static inline cudaError_t cudaFuncSetAttribute(F *func, cudaFuncAttribute attr, int value) {
     return emu_func_set_attribute((const void *)func, attr, value);
 }
+/* Blocks of `block` threads with smem bytes of dynamic shared memory that
+ * one sm_90 multiprocessor holds, for a kernel of 64 registers a thread
+ * (the emulator does not know a kernel's registers; that is a 128-thread
+ * matrix-vector block of mv.cuh); 0 for a block it cannot hold. */
+cudaError_t emu_occupancy(int *blocks, const void *func, int block, size_t smem);
+template <class F>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, F *func,
+                                                                       int block, size_t smem) {
+    return emu_occupancy(blocks, (const void *)func, block, smem);
+}
 
 /* ---- the emulator's side (emu.cpp) ------------------------------------------ */
 namespace emu {
