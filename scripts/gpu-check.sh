@@ -375,10 +375,10 @@ if [ $GPU = 1 ]; then
     step profile_detail 120 sh "$SELF" --run profile_detail "$MODELS/qwen-1.5b-q4_k_m.gguf"
     if command -v compute-sanitizer >/dev/null; then
         for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch attention_live_splits \
-            qkv_rope_neox_bias top_k_rows decode_graph norm_folded; do
+            qkv_rope_neox_bias top_k_rows decode_graph norm_folded_loop; do
             step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done
-        for f in model_q8_0 attention_long_and_prefill top_k_rows norm_folded; do
+        for f in model_q8_0 attention_long_and_prefill top_k_rows norm_folded_loop; do
             step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
         done
     else

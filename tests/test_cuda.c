@@ -621,10 +621,10 @@ Test(cuda, attention_merge_launch) {
  * "pending norm") gives the bits of the norm launched on its own, for the
  * product and for the norm's output, through matmul, ffn_swiglu and
  * qkv_rope (qwen2's biased shape); float and quantised weights; one row, a
- * tile of 5 and two tiles (9 rows); and with one block a multiprocessor,
- * so that blocks take several of the plan's blocks. Each folding call
- * counts one fold; a norm whose output is also its input (in place) is
- * launched on its own and still gives the same bits. */
+ * tile of 5 and two tiles (9 rows); and (norm_folded_loop) with one block
+ * a multiprocessor, so that blocks take several of the plan's blocks. Each
+ * folding call counts one fold; a norm whose output is also its input (in
+ * place) is launched on its own and still gives the same bits. */
 enum { FOLD_MM, FOLD_FFN, FOLD_QKV };
 
 /* rmsnorm(x) then op with folding per_sm (0: off): the norm's output and the
@@ -708,11 +708,17 @@ Test(cuda, norm_folded) {
             check_fold(FOLD_FFN, types[t], 256, 160, ns[k], 4, 0);
             check_fold(FOLD_QKV, types[t], 256, 0, ns[k], 4, 0);
         }
-    /* more plan blocks than blocks: 1024 row pairs on one block a multiprocessor */
+}
+
+/* More plan blocks than blocks (1024 row pairs on one block a
+ * multiprocessor), one tile, a tile of 5 and two tiles; and an in-place
+ * norm, which is not folded. Short enough for compute-sanitizer's
+ * memcheck and racecheck (scripts/gpu-check.sh). */
+Test(cuda, norm_folded_loop) {
+    rng_state = 73;
     check_fold(FOLD_MM, SD_Q4_K, 512, 2048, 1, 1, 0);
     check_fold(FOLD_FFN, SD_Q8_0, 256, 4096, 5, 1, 0);
     check_fold(FOLD_QKV, SD_BF16, 512, 0, 9, 1, 0);
-    /* an in-place norm is not folded */
     check_fold(FOLD_MM, SD_Q4_0, 256, 96, 5, 4, 1);
 }
 
