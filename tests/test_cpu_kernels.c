@@ -1096,3 +1096,33 @@ Test(cpu, top_k_rows) {
     cr_assert(all[0] == 1 && all[1] == 2 && all[2] == 0);
     sd_cpu_destroy(c);
 }
+
+/* The SIMD top-k against the scalar loop it must equal id for id, on rows
+ * the reference above leaves out: NaN entries (which the scalar loop lets
+ * in at the k-th place), +-inf, a row that rises all the way (every
+ * element enters), lengths around the 32- and 8-element steps. */
+Test(cpu, top_k_simd_equals_scalar) {
+    if (sd_cpu_isa_detect() < SD_ISA_AVX2) cr_skip_test("no AVX2 on this CPU");
+    enum { N = 1000 };
+    static float x[N];
+    static const int ns[] = {0, 1, 7, 8, 31, 32, 33, 71, 1000};
+    static const int ks[] = {1, 2, 3, 8, 64};
+    for (int kind = 0; kind < 4; kind++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+                const int n = ns[ni], k = ks[ki];
+                fill(x, N, -5, 5);
+                for (int i = 0; i < N; i++) {
+                    if (kind == 1 && i % 13 == 5) x[i] = NAN;
+                    if (kind == 2) x[i] = i % 11 == 0 ? INFINITY : i % 7 == 0 ? -INFINITY : x[i];
+                    if (kind == 3) x[i] = (float)i;
+                }
+                int32_t a[64], b[64];
+                const int ma = sd_cpu_top_k(x, n, k, a), mb = sd_cpu_top_k_avx2(x, n, k, b);
+                cr_assert_eq(ma, mb, "kind %d n %d k %d: %d ids, scalar %d", kind, n, k, mb, ma);
+                cr_assert_eq(memcmp(a, b, (size_t)ma * sizeof *a), 0, "kind %d n %d k %d: ids differ", kind, n, k);
+            }
+    int32_t none[1] = {-7};
+    cr_assert_eq(sd_cpu_top_k_avx2(x, N, 0, none), 0);
+    cr_assert_eq(none[0], -7);
+}

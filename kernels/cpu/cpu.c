@@ -367,15 +367,7 @@ void sd_cpu_add_bias(float *x, const float *b, int n, int dim) {
  * smaller values, so among equal values the earlier index stays first. */
 int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx) {
     int m = 0;
-    for (int i = 0; i < n && k > 0; i++) {
-        if (m == k && x[i] <= x[idx[m - 1]]) continue;
-        int j = m < k ? m++ : m - 1;
-        while (j > 0 && x[idx[j - 1]] < x[i]) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = i;
-    }
+    for (int i = 0; i < n && k > 0; i++) m = sd_top_k_push(x, i, k, idx, m);
     return m;
 }
 
@@ -391,6 +383,7 @@ double sd_cpu_exp_sum_scalar(const float *x, size_t n, float m) {
 }
 
 typedef struct {
+    int (*top_k)(const float *, int, int, int32_t *);
     double (*exp_sum)(const float *, size_t, float);
     const float *x;
     int cols, k;
@@ -403,7 +396,7 @@ static void top_k_task(void *v, int64_t r, int thread) {
     (void)thread;
     const float *x = j->x + (size_t)r * j->cols;
     int32_t *ids = j->ids + (size_t)r * j->k;
-    sd_cpu_top_k(x, j->cols, j->k, ids);
+    j->top_k(x, j->cols, j->k, ids);
     if (!j->probs) return;
     const float m = x[ids[0]];
     const double sum = j->exp_sum(x, (size_t)j->cols, m);
@@ -414,7 +407,9 @@ static void top_k_task(void *v, int64_t r, int thread) {
 void sd_cpu_top_k_rows(sd_cpu *c, const float *x, int n_rows, int cols, int k, int32_t *ids,
                        float *probs) {
     uint64_t t0 = sd_cpu_prof_start(c);
-    top_k_job j = {c->isa >= SD_ISA_AVX2 ? sd_cpu_exp_sum_avx2 : sd_cpu_exp_sum_scalar, x, cols, k, ids, probs};
+    const int simd = c->isa >= SD_ISA_AVX2;
+    top_k_job j = {simd ? sd_cpu_top_k_avx2 : sd_cpu_top_k, simd ? sd_cpu_exp_sum_avx2 : sd_cpu_exp_sum_scalar,
+                   x, cols, k, ids, probs};
     sd_pool_run(c->pool, top_k_task, &j, n_rows, 1);
     sd_cpu_prof_add(c, SD_OP_TOP_K, t0);
 }

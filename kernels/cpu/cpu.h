@@ -84,6 +84,24 @@ void sd_cpu_swiglu(sd_cpu *c, float *out, const float *gate, const float *up, si
  * first among equal values, into idx; returns min(k, n). One pass with an
  * insertion-sorted list of k: O(n k), for the small k of top-k ids. */
 int sd_cpu_top_k(const float *x, int n, int k, int32_t *idx);
+/* The same, 32 then 8 elements a step (topk_avx2.c, every SIMD level): a
+ * step whose elements are all <= the k-th value kept so far is skipped (the
+ * scalar loop would skip each of them, its k-th value only rising), the
+ * others go through sd_top_k_push one by one, so the ids are the scalar
+ * version's, NaN entries included. */
+int sd_cpu_top_k_avx2(const float *x, int n, int k, int32_t *idx);
+/* One step of sd_cpu_top_k: element i against the m ids kept so far
+ * (m <= k); returns the new m. */
+static inline int sd_top_k_push(const float *x, int i, int k, int32_t *idx, int m) {
+    if (m == k && x[i] <= x[idx[m - 1]]) return m;
+    int j = m < k ? m++ : m - 1;
+    while (j > 0 && x[idx[j - 1]] < x[i]) {
+        idx[j] = idx[j - 1];
+        j--;
+    }
+    idx[j] = i;
+    return m;
+}
 /* sd_cpu_top_k of each row of x[n_rows][cols] into ids[n_rows][k]
  * (k <= cols), rows in parallel. probs (NULL: not wanted) gets the softmax
  * probability of each id over its row, exp(x_id - max) / sum_i exp(x_i -
