@@ -26,6 +26,10 @@ typedef struct sd_mv_plan {
  * decode steps would give, or greedy outputs could part at near-ties. */
 enum { SD_SAME_BITS_ROWS = 16 };
 
+/* Activation rows per tile for an n-row call: 1, 2, 4 or 8 (the plan's nt;
+ * mv.cuh's norm folding sizes its shared-memory tile by the same rule). */
+static inline int sd_mv_tile_rows(int n) { return n >= 5 ? 8 : n >= 3 ? 4 : n; }
+
 /* Tile height and K split for n activation rows against `units` row pairs
  * (or rows) of nch chunks each on a GPU of sms multiprocessors: split while
  * the grid has fewer than 16 warps per multiprocessor and every slice keeps
@@ -34,7 +38,7 @@ enum { SD_SAME_BITS_ROWS = 16 };
  * SD_SAME_BITS_ROWS rows the split counts one tile, as a one-row call does.
  * Returns 0, or -1 when the grid would exceed 2^31-1 blocks. */
 static inline int sd_mv_plan_make(int n, int64_t units, int64_t nch, int sms, sd_mv_plan *p) {
-    p->nt = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    p->nt = sd_mv_tile_rows(n);
     p->ntiles = (n + p->nt - 1) / p->nt;
     const int64_t tiles = n <= SD_SAME_BITS_ROWS ? 1 : p->ntiles;
     p->ks = 1;
