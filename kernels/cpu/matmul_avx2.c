@@ -572,7 +572,8 @@ static void run_q80(int A, const uint8_t *const *w, const qx *x, float (*res)[4]
  * same bytes, as a share of that loop: Q4_K 8960 x 1536 78.4% -> 83.8%
  * (15.3 -> 17.0 GB/s), Q6_K 1536 x 8960 75.8% -> 80.6% (15.4 -> 15.9).
  * 512, 2048 and 3072 bytes ahead were no better than 1024; a T0 prefetch
- * 12 KiB ahead in place of the L2 one fell to 12.5 GB/s. */
+ * 12 KiB ahead in place of the L2 one took the 1.5B's 1-thread decode
+ * from 14.7-15.0 to 12.4-12.7 tok/s. */
 AI void x16_pf(const uint8_t *p, const uint8_t *lim) {
     if (lim && p + SD_PF < lim) _mm_prefetch((const char *)p + SD_PF, SD_PFH);
     if (SD_PF0 && lim && p + SD_PF0 < lim) _mm_prefetch((const char *)p + SD_PF0, _MM_HINT_T0);
