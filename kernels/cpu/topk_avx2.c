@@ -8,48 +8,39 @@
 
 #include "kernels/cpu/cpu.h"
 
-/* bit b set: x[b] would not be skipped against threshold t */
-static inline int keep8(const float *x, __m256 t) {
-    return _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), t, _CMP_NLE_UQ));
+/* lanes of x[0..8) that would not be skipped against threshold t */
+static inline __m256 kept8(const float *x, __m256 t) {
+    return _mm256_cmp_ps(_mm256_loadu_ps(x), t, _CMP_NLE_UQ);
+}
+
+/* Elements i..i+7 through the scalar step, those the threshold at the
+ * start lets through; returns the index of a NaN among them (left for the
+ * scalar loop), or -1. */
+static inline int step8(const float *x, int i, int k, int32_t *idx, int *m) {
+    for (int b = _mm256_movemask_ps(kept8(x + i, _mm256_set1_ps(x[idx[k - 1]]))); b; b &= b - 1) {
+        const int at = i + __builtin_ctz((unsigned)b);
+        if (x[at] != x[at]) return at;
+        *m = sd_top_k_push(x, at, k, idx, *m);
+    }
+    return -1;
 }
 
 int sd_cpu_top_k_avx2(const float *x, int n, int k, int32_t *idx) {
     int m = 0, i = 0;
     if (k < 1) return 0;
     for (; i < n && m < k; i++) m = sd_top_k_push(x, i, k, idx, m);
+    if (m < k) return m;
     /* Skipping by the threshold at a step's start is exact while the k-th
      * value only rises, which holds until a NaN is kept: from there on the
      * scalar loop (every later element then enters). */
-    int e = n;
-    if (m < k) return m;
-    if (x[idx[k - 1]] != x[idx[k - 1]]) e = i;
-    for (; e == n && i + 32 <= n; i += 32) {
+    int nan = x[idx[k - 1]] != x[idx[k - 1]] ? i : -1;
+    for (; nan < 0 && i + 32 <= n; i += 32) {
         const __m256 t = _mm256_set1_ps(x[idx[k - 1]]);
-        const __m256 any = _mm256_or_ps(
-            _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), t, _CMP_NLE_UQ),
-                         _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), t, _CMP_NLE_UQ)),
-            _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 16), t, _CMP_NLE_UQ),
-                         _mm256_cmp_ps(_mm256_loadu_ps(x + i + 24), t, _CMP_NLE_UQ)));
-        if (!_mm256_movemask_ps(any)) continue;
-        for (int s = 0; e == n && s < 32; s += 8)
-            for (int b = keep8(x + i + s, _mm256_set1_ps(x[idx[k - 1]])); b; b &= b - 1) {
-                const int at = i + s + __builtin_ctz((unsigned)b);
-                if (x[at] != x[at]) {
-                    e = at;
-                    break;
-                }
-                m = sd_top_k_push(x, at, k, idx, m);
-            }
+        const __m256 any = _mm256_or_ps(_mm256_or_ps(kept8(x + i, t), kept8(x + i + 8, t)),
+                                        _mm256_or_ps(kept8(x + i + 16, t), kept8(x + i + 24, t)));
+        for (int s = 0; _mm256_movemask_ps(any) && nan < 0 && s < 32; s += 8) nan = step8(x, i + s, k, idx, &m);
     }
-    for (; e == n && i + 8 <= n; i += 8)
-        for (int b = keep8(x + i, _mm256_set1_ps(x[idx[k - 1]])); b; b &= b - 1) {
-            const int at = i + __builtin_ctz((unsigned)b);
-            if (x[at] != x[at]) {
-                e = at;
-                break;
-            }
-            m = sd_top_k_push(x, at, k, idx, m);
-        }
-    for (i = e < n ? e : i; i < n; i++) m = sd_top_k_push(x, i, k, idx, m);
+    for (; nan < 0 && i + 8 <= n; i += 8) nan = step8(x, i, k, idx, &m);
+    for (i = nan >= 0 ? nan : i; i < n; i++) m = sd_top_k_push(x, i, k, idx, m);
     return m;
 }
