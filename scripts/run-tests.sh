@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs every Criterion suite given, then prints one total line:
+# Runs every Criterion suite given, each followed by its wall time
+# ("-- SUITE: N s"), then prints one total line:
 #   tests: N passed, N failed, N skipped
 # Skipped tests are counted from Criterion's synthesis line ("Skipped: N",
 # when its version prints one) or, where it does not, from a suite's own
@@ -8,8 +9,10 @@
 pass=0 fail=0 skip=0 bad=""
 for t in "$@"; do
     echo "== $t"
+    t0=$(date +%s)
     out=$("$t" --jobs 1 2>&1); rc=$?
     printf '%s\n' "$out"
+    echo "-- $(basename "$t"): $(($(date +%s) - t0)) s"
     syn=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
     p=$(printf '%s' "$syn" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
     f=$(printf '%s' "$syn" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
