@@ -696,41 +696,6 @@ Test(cli, interactive_ctrl_c_stops_the_generation_only) {
     free(err);
 }
 
-/* Every `./specdec ...` example in README.md runs and exits 0 (examples on
- * the default model need models/, which `make test` fetches). Lines ending
- * in a backslash continue the command. */
-Test(cli, readme_examples_run) {
-    FILE *f = fopen("README.md", "r");
-    cr_assert(f);
-    char line[1024], cmd[4096] = "";
-    int n = 0;
-    while (fgets(line, sizeof line, f)) {
-        const char *p = line;
-        while (*p == ' ') p++;
-        if (!cmd[0] && strncmp(p, "./specdec ", 10) != 0) continue;
-        size_t len = strlen(p);
-        while (len && (p[len - 1] == '\n' || p[len - 1] == ' ')) len--;
-        int more = len && p[len - 1] == '\\';
-        strncat(cmd, p, more ? len - 1 : len);
-        if (more) continue;
-        if (strstr(cmd, "models/SmolLM2") && access("models/SmolLM2-135M-Instruct.Q4_1.gguf", R_OK)) {
-            cmd[0] = 0;
-            continue;
-        }
-        /* keep CI quick: at most 24 new tokens per example */
-        char args[4096];
-        snprintf(args, sizeof args, "%s -n 24", cmd + 10);
-        run_out r = run(args, NULL);
-        cr_assert_eq(r.rc, 0, "README example failed: %s\n%s", cmd, r.err);
-        cr_assert(strlen(r.out) > 0, "%s printed nothing", cmd);
-        done(&r);
-        n++;
-        cmd[0] = 0;
-    }
-    fclose(f);
-    cr_assert(n >= 4, "found only %d README examples", n);
-}
-
 /* ---- plugin isolation --------------------------------------------------- */
 
 #define PTMP "tests/tmp/cli_plugins"
