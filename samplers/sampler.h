@@ -1,5 +1,10 @@
 /* specdec sampler ABI, versions 1 and 2 (version 2 at the end).
  *
+ * Version 2 is the current one: the built-ins and new plugins use it.
+ * Version 1, described first, is frozen: plugins built against it keep
+ * loading, seen by the engine as version-2 sampling stages without
+ * history.
+ *
  * A sampler decides how the next token is picked from the model's logits.
  * Every sampler, the built-in ones included, is one C file built into a
  * shared object (the plugin) and dropped into a plugin directory:

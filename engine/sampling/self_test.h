@@ -1,0 +1,16 @@
+/* The self-test every plugin passes at load, in its probe child. */
+#ifndef SD_SELF_TEST_H
+#define SD_SELF_TEST_H
+
+#include <stddef.h>
+
+#include "engine/sampling/stage_desc.h"
+
+/* Vocabulary of the self-test's rows. */
+#define SD_PROBE_VOCAB 64
+
+/* Runs def (defaults, role SD_ROLE_OTHER) on the probe rows; 0, or -1 with
+ * the reason in why. */
+int sd_self_test(const stage_def *def, char *why, size_t len);
+
+#endif
