@@ -210,6 +210,15 @@ typedef struct sd_sampler_desc {
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
 } sd_sampler_desc;
 
+/* Random filters. Speculative decoding is exact only when sample() draws
+ * from the very distribution process() returned. A filter that is random
+ * itself (XTC: with probability P, drop the top tokens but one) must not
+ * flip its coin in sample(): process() returns the exact mixture
+ * (1 - P) * dist(unfiltered) + P * dist(filtered), and sample() draws from
+ * it like any sampler. The engine checks this at load with a chi-square
+ * test of sample()'s draws against process()'s row (false-alarm rate 1e-6
+ * per row; see plugins/README.md). */
+
 /* Size of the version-1 descriptor: a plugin reporting less is rejected. */
 #define SD_SAMPLER_V1_SIZE (offsetof(sd_sampler_desc, sample) + sizeof(void (*)(void)))
 
@@ -278,8 +287,9 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  *       correction.
  *     - the history never exceeds info->max_history tokens.
  *   rollback must restore exactly the state before the accepts it undoes:
- *   process() after rollback(1) must give what it gave before that accept
- *   (the self-test checks it bit for bit). Keep per-position state (an
+ *   process() after rollback(n) must give, bit for bit, what a fresh
+ *   handle told only the remaining history gives (the self-test checks it
+ *   over a few hundred tokens with repeats and rollbacks of 1 to 34). Keep per-position state (an
  *   array of max_history entries allocated in create) or recompute it.
  *   Stages that keep no history set reset, accept and rollback to NULL
  *   (all three or none); the engine then skips the history bookkeeping.

@@ -102,6 +102,30 @@ fail:
     return NULL;
 }
 
+int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const char *const *kv,
+                              int n_kv, const sd_engine_info *info, sd_err *e) {
+    const sd_plugin *pl[SD_MAX_STAGES];
+    int n, bad;
+    sd_sampler_value values[SD_MAX_STAGES][SD_SAMPLER_MAX_PARAMS];
+    if (sd_chain_resolve(s, spec, pl, &n, e) || sd_chain_parse_args(pl, n, kv, n_kv, values, &bad, e))
+        return -1;
+    sd_engine_info drafter = *info;
+    drafter.role = SD_ROLE_DRAFTER;
+    for (int i = 0; i < n; i++) {
+        char err[256] = "";
+        void *h = sd_stage_create(&pl[i]->d, &drafter, values[i], err, sizeof err);
+        if (!h) {
+            err[sizeof err - 1] = '\0';
+            sd_fail(e, "sampler chain '%s': stage '%s' refuses the drafter role: %s (plugin %s); "
+                       "strategies that draft with the chain (speculative, NASD) cannot use it",
+                    spec, pl[i]->d.d.name, err[0] ? err : "create failed", pl[i]->file);
+            return 0;
+        }
+        pl[i]->d.d.destroy(h);
+    }
+    return 1;
+}
+
 void sd_sampler_destroy(sd_sampler *p) {
     if (!p)
         return;

@@ -119,6 +119,14 @@ sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *spec,
  * index of the string at fault, or -1 when spec is at fault. */
 int sd_sampler_check(const sd_sampler_set *s, const char *spec, const char *const *kv, int n_kv,
                      int *bad_kv, sd_err *e);
+/* Whether every stage of spec accepts the drafter role: each is created
+ * with info's role set to SD_ROLE_DRAFTER and destroyed. 1 yes; 0 when a
+ * stage refuses, e naming the chain, the stage, its reason and its plugin;
+ * -1 when spec or kv is bad (as sd_sampler_check). A session creates the
+ * drafter's instance only for strategies that draft, and asks this first,
+ * so a chain that refuses the drafter still runs autoregressively. */
+int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const char *const *kv,
+                              int n_kv, const sd_engine_info *info, sd_err *e);
 void sd_sampler_destroy(sd_sampler *p);
 
 /* The final (sampling) stage's name. */

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/sampling/draw_check.h"
+#include "engine/sampling/history_probe.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/stage_check.h"
 #include "engine/sampling/stage_v1.h"
@@ -40,22 +42,11 @@ static void probe_rows(float *logits, sd_rng *rng) {
     }
 }
 
-/* The self-test's vocabulary: token i is the piece "<i>" for i < 10, "<?>"
- * above, enough for a stage that insists on pieces to start. */
-static const char *probe_piece(const void *ctx, int32_t id, size_t *len) {
-    static const char pieces[] = "<0><1><2><3><4><5><6><7><8><9><?>";
-    (void)ctx;
-    if (id < 0 || id >= SD_PROBE_VOCAB)
-        return NULL;
-    *len = 3;
-    return pieces + 3 * (id < 10 ? id : 10);
-}
-
 int sd_self_test(const stage_def *def, char *why, size_t len) {
     const sd_stage_desc *d = &def->d;
     static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
     sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, SD_PROBE_VOCAB, PROBE_HISTORY,
-                           SD_ROLE_OTHER, 1, eos, probe_piece, NULL};
+                           SD_ROLE_OTHER, 1, eos, sd_probe_piece, NULL};
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     sd_stage_defaults(def, v);
     char err[256] = "";
@@ -156,5 +147,9 @@ int sd_self_test(const stage_def *def, char *why, size_t len) {
     rc = 0;
 done:
     d->destroy(h);
-    return rc;
+    if (rc)
+        return rc;
+    if (def->history && sd_history_probe(def, why, len))
+        return -1;
+    return sd_draw_check(def, why, len);
 }

@@ -4,10 +4,8 @@
 
 #include <stddef.h>
 
+#include "engine/sampling/probe_rows.h"
 #include "engine/sampling/stage_desc.h"
-
-/* Vocabulary of the self-test's rows. */
-#define SD_PROBE_VOCAB 64
 
 /* Runs def (defaults, role SD_ROLE_OTHER) on the probe rows; 0, or -1 with
  * the reason in why. */
