@@ -4,9 +4,13 @@
  * rejected at load with a reason naming it, or named at run time; the
  * fixed plugin loads. */
 #include <criterion/criterion.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/sampling/sampler_host.h"
 
@@ -87,4 +91,97 @@ Test(mistakes, stage_refusing_the_drafter) {
     cr_assert_eq(sd_sampler_allows_drafter(s, "multinomial", NULL, 0, &info, &e), 1, "%s", e.msg);
     cr_assert_eq(sd_sampler_allows_drafter(s, "nope", NULL, 0, &info, &e), -1);
     sd_samplers_close(s);
+}
+
+#define LONG_ROW 1000
+
+/* Runs the chain "run_fault,multinomial" built with defs on one row of
+ * LONG_ROW logits in a child (time limit 300 ms) and returns its exit
+ * status, with what it wrote through the guard in said. */
+static int run_faulty(const char *dir, const char *defs, char *said, size_t cap) {
+    sd_sampler_set *tmp = build_and_open(dir, "run_fault", defs);
+    cr_assert_eq(sd_samplers_n_warnings(tmp), 0, "%s", sd_samplers_warning(tmp, 0));
+    sd_samplers_close(tmp);
+    char path[256];
+    snprintf(path, sizeof path, ROOT "/%s", dir);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        const char *dirs[] = {path, "plugins"};
+        sd_err e = {""};
+        sd_sampler_set *s = sd_samplers_open(dirs, 2, &e);
+        if (!s || sd_sampler_guard(fds[1], 300, &e))
+            _exit(2);
+        sd_sampler *p = sd_sampler_create(s, "run_fault,multinomial", NULL, 0, LONG_ROW, &e);
+        static float logits[LONG_ROW], probs[LONG_ROW];
+        if (!p)
+            _exit(3);
+        int rc = sd_sampler_probs(p, logits, probs, 1, LONG_ROW, &e);
+        if (write(fds[1], e.msg, strlen(e.msg)) < 0)
+            _exit(4);
+        _exit(rc ? 5 : 0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    struct pollfd pf = {fds[0], POLLIN, 0};
+    while (n + 1 < cap && poll(&pf, 1, 10000) > 0) {
+        ssize_t k = read(fds[0], said + n, cap - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    said[n] = '\0';
+    close(fds[0]);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "%s: killed by signal %d; said '%s'", dir,
+              WIFSIGNALED(st) ? WTERMSIG(st) : 0, said);
+    return WEXITSTATUS(st);
+}
+
+Test(mistakes, crash_in_process_is_named, .timeout = 30) {
+    char said[1024];
+    cr_assert_eq(run_faulty("segv", "-DSEGV", said, sizeof said), SD_SAMPLER_FAULT_EXIT, "%s",
+                 said);
+    cr_assert_str_eq(said, "specdec: sampler stage 'run_fault' crashed (SIGSEGV) in process() "
+                           "(plugin " ROOT "/segv/run_fault.so)\n");
+}
+
+Test(mistakes, hang_in_process_is_ended_and_named, .timeout = 30) {
+    char said[1024];
+    cr_assert_eq(run_faulty("hang", "-DHANG", said, sizeof said), SD_SAMPLER_FAULT_EXIT, "%s",
+                 said);
+    cr_assert_str_eq(said, "specdec: sampler stage 'run_fault' did not return from process() "
+                           "within 300 ms (plugin " ROOT "/hang/run_fault.so)\n");
+}
+
+/* A few floats past the row: an error of the call, the run goes on to
+ * report it. */
+Test(mistakes, short_overrun_is_an_error, .timeout = 30) {
+    char said[1024];
+    cr_assert_eq(run_faulty("overrun_short", "-DOVERRUN=3", said, sizeof said), 5, "%s", said);
+    cr_assert_str_eq(said, "run_fault: process wrote past the end of its row of 1000 values "
+                           "(value 0 after the end changed) (plugin " ROOT
+                           "/overrun_short/run_fault.so)");
+}
+
+/* 16 KiB past the row: into the guard page, a named crash instead of heap
+ * corruption found later. */
+Test(mistakes, long_overrun_is_a_named_crash, .timeout = 30) {
+    char said[1024];
+    cr_assert_eq(run_faulty("overrun_long", "-DOVERRUN=4096", said, sizeof said),
+                 SD_SAMPLER_FAULT_EXIT, "%s", said);
+    cr_assert_str_eq(said, "specdec: sampler stage 'run_fault' crashed (SIGSEGV) in process() "
+                           "(plugin " ROOT "/overrun_long/run_fault.so)\n");
+}
+
+Test(mistakes, guard_settings_are_checked) {
+    sd_err e = {""};
+    cr_assert_eq(sd_sampler_guard(2, -1, &e), -1);
+    cr_assert_str_eq(e.msg, "sampler call time limit -1 ms is outside [0, 3600000] (0: none)");
+    cr_assert_eq(sd_sampler_guard(-2, 100, &e), -1);
+    cr_assert_eq(sd_sampler_guard(2, SD_SAMPLER_TIMEOUT_MS, &e), 0);
 }

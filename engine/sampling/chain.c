@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/sampling/call_guard.h"
 #include "engine/sampling/chain_parse.h"
 #include "engine/sampling/host_text.h"
+#include "engine/sampling/row_guard.h"
 #include "engine/sampling/stage_check.h"
 #include "engine/sampling/stage_v1.h"
 
@@ -33,7 +35,8 @@ struct sd_sampler {
     int32_t *hist;      /* [max_history] */
     int n_hist, n_prompt, max_history;
     int last;           /* position of the row last processed at this history, or -1 */
-    float *buf[3];      /* [max_vocab] each: stage outputs, catch-up output */
+    sd_guarded_row row[2]; /* stage outputs, alternately */
+    float *catchup;        /* [max_vocab]: rows processed only to move the history */
 };
 
 static double rng_uniform(void *state) {
@@ -73,16 +76,19 @@ sd_sampler *sd_sampler_create_for(const sd_sampler_set *s, const char *spec,
     sd_sampler_value values[SD_MAX_STAGES][SD_SAMPLER_MAX_PARAMS];
     if (sd_chain_parse_args(pl, n, kv, n_kv, values, &bad, e))
         goto fail;
-    for (int b = 0; b < 3; b++)
-        if (!(p->buf[b] = malloc((size_t)info->n_vocab * sizeof *p->buf[b])))
-            goto oom;
+    if (sd_row_alloc(&p->row[0], info->n_vocab) || sd_row_alloc(&p->row[1], info->n_vocab) ||
+        !(p->catchup = malloc((size_t)info->n_vocab * sizeof *p->catchup)))
+        goto oom;
+    sd_call_guard_install();
     for (int i = 0; i < n; i++) {
         stage *st = &p->st[i];
         st->d = &pl[i]->d;
         st->file = pl[i]->file;
         memcpy(st->values, values[i], sizeof st->values);
         char err[256] = "";
+        sd_call_enter(st->d->d.name, st->file, "create");
         st->handle = sd_stage_create(st->d, info, st->values, err, sizeof err);
+        sd_call_leave();
         if (!st->handle) {
             err[sizeof err - 1] = '\0';
             sd_fail(e, "%s: %s (plugin %s)", st->d->d.name, err[0] ? err : "create failed",
@@ -129,10 +135,14 @@ int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const c
 void sd_sampler_destroy(sd_sampler *p) {
     if (!p)
         return;
-    for (int i = 0; i < p->n; i++)
+    for (int i = 0; i < p->n; i++) {
+        sd_call_enter(p->st[i].d->d.name, p->st[i].file, "destroy");
         p->st[i].d->d.destroy(p->st[i].handle);
-    for (int b = 0; b < 3; b++)
-        free(p->buf[b]);
+        sd_call_leave();
+    }
+    sd_row_free(&p->row[0]);
+    sd_row_free(&p->row[1]);
+    free(p->catchup);
     free(p->hist);
     free(p);
 }
@@ -179,7 +189,9 @@ int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
 
 /* One row through the chain at the current history into out[n_vocab]:
  * each stage's output feeds the next; a sampling stage before the last
- * keeps the logits of its support; an argmax stage is computed here. */
+ * keeps the logits of its support; an argmax stage is computed here. Every
+ * plugin writes into a guarded row (row_guard.h), checked after the call;
+ * the final row is then copied to out. */
 static int run_row(sd_sampler *p, const float *logits, float *out, int n_vocab, sd_err *e) {
     const float *in = logits;
     char why[160];
@@ -187,22 +199,35 @@ static int run_row(sd_sampler *p, const float *logits, float *out, int n_vocab, 
         const stage *st = &p->st[i];
         const stage_def *d = st->d;
         int final = i == p->n - 1;
-        float *dst = final ? out : p->buf[i & 1];
         if (d->d.flags & SD_SAMPLER_FLAG_ARGMAX) {
+            float *dst = final ? out : p->row[i & 1].p;
             memset(dst, 0, (size_t)n_vocab * sizeof *dst);
             dst[sd_first_max(in, n_vocab)] = 1.0f;
-        } else {
-            if (d->d.process(st->handle, in, dst, n_vocab))
-                return sd_fail(e, "%s: process failed: plugin %s returned an error on 1 row(s) "
-                                  "of %d", d->d.name, st->file, n_vocab);
-            if (sd_check_stage_output(d, dst, n_vocab, why, sizeof why))
-                return sd_fail(e, "%s: process returned an invalid %s: %s (plugin %s)", d->d.name,
-                               d->d.kind == SD_STAGE_LOGITS ? "logits row" : "distribution", why,
-                               st->file);
+            in = dst;
+            continue;
         }
+        float *dst = p->row[i & 1].p;
+        sd_row_arm(dst, n_vocab);
+        sd_call_enter(d->d.name, st->file, "process");
+        int rc = d->d.process(st->handle, in, dst, n_vocab);
+        sd_call_leave();
+        int past = sd_row_overrun(dst, n_vocab);
+        if (past >= 0)
+            return sd_fail(e, "%s: process wrote past the end of its row of %d values (value %d "
+                              "after the end changed) (plugin %s)",
+                           d->d.name, n_vocab, past, st->file);
+        if (rc)
+            return sd_fail(e, "%s: process failed: plugin %s returned an error on 1 row(s) of %d",
+                           d->d.name, st->file, n_vocab);
+        if (sd_check_stage_output(d, dst, n_vocab, why, sizeof why))
+            return sd_fail(e, "%s: process returned an invalid %s: %s (plugin %s)", d->d.name,
+                           d->d.kind == SD_STAGE_LOGITS ? "logits row" : "distribution", why,
+                           st->file);
         if (!final && d->d.kind == SD_STAGE_SAMPLE)
             for (int j = 0; j < n_vocab; j++)
                 dst[j] = dst[j] > 0 ? in[j] : -INFINITY;
+        if (final)
+            memcpy(out, dst, (size_t)n_vocab * sizeof *out);
         in = dst;
     }
     return 0;
@@ -238,7 +263,9 @@ int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
         t = sd_first_max(probs, n_vocab);
     } else {
         sd_sampler_rng lr = {rng_uniform, r};
+        sd_call_enter(d->d.name, st->file, "sample");
         t = d->d.sample(st->handle, probs, n_vocab, &lr);
+        sd_call_leave();
     }
     if (t < 0 || t >= n_vocab)
         return sd_fail(e, "%s: sample returned %" PRId32 ", outside [0, %d) (plugin %s)",
@@ -256,6 +283,28 @@ int sd_sampler_sample(sd_sampler *p, const float *probs, int n_vocab, sd_rng *r,
  * History
  * ------------------------------------------------------------------------ */
 
+/* A stage's history functions under the call guard. */
+static int stage_reset(const stage *st, const int32_t *prompt, int n) {
+    sd_call_enter(st->d->d.name, st->file, "reset");
+    int rc = st->d->d.reset(st->handle, prompt, n);
+    sd_call_leave();
+    return rc;
+}
+
+static int stage_accept(const stage *st, int32_t token) {
+    sd_call_enter(st->d->d.name, st->file, "accept");
+    int rc = st->d->d.accept(st->handle, token);
+    sd_call_leave();
+    return rc;
+}
+
+static int stage_rollback(const stage *st, int n) {
+    sd_call_enter(st->d->d.name, st->file, "rollback");
+    int rc = st->d->d.rollback(st->handle, n);
+    sd_call_leave();
+    return rc;
+}
+
 int sd_sampler_reset(sd_sampler *p, const int32_t *prompt, int n, sd_err *e) {
     p->last = -1;
     if (!p->history)
@@ -266,7 +315,7 @@ int sd_sampler_reset(sd_sampler *p, const int32_t *prompt, int n, sd_err *e) {
     memcpy(p->hist, prompt, (size_t)n * sizeof *p->hist);
     p->n_hist = p->n_prompt = n;
     for (int i = 0; i < p->n; i++)
-        if (p->st[i].d->history && p->st[i].d->d.reset(p->st[i].handle, prompt, n))
+        if (p->st[i].d->history && stage_reset(&p->st[i], prompt, n))
             return sd_fail(e, "%s: reset failed (plugin %s)", p->st[i].d->d.name, p->st[i].file);
     return 0;
 }
@@ -285,8 +334,7 @@ int sd_sampler_need(sd_sampler *p, const int32_t *seq, int pos, sd_err *e) {
                        sd_sampler_name(p), pos, p->max_history);
     if (l < p->n_hist) {
         for (int i = 0; i < p->n; i++)
-            if (p->st[i].d->history &&
-                p->st[i].d->d.rollback(p->st[i].handle, p->n_hist - l))
+            if (p->st[i].d->history && stage_rollback(&p->st[i], p->n_hist - l))
                 return sd_fail(e, "%s: rollback(%d) failed (plugin %s)", p->st[i].d->d.name,
                                p->n_hist - l, p->st[i].file);
         p->n_hist = l;
@@ -311,10 +359,10 @@ int sd_sampler_dist(sd_sampler *p, const int32_t *seq, int pos, const float *row
                           "at %d", sd_sampler_name(p), need, first);
     for (int j = p->n_hist; j < pos; j++) {
         if (j != p->last &&
-            run_row(p, rows + (size_t)(j - first) * n_vocab, p->buf[2], n_vocab, e))
+            run_row(p, rows + (size_t)(j - first) * n_vocab, p->catchup, n_vocab, e))
             return -1;
         for (int i = 0; i < p->n; i++)
-            if (p->st[i].d->history && p->st[i].d->d.accept(p->st[i].handle, seq[j]))
+            if (p->st[i].d->history && stage_accept(&p->st[i], seq[j]))
                 return sd_fail(e, "%s: accept(%" PRId32 ") failed (plugin %s)", p->st[i].d->d.name,
                                seq[j], p->st[i].file);
         p->hist[p->n_hist++] = seq[j];

@@ -88,6 +88,28 @@ int sd_samplers_find(const sd_sampler_set *s, const char *name);
  * prints and frees it); NULL with e filled when out of memory. */
 char *sd_samplers_list(const sd_sampler_set *s, sd_err *e);
 
+/* Faults in plugin calls at run time. Every call into a stage (create,
+ * process, sample, reset, accept, rollback, destroy) is marked, so that:
+ *   - a crash inside it (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) ends the
+ *     process with exit status SD_SAMPLER_FAULT_EXIT and the line
+ *     "specdec: sampler stage 'NAME' crashed (SIGSEGV) in process() (plugin
+ *     FILE)";
+ *   - a call running longer than the time limit ends it the same way with
+ *     "... did not return from process() within T ms (plugin FILE)";
+ *   - a process() writing past the end of its row is an error of the call
+ *     ("NAME: process wrote past the end of its row ...") when it stays
+ *     within 1 KiB, and faults (named as above) further on.
+ * The handlers are installed, and a watchdog thread started, with the
+ * first chain created. These lines are the one thing the library writes
+ * itself: the process is ending and no caller would see an error. */
+#define SD_SAMPLER_FAULT_EXIT 70
+/* Default time limit of one plugin call. */
+#define SD_SAMPLER_TIMEOUT_MS 5000
+/* Sets where the last line goes (fd, -1 for nowhere; default 2) and the
+ * time limit of one call in milliseconds, 0 (none) to 3,600,000 (default
+ * SD_SAMPLER_TIMEOUT_MS). 0, or -1 with e naming the bad value. */
+int sd_sampler_guard(int fd, int timeout_ms, sd_err *e);
+
 /* Chains. spec is one stage name or several separated by commas
  * ("penalty,top_k,nucleus"): logits stages, then one sampling stage; a
  * sampling stage before the last acts as a filter (its support is kept).
