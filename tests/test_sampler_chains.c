@@ -337,3 +337,35 @@ Test(chains, typical_matches_a_full_sort) {
     }
     sd_samplers_close(s);
 }
+
+/* xtc's distribution is the exact mixture of its two cases: on p = (0.4,
+ * 0.3, 0.2, 0.1, 0, ...) with threshold 0.25, the top choices are tokens 0
+ * and 1; with probability 1/2 token 0 goes (token 1 is the least likely
+ * top choice and stays) and the rest is renormalised over mass 0.6. */
+Test(chains, xtc_is_the_exact_mixture) {
+    sd_sampler_set *s = open_dirs("plugins", NULL);
+    const char *kv[] = {"threshold=0.25", "probability=0.5"};
+    sd_sampler *p = make(s, "xtc,multinomial", kv, 2);
+    float x[V], probs[V];
+    const double p0[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int i = 0; i < V; i++)
+        x[i] = i < 4 ? (float)log(p0[i]) : -INFINITY;
+    sd_err e = {""};
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, V, &e), 0, "%s", e.msg);
+    const double want[4] = {0.5 * 0.4, 0.5 * 0.3 + 0.5 * 0.3 / 0.6, 0.5 * 0.2 + 0.5 * 0.2 / 0.6,
+                            0.5 * 0.1 + 0.5 * 0.1 / 0.6};
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(probs[i] - want[i]) < 1e-6, "token %d: %g, want %g", i, probs[i],
+                  want[i]);
+    for (int i = 4; i < V; i++)
+        cr_assert_eq(probs[i], 0.0f);
+    /* one top choice only: nothing to exclude */
+    const char *high[] = {"threshold=0.35"};
+    sd_sampler *q = make(s, "xtc,multinomial", high, 1);
+    cr_assert_eq(sd_sampler_probs(q, x, probs, 1, V, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(probs[i] - p0[i]) < 1e-6, "token %d: %g", i, probs[i]);
+    sd_sampler_destroy(q);
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}
