@@ -327,7 +327,13 @@ enum {
 /* What the engine tells create(). Owned by the engine, valid during
  * create() only: copy what you need.
  *   n_vocab      the longest row process() will get (the vocabulary);
- *                process() receives each row's length, <= n_vocab
+ *                process() receives each row's length, <= n_vocab. A
+ *                row may be shorter (a drafter limited to the first ids
+ *                of the vocabulary) while the history, prompt and accepted
+ *                tokens hold ids up to n_vocab - 1: a token at or past a
+ *                row's length is absent from that row (probability 0), and
+ *                nothing may be written past the row's length. The
+ *                history probe runs every fifth row at half length.
  *   max_history  the most tokens a history holds (prompt included)
  *   role         SD_ROLE_*
  *   eos_ids      the ids that end generation (may be empty)

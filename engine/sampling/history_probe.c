@@ -11,7 +11,11 @@
  * position, as the engine guarantees, and the row depends on the position
  * only, so a stage that keeps something of the last row (mirostat) sees the
  * same rows on both paths. The tokens accepted after a rollback differ from
- * the ones undone, so state left behind by a rollback shows. */
+ * the ones undone, so state left behind by a rollback shows. Every fifth
+ * row is half the vocabulary long (a drafter limited to the first ids) while
+ * the history holds tokens of the whole vocabulary: a stage must treat a
+ * token past the row's end as absent from that row, and write nothing past
+ * the row's end (checked). */
 #include "engine/sampling/history_probe.h"
 
 #include <stdio.h>
@@ -29,9 +33,11 @@
 
 static const int ks[N_ROUNDS] = {1, 2, 3, 5, 8, 13, 21, 34};
 
-/* The logits row of position pos: Gaussian, seeded by the position. */
-static void row_at(int pos, float *row) {
+/* The logits row of position pos: Gaussian, seeded by the position, and
+ * its length. */
+static int row_at(int pos, float *row) {
     sd_probe_gaussian(0x40b0u + (uint64_t)pos, 2.0, row);
+    return pos % 5 == 0 ? SD_PROBE_VOCAB / 2 : SD_PROBE_VOCAB;
 }
 
 /* The token accepted at pos in round `round`: mostly a repeated run of a
@@ -39,7 +45,8 @@ static void row_at(int pos, float *row) {
 static int32_t token_at(int pos, int round, sd_rng *r) {
     static const int32_t pattern[] = {3, 7, 3, 7, 11, 3, 5};
     if (sd_rng_uniform(r) < 0.25)
-        return (int32_t)(sd_rng_uniform(r) * 12);
+        return sd_rng_uniform(r) < 0.3 ? SD_PROBE_VOCAB - 1 - round
+                                       : (int32_t)(sd_rng_uniform(r) * 12);
     return (pattern[(pos + round) % 7] + round) % SD_PROBE_VOCAB;
 }
 
@@ -50,8 +57,8 @@ typedef struct walker {
 
 static int step(walker *w, int pos, int32_t tok, float *scratch) {
     float row[SD_PROBE_VOCAB];
-    row_at(pos, row);
-    return w->d->process(w->h, row, scratch, SD_PROBE_VOCAB) || w->d->accept(w->h, tok);
+    int n = row_at(pos, row);
+    return w->d->process(w->h, row, scratch, n) || w->d->accept(w->h, tok);
 }
 
 /* A fresh handle told hist[0..n): its row at position n into out. */
@@ -67,8 +74,8 @@ static int replay(const stage_def *def, const sd_engine_info *info, const sd_sam
     int rc = w.d->reset(w.h, hist, PROMPT_LEN);
     for (int p = PROMPT_LEN; p < n && !rc; p++)
         rc = step(&w, p, hist[p], scratch);
-    row_at(n, row);
-    rc = rc || w.d->process(w.h, row, out, SD_PROBE_VOCAB);
+    int len_n = row_at(n, row);
+    rc = rc || w.d->process(w.h, row, out, len_n);
     if (rc)
         snprintf(why, len, "history probe: the replay of %d tokens failed", n);
     w.d->destroy(w.h);
@@ -114,14 +121,23 @@ int sd_history_probe(const stage_def *def, char *why, size_t len) {
         }
         n -= k;
         float row[SD_PROBE_VOCAB];
-        row_at(n, row);
-        if (w.d->process(w.h, row, got, SD_PROBE_VOCAB)) {
+        int len_n = row_at(n, row);
+        for (int i = len_n; i < SD_PROBE_VOCAB; i++)
+            got[i] = want[i] = 12345.0f;
+        if (w.d->process(w.h, row, got, len_n)) {
             snprintf(why, len, "history probe: process failed after rollback(%d)", k);
             goto done;
         }
         if (replay(def, &info, v, hist, n, want, why, len))
             goto done;
-        for (int i = 0; i < SD_PROBE_VOCAB; i++)
+        for (int i = len_n; i < SD_PROBE_VOCAB; i++)
+            if (got[i] != 12345.0f || want[i] != 12345.0f) {
+                snprintf(why, len,
+                         "process wrote past the end of a row of %d values (value %d changed)",
+                         len_n, i);
+                goto done;
+            }
+        for (int i = 0; i < len_n; i++)
             if (memcmp(&got[i], &want[i], sizeof got[i])) {
                 snprintf(why, len,
                          "rollback does not restore the history: at %d tokens, rollback(%d) "
