@@ -185,3 +185,34 @@ Test(mistakes, guard_settings_are_checked) {
     cr_assert_eq(sd_sampler_guard(-2, 100, &e), -1);
     cr_assert_eq(sd_sampler_guard(2, SD_SAMPLER_TIMEOUT_MS, &e), 0);
 }
+
+/* A version-1 sampler that keeps state loads, with a warning naming it. */
+Test(mistakes, stateful_version_1_is_warned) {
+    sd_sampler_set *s = build_and_open("stateful_v1", "stateful_v1", "");
+    cr_assert_eq(sd_samplers_count(s), 1);
+    cr_assert_eq(sd_samplers_n_warnings(s), 1);
+    cr_assert_str_eq(sd_samplers_warning(s, 0),
+                     ROOT "/stateful_v1/stateful_v1.so: version-1 sampler 'stateful_v1' looks "
+                          "stateful (process gave two different rows for the same input); "
+                          "version 1 has no history, so under speculative decoding and NASD its "
+                          "state is never rolled back: write it against version 2");
+    sd_samplers_close(s);
+}
+
+/* Probing the whole search path names every file a name in an earlier
+ * folder hides. */
+Test(mistakes, shadowed_plugin_is_warned) {
+    sd_samplers_close(build_and_open("shadow_a", "lazy_rollback", "-DCORRECT"));
+    sd_samplers_close(build_and_open("shadow_b", "lazy_rollback", "-DCORRECT"));
+    const char *dirs[] = {ROOT "/shadow_a", ROOT "/shadow_b"};
+    sd_err e = {""};
+    sd_sampler_set *s = sd_samplers_open_lazy(dirs, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(sd_samplers_probe_all(s, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_samplers_n_warnings(s), 1);
+    cr_assert_str_eq(sd_samplers_warning(s, 0),
+                     ROOT "/shadow_b/lazy_rollback.so: sampler 'lazy_rollback' is shadowed by "
+                          ROOT "/shadow_a/lazy_rollback.so (earlier in the search path); not "
+                          "used");
+    sd_samplers_close(s);
+}

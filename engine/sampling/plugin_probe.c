@@ -190,6 +190,7 @@ static void probe_child(const char *path, int fd) {
         child_phase(PHASE_TEST);
         if (!sd_self_test(&d, r.why, sizeof r.why)) {
             r.ok = 1;
+            sd_v1_looks_stateful(&d, r.note, sizeof r.note);
             snprintf(r.name, sizeof r.name, "%s", d.d.name);
             FILE *out = fmemopen(r.entry, sizeof r.entry, "w");
             if (out) {
@@ -299,6 +300,7 @@ int sd_probe_file(const char *path, probe_report *r, char *err, size_t errlen) {
         r->name[sizeof r->name - 1] = '\0';
         r->why[sizeof r->why - 1] = '\0';
         r->entry[sizeof r->entry - 1] = '\0';
+        r->note[sizeof r->note - 1] = '\0';
         return 0;
     }
     memset(r, 0, sizeof *r);

@@ -14,6 +14,7 @@ typedef struct probe_report {
     char name[SD_SAMPLER_MAX_NAME + 1];
     char why[SD_ERRLEN];
     char entry[4096];
+    char note[SD_ERRLEN]; /* ok: a warning about a good file, or empty */
 } probe_report;
 
 /* dlopens path and fills def with its checked descriptor (the version-2

@@ -99,8 +99,12 @@ static probed *record(sd_sampler_set *s, const char *path, int *fresh, int *oom,
     probed f = {sd_format("%s", path), st.st_dev, st.st_ino, r->ok, "",
                 sd_format("%s", r->ok ? r->entry : r->why)};
     snprintf(f.name, sizeof f.name, "%s", r->name);
+    char r_note[SD_ERRLEN];
+    snprintf(r_note, sizeof r_note, "%s", r->note);
     free(r);
-    if (!f.path || !f.text || (!f.ok && add_warning(s, "%s: %s", path, f.text))) {
+    int warned = (!f.ok && add_warning(s, "%s: %s", path, f.text)) ||
+                 (f.ok && r_note[0] && add_warning(s, "%s: %s", path, r_note));
+    if (!f.path || !f.text || warned) {
         free(f.path);
         free(f.text);
         *oom = 1;
@@ -222,10 +226,34 @@ sd_sampler_set *sd_samplers_open_lazy(const char *const *dirs, int n_dirs, sd_er
     return s;
 }
 
+static int first_of_name(const sd_sampler_set *s, int i);
+
+/* A good file whose name an earlier one provides is never used: a
+ * plugin in a --plugin-dir replacing a built-in is often meant, but it
+ * should not be silent. */
+static int warn_shadowed(sd_sampler_set *s, int from) {
+    for (int i = from; i < s->n_probed; i++) {
+        const probed *f = &s->probed[i];
+        if (!f->ok || first_of_name(s, i))
+            continue;
+        int j = 0;
+        while (!(s->probed[j].ok && !strcmp(s->probed[j].name, f->name)))
+            j++;
+        if (add_warning(s, "%s: sampler '%s' is shadowed by %s (earlier in the search path); "
+                           "not used",
+                        f->path, f->name, s->probed[j].path))
+            return -1;
+    }
+    return 0;
+}
+
 int sd_samplers_probe_all(sd_sampler_set *s, sd_err *e) {
+    int from = s->n_probed;
     for (int i = 0; i < s->n_dirs; i++)
         if (scan_dir(s, s->dirs[i], 0, e))
             return -1;
+    if (warn_shadowed(s, from))
+        return sd_fail(e, "out of memory loading sampler plugins");
     return 0;
 }
 

@@ -42,6 +42,31 @@ static void probe_rows(float *logits, sd_rng *rng) {
     }
 }
 
+int sd_v1_looks_stateful(const stage_def *def, char *note, size_t len) {
+    if (!def->v1)
+        return 0;
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, SD_PROBE_VOCAB, PROBE_HISTORY,
+                           SD_ROLE_OTHER, 0, NULL, sd_probe_piece, NULL};
+    sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
+    sd_stage_defaults(def, v);
+    char err[256];
+    void *h = sd_stage_create(def, &info, v, err, sizeof err);
+    if (!h)
+        return 0;
+    float row[SD_PROBE_VOCAB], a[SD_PROBE_VOCAB], b[SD_PROBE_VOCAB];
+    sd_probe_gaussian(0x57a7u, 3.0, row);
+    int differs = !def->d.process(h, row, a, SD_PROBE_VOCAB) &&
+                  !def->d.process(h, row, b, SD_PROBE_VOCAB) && memcmp(a, b, sizeof a);
+    def->d.destroy(h);
+    if (differs)
+        snprintf(note, len,
+                 "version-1 sampler '%s' looks stateful (process gave two different rows for "
+                 "the same input); version 1 has no history, so under speculative decoding "
+                 "and NASD its state is never rolled back: write it against version 2",
+                 def->d.name);
+    return differs;
+}
+
 int sd_self_test(const stage_def *def, char *why, size_t len) {
     const sd_stage_desc *d = &def->d;
     static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
