@@ -105,11 +105,15 @@ extern "C" {
 /* Limits the engine enforces on the descriptor. */
 #define SD_SAMPLER_MAX_PARAMS 16 /* entries in the parameter table */
 #define SD_SAMPLER_MAX_NAME 31   /* characters in a sampler or parameter name */
+#define SD_SAMPLER_MAX_STRING 1024 /* bytes in a string parameter's value */
 
 /* Parameter types. */
 enum {
     SD_SAMPLER_INT = 1,  /* value in sd_sampler_value.i; default/min/max are integers */
-    SD_SAMPLER_FLOAT = 2 /* value in sd_sampler_value.f */
+    SD_SAMPLER_FLOAT = 2, /* value in sd_sampler_value.f */
+    SD_SAMPLER_STRING = 3 /* value in sd_sampler_value.s; ABI v2.1 stages only
+                           * (default in sd_stage_desc.str_defaults; flags,
+                           * def, min and max are ignored) */
 };
 
 /* Parameter flags: bounds are inclusive unless marked exclusive. */
@@ -143,6 +147,9 @@ typedef struct sd_sampler_param {
 typedef union sd_sampler_value {
     int64_t i;
     double f;
+    const char *s; /* SD_SAMPLER_STRING: NUL-terminated, at most
+                    * SD_SAMPLER_MAX_STRING bytes, valid during create()
+                    * only (copy it) */
 } sd_sampler_value;
 
 /* The engine's seeded random number generator, seen through a function
@@ -387,9 +394,18 @@ typedef struct sd_stage_desc {
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
     int (*accept)(void *handle, int32_t token);
     int (*rollback)(void *handle, int n);
+    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a v2 plugin built
+     * against the older header stops before it and still loads):
+     *   str_defaults  n_params entries: the default text of each
+     *                 SD_SAMPLER_STRING parameter (NULL: ""), NULL for the
+     *                 others; may be NULL when no parameter is a string.
+     *                 `--sampler-arg key=text` passes text unchanged (a
+     *                 stage parses its own lists and escapes). */
+    const char *const *str_defaults;
 } sd_stage_desc;
 
 #define SD_STAGE_V2_SIZE (offsetof(sd_stage_desc, rollback) + sizeof(void (*)(void)))
+#define SD_STAGE_V2_1_SIZE (offsetof(sd_stage_desc, str_defaults) + sizeof(void *))
 
 /* The entry point of a version-2 plugin. */
 SD_SAMPLER_EXPORT const sd_stage_desc *sd_sampler_v2(void);

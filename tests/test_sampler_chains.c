@@ -369,3 +369,42 @@ Test(chains, xtc_is_the_exact_mixture) {
     sd_sampler_destroy(p);
     sd_samplers_close(s);
 }
+
+static const char *colon_at_2(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    *len = 1;
+    return id == 2 ? ":" : "a";
+}
+
+/* dry by hand: after 1 2 3 4 1 2 3, token 4 would extend a repetition of
+ * length 3, so logit[4] -= 0.8 * 1.75^(3 - 2); nothing else repeats. With
+ * token 2 a sequence breaker (its piece holds ':') the match stops after
+ * one token, under allowed_length 2: no penalty. A string parameter is
+ * passed and described as text. */
+Test(chains, dry_by_hand) {
+    sd_sampler_set *s = open_dirs("plugins", NULL);
+    static const int32_t seq[] = {1, 2, 3, 4, 1, 2, 3};
+    float x[V] = {0}, probs[V];
+    sd_err e = {""};
+    const char *none[] = {"breakers=;"};
+    sd_sampler *p = make(s, "dry,multinomial", none, 1);
+    char desc[256];
+    sd_sampler_describe(p, desc, sizeof desc);
+    cr_assert(strstr(desc, "breakers=\";\""), "%s", desc);
+    cr_assert_eq(sd_sampler_reset(p, seq, 7, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 7, x, 7, probs, V, &e), 0, "%s", e.msg);
+    for (int i = 0; i < V; i++)
+        if (i != 4)
+            cr_assert(fabs(probs[i] - probs[0]) < 1e-7, "token %d", i);
+    cr_assert(fabs(log(probs[4] / probs[0]) + 0.8 * 1.75) < 1e-5, "%g", log(probs[4] / probs[0]));
+    sd_sampler_destroy(p);
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, V, 64, SD_ROLE_TARGET, 0, NULL,
+                           colon_at_2, NULL};
+    p = sd_sampler_create_for(s, "dry,multinomial", NULL, 0, &info, &e);
+    cr_assert(p, "%s", e.msg);
+    cr_assert_eq(sd_sampler_reset(p, seq, 7, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 7, x, 7, probs, V, &e), 0, "%s", e.msg);
+    cr_assert(fabs(probs[4] - probs[0]) < 1e-7);
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}

@@ -22,6 +22,7 @@ typedef struct stage {
     const char *file; /* the plugin's, owned by the set */
     void *handle;
     sd_sampler_value values[SD_SAMPLER_MAX_PARAMS];
+    char *strings[SD_SAMPLER_MAX_PARAMS]; /* copies of the string values */
 } stage;
 
 /* A chain: logits stages, then one sampling stage. The history is the
@@ -85,6 +86,12 @@ sd_sampler *sd_sampler_create_for(const sd_sampler_set *s, const char *spec,
         st->d = &pl[i]->d;
         st->file = pl[i]->file;
         memcpy(st->values, values[i], sizeof st->values);
+        /* string values point into the caller's arguments: the stage keeps
+         * its own copies (for describe), freed with it */
+        for (int j = 0; j < st->d->d.n_params; j++)
+            if (st->d->d.params[j].type == SD_SAMPLER_STRING &&
+                !(st->values[j].s = st->strings[j] = sd_format("%s", values[i][j].s)))
+                goto oom;
         char err[256] = "";
         sd_call_enter(st->d->d.name, st->file, "create");
         st->handle = sd_stage_create(st->d, info, st->values, err, sizeof err);
@@ -140,6 +147,9 @@ void sd_sampler_destroy(sd_sampler *p) {
         p->st[i].d->d.destroy(p->st[i].handle);
         sd_call_leave();
     }
+    for (int i = 0; i < SD_MAX_STAGES; i++)
+        for (int j = 0; j < SD_SAMPLER_MAX_PARAMS; j++)
+            free(p->st[i].strings[j]);
     sd_row_free(&p->row[0]);
     sd_row_free(&p->row[1]);
     free(p->catchup);
@@ -175,7 +185,10 @@ int sd_sampler_describe(const sd_sampler *p, char *buf, size_t cap) {
         sd_appendf(tmp, sizeof tmp, &used, "%s%s(", s ? "," : "", d->d.name);
         for (int i = 0; i < d->d.n_params; i++) {
             const sd_sampler_param *q = &d->d.params[i];
-            if (q->type == SD_SAMPLER_INT)
+            if (q->type == SD_SAMPLER_STRING)
+                sd_appendf(tmp, sizeof tmp, &used, "%s%s=\"%s\"", i ? ", " : "", q->name,
+                           p->st[s].values[i].s);
+            else if (q->type == SD_SAMPLER_INT)
                 sd_appendf(tmp, sizeof tmp, &used, "%s%s=%" PRId64, i ? ", " : "", q->name,
                         p->st[s].values[i].i);
             else

@@ -20,6 +20,13 @@ static void param_names(const sd_stage_desc *d, char *buf, size_t cap) {
 
 static int parse_value(const char *sampler, const sd_sampler_param *p, const char *text,
                        sd_sampler_value *out, sd_err *e) {
+    if (p->type == SD_SAMPLER_STRING) {
+        if (strlen(text) > SD_SAMPLER_MAX_STRING)
+            return sd_fail(e, "%s: %s is longer than %d bytes", sampler, p->name,
+                           SD_SAMPLER_MAX_STRING);
+        out->s = text;
+        return 0;
+    }
     char range[96];
     sd_param_range(p, range, sizeof range);
     const char *kind = p->type == SD_SAMPLER_INT ? "an integer" : "a number";

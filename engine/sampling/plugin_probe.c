@@ -36,6 +36,13 @@ static void format_entry(FILE *out, const stage_def *d, const char *file) {
         fprintf(out, "    %s\n", d->d.description);
     for (int j = 0; j < d->d.n_params; j++) {
         const sd_sampler_param *p = &d->d.params[j];
+        if (p->type == SD_SAMPLER_STRING) {
+            sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
+            sd_stage_defaults(d, v);
+            fprintf(out, "    %-14s string default \"%.60s\" %s\n", p->name, v[j].s,
+                    p->help ? p->help : "");
+            continue;
+        }
         char r[96];
         sd_param_range(p, r, sizeof r);
         fprintf(out, "    %-14s %-5s default %-8.15g range %-18s %s\n", p->name,

@@ -47,6 +47,8 @@ static int check_param(const sd_sampler_param *t, int i, char *why, size_t len) 
             snprintf(why, len, "bad parameter table: parameter '%s' appears twice", p->name);
             return -1;
         }
+    if (p->type == SD_SAMPLER_STRING)
+        return 0;
     if (p->type != SD_SAMPLER_INT && p->type != SD_SAMPLER_FLOAT) {
         snprintf(why, len, "bad parameter table: parameter '%s' has unknown type %d", p->name,
                  (int)p->type);
@@ -87,9 +89,25 @@ int sd_stage_check_common(const stage_def *def, char *why, size_t len) {
                  d->n_params, SD_SAMPLER_MAX_PARAMS, d->params ? "present" : "missing");
         return -1;
     }
-    for (int i = 0; i < d->n_params; i++)
+    for (int i = 0; i < d->n_params; i++) {
         if (check_param(d->params, i, why, len))
             return -1;
+        if (d->params[i].type != SD_SAMPLER_STRING)
+            continue;
+        if (def->v1 || d->struct_size < SD_STAGE_V2_1_SIZE) {
+            snprintf(why, len,
+                     "bad parameter table: string parameter '%s' needs ABI v2.1 "
+                     "(struct_size >= %zu)",
+                     d->params[i].name, (size_t)SD_STAGE_V2_1_SIZE);
+            return -1;
+        }
+        const char *t = d->str_defaults ? d->str_defaults[i] : NULL;
+        if (t && strlen(t) > SD_SAMPLER_MAX_STRING) {
+            snprintf(why, len, "bad parameter table: default of '%s' is longer than %d bytes",
+                     d->params[i].name, SD_SAMPLER_MAX_STRING);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -151,7 +169,9 @@ int sd_stage_from_v2(const sd_stage_desc *d, stage_def *def, char *why, size_t l
 void sd_stage_defaults(const stage_def *def, sd_sampler_value *v) {
     const sd_stage_desc *d = &def->d;
     for (int i = 0; i < d->n_params; i++) {
-        if (d->params[i].type == SD_SAMPLER_INT)
+        if (d->params[i].type == SD_SAMPLER_STRING)
+            v[i].s = d->str_defaults && d->str_defaults[i] ? d->str_defaults[i] : "";
+        else if (d->params[i].type == SD_SAMPLER_INT)
             v[i].i = (int64_t)d->params[i].def;
         else
             v[i].f = d->params[i].def;
