@@ -216,3 +216,21 @@ Test(mistakes, shadowed_plugin_is_warned) {
                           "used");
     sd_samplers_close(s);
 }
+
+/* ABI v2.1 is compatible: a v2 descriptor that stops before str_defaults
+ * loads; a string parameter needs the longer layout. */
+Test(mistakes, v2_1_layout) {
+    sd_sampler_set *s = build_and_open("v2_old", "v2_layout", "-DOLD_SIZE");
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 1);
+    sd_samplers_close(s);
+    s = build_and_open("v2_old_string", "v2_layout", "-DOLD_SIZE -DSTRING_PARAM");
+    cr_assert_eq(sd_samplers_count(s), 0);
+    cr_assert(strstr(sd_samplers_warning(s, 0),
+                     "bad parameter table: string parameter 'words' needs ABI v2.1"),
+              "%s", sd_samplers_warning(s, 0));
+    sd_samplers_close(s);
+    s = build_and_open("v2_1_string", "v2_layout", "-DSTRING_PARAM");
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    sd_samplers_close(s);
+}
