@@ -120,7 +120,8 @@ int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const c
     const sd_plugin *pl[SD_MAX_STAGES];
     int n, bad;
     sd_sampler_value values[SD_MAX_STAGES][SD_SAMPLER_MAX_PARAMS];
-    if (sd_chain_resolve(s, spec, pl, &n, e) || sd_chain_parse_args(pl, n, kv, n_kv, values, &bad, e))
+    if (sd_chain_resolve(s, spec, pl, &n, e) ||
+        sd_chain_parse_args(pl, n, kv, n_kv, values, &bad, e))
         return -1;
     sd_engine_info drafter = *info;
     drafter.role = SD_ROLE_DRAFTER;
