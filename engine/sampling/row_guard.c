@@ -34,20 +34,24 @@ void sd_row_free(sd_guarded_row *r) {
 }
 
 void sd_row_arm(float *row, int n) {
-    uint32_t *c = (uint32_t *)(void *)(row + n);
+    const uint32_t bits = CANARY_BITS;
     for (int i = 0; i < SD_ROW_CANARY; i++)
-        c[i] = CANARY_BITS;
+        memcpy(&row[n + i], &bits, sizeof bits);
 }
 
 int sd_row_overrun(const float *row, int n) {
-    const uint32_t *c = (const uint32_t *)(const void *)(row + n);
     uint32_t diff = 0;
-    for (int i = 0; i < SD_ROW_CANARY; i++)
-        diff |= c[i] ^ CANARY_BITS;
+    for (int i = 0; i < SD_ROW_CANARY; i++) {
+        uint32_t b;
+        memcpy(&b, &row[n + i], sizeof b);
+        diff |= b ^ CANARY_BITS;
+    }
     if (!diff)
         return -1;
-    int i = 0;
-    while (c[i] == CANARY_BITS)
-        i++;
-    return i;
+    for (int i = 0;; i++) {
+        uint32_t b;
+        memcpy(&b, &row[n + i], sizeof b);
+        if (b != CANARY_BITS)
+            return i;
+    }
 }
