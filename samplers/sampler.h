@@ -314,8 +314,15 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  * reset reproducing the outputs bit for bit; logits stages must return
  * finite or -INFINITY values with at least one finite per row, sampling
  * stages distributions from which sample() picks tokens of non-zero
- * probability. At run time every output is checked in the same way and a
- * failing call is reported naming the stage and its plugin file. */
+ * probability. Then, for stages with history, the history probe (a few
+ * hundred tokens with repeats, rollbacks of 1 to 34 tokens, every fifth row
+ * half as long, each next row compared with a fresh handle told the
+ * surviving history), and for sampling stages the draw check (a chi-square
+ * test of sample()'s draws against process()'s row). At run time every
+ * output is checked in the same way and a failing call is reported naming
+ * the stage and its plugin file; a crash or a hang inside a call, or a
+ * write past the row, is named too (engine/sampling/sampler_host.h,
+ * sd_sampler_guard). */
 
 #define SD_SAMPLER_ABI_VERSION_2 2u
 #define SD_SAMPLER_V2_ENTRY_SYMBOL "sd_sampler_v2"
