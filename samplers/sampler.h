@@ -351,9 +351,17 @@ enum {
  *   max_history  the most tokens a history holds (prompt included)
  *   role         SD_ROLE_*
  *   eos_ids      the ids that end generation (may be empty)
- *   piece(ctx, id, &len)  the bytes of token id (not NUL-terminated), or
- *                NULL when the engine has no vocabulary (benchmarks,
- *                self-test): a stage that needs pieces should refuse then. */
+ *   piece(piece_ctx, id, &len)  the vocabulary's text of token id (not
+ *                NUL-terminated) as the model file stores it: a byte-level
+ *                BPE vocabulary writes a space as "\xc4\xa0" and a
+ *                newline as "\xc4\x8a", SentencePiece a space as
+ *                "\xe2\x96\x81" and a byte token as "<0x0A>"; a stage
+ *                matching text must match these forms. Given in a run (to
+ *                the target's and the drafter's instances) and in the
+ *                self-test (64 tokens: "<0>".."<9>", then "<?>"); NULL
+ *                where the engine has no vocabulary (sd_sampler_create,
+ *                benchmarks): a stage that cannot work without pieces
+ *                refuses then, one that can does without. */
 typedef struct sd_engine_info {
     uint32_t abi_version; /* SD_SAMPLER_ABI_VERSION_2 */
     uint32_t struct_size; /* sizeof(sd_engine_info) as the engine saw it */
