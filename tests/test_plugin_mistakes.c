@@ -234,3 +234,24 @@ Test(mistakes, v2_1_layout) {
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
     sd_samplers_close(s);
 }
+
+/* The checks on demand (the CLI's --check-sampler NAME): a broken
+ * <name>.so gives its reason, a good one its file. */
+Test(mistakes, verify_by_name) {
+    sd_samplers_close(build_and_open("verify", "coin_xtc", ""));
+    const char *dirs[] = {ROOT "/verify", "plugins"};
+    sd_err e = {""};
+    sd_sampler_set *s = sd_samplers_open_lazy(dirs, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    const char *file;
+    cr_assert_eq(sd_samplers_verify(s, "coin_xtc", &file, &e), -1);
+    cr_assert_str_eq(file, ROOT "/verify/coin_xtc.so");
+    cr_assert(strstr(e.msg, ROOT "/verify/coin_xtc.so: sample does not draw from process's "
+                            "distribution"),
+              "%s", e.msg);
+    cr_assert_eq(sd_samplers_verify(s, "dry", &file, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(file, "plugins/dry.so");
+    cr_assert_eq(sd_samplers_verify(s, "nope", &file, &e), -1);
+    cr_assert(strstr(e.msg, "unknown sampler 'nope'"), "%s", e.msg);
+    sd_samplers_close(s);
+}

@@ -310,6 +310,32 @@ int sd_samplers_load(sd_sampler_set *s, const char *name, sd_err *e) {
     return -1;
 }
 
+int sd_samplers_verify(sd_sampler_set *s, const char *name, const char **file, sd_err *e) {
+    *file = NULL;
+    int r = sd_samplers_load(s, name, e);
+    if (r >= 0) {
+        *file = s->plugins[r].file;
+        return 0;
+    }
+    if (r == -2)
+        return -2;
+    char *want = sd_format("/%s.so", name);
+    if (!want)
+        return load_failed(e);
+    size_t wl = strlen(want);
+    for (int i = 0; i < s->n_probed; i++) {
+        const probed *f = &s->probed[i];
+        size_t pl = strlen(f->path);
+        if (!f->ok && pl >= wl && !strcmp(f->path + pl - wl, want)) {
+            *file = f->path;
+            sd_fail(e, "%s: %s", f->path, f->text);
+            break;
+        }
+    }
+    free(want);
+    return -1;
+}
+
 void sd_samplers_close(sd_sampler_set *s) {
     if (!s)
         return;

@@ -68,6 +68,14 @@ int sd_samplers_load(sd_sampler_set *s, const char *name, sd_err *e);
 /* Probes every file of the search path not yet probed, loading none, so
  * that sd_samplers_list shows them all. Returns 0, or -1 with e filled. */
 int sd_samplers_probe_all(sd_sampler_set *s, sd_err *e);
+/* The load-time checks of the plugin providing name (descriptor,
+ * self-test, history probe, draw check; see plugins/README.md), for the
+ * CLI's --check-sampler NAME: the files are probed as sd_samplers_load
+ * does. 0 when a good file provides name (*file: its path); -1 when none
+ * does, e giving "<file>: <reason>" for a broken <name>.so of the search
+ * path (*file: its path), else "unknown sampler ..."; -2 as
+ * sd_samplers_load. */
+int sd_samplers_verify(sd_sampler_set *s, const char *name, const char **file, sd_err *e);
 void sd_samplers_close(sd_sampler_set *s);
 
 /* Warnings gathered while loading, each "<file>: <reason>". */
