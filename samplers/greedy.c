@@ -16,9 +16,10 @@
  * succeeded. */
 static char handle;
 
-static void *greedy_create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {
+static void *greedy_create(const sd_engine_info *info, const sd_sampler_value *v, char *err,
+                           size_t errlen) {
     (void)v;
-    (void)max_vocab;
+    (void)info;
     (void)err;
     (void)errlen;
     return &handle;
@@ -28,14 +29,9 @@ static void greedy_destroy(void *h) {
     (void)h;
 }
 
-static int greedy_process(void *h, const float *logits, float *probs, int n_rows, int n_vocab) {
+static int greedy_process(void *h, const float *row, float *out, int n_vocab) {
     (void)h;
-    for (int r = 0; r < n_rows; r++) {
-        size_t off = (size_t)r * (size_t)n_vocab;
-        if (sd_su_one_hot_argmax(logits + off, probs + off, n_vocab))
-            return -1;
-    }
-    return 0;
+    return sd_su_one_hot_argmax(row, out, n_vocab);
 }
 
 static int32_t greedy_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
@@ -44,11 +40,12 @@ static int32_t greedy_sample(void *h, const float *probs, int n_vocab, sd_sample
     return sd_su_argmax(probs, n_vocab);
 }
 
-static const sd_sampler_desc descriptor = {
-    .abi_version = SD_SAMPLER_ABI_VERSION,
-    .struct_size = sizeof(sd_sampler_desc),
+static const sd_stage_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION_2,
+    .struct_size = sizeof(sd_stage_desc),
     .name = "greedy",
     .description = "the argmax of the logits (lowest id on ties); no parameters",
+    .kind = SD_STAGE_SAMPLE,
     .flags = SD_SAMPLER_FLAG_ARGMAX,
     .n_params = 0,
     .params = NULL,
@@ -58,6 +55,6 @@ static const sd_sampler_desc descriptor = {
     .sample = greedy_sample,
 };
 
-const sd_sampler_desc *sd_logits_processor_v1(void) {
+const sd_stage_desc *sd_sampler_v2(void) {
     return &descriptor;
 }

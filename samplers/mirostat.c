@@ -19,6 +19,7 @@ typedef struct mirostat {
     double *mu; /* [max_history + 1]: mu[k] after k accepts */
     int k, cap;
     float *last; /* [n_vocab]: the distribution last returned */
+    int n_last;  /* its length: a token past it had probability 0 there */
 } mirostat;
 
 static const sd_sampler_param params[] = {
@@ -82,6 +83,7 @@ static int mirostat_process(void *h, const float *logits, float *out, int n_voca
     for (int i = 0; i < n_vocab; i++)
         out[i] *= s;
     memcpy(m->last, out, (size_t)n_vocab * sizeof *out);
+    m->n_last = n_vocab;
     return 0;
 }
 
@@ -94,7 +96,7 @@ static int mirostat_accept(void *h, int32_t token) {
     mirostat *m = h;
     if (token < 0 || token >= m->n_vocab || m->k + 1 >= m->cap)
         return -1;
-    double q = m->last[token];
+    double q = token < m->n_last ? m->last[token] : 0.0;
     double surprise = q > 0 ? -log2(q) : MAX_SURPRISE;
     m->mu[m->k + 1] = m->mu[m->k] - m->eta * (surprise - m->tau);
     m->k++;

@@ -13,9 +13,9 @@ static const sd_sampler_param params[] = {
      "softmax temperature: < 1 sharpens, > 1 flattens the distribution"},
 };
 
-static void *multinomial_create(const sd_sampler_value *v, int max_vocab, char *err,
+static void *multinomial_create(const sd_engine_info *info, const sd_sampler_value *v, char *err,
                                 size_t errlen) {
-    (void)max_vocab;
+    (void)info;
     multinomial *m = malloc(sizeof *m);
     if (!m) {
         sd_su_set_error(err, errlen, "out of memory");
@@ -29,15 +29,9 @@ static void multinomial_destroy(void *h) {
     free(h);
 }
 
-static int multinomial_process(void *h, const float *logits, float *probs, int n_rows,
-                               int n_vocab) {
+static int multinomial_process(void *h, const float *row, float *out, int n_vocab) {
     const multinomial *m = h;
-    for (int r = 0; r < n_rows; r++) {
-        size_t off = (size_t)r * (size_t)n_vocab;
-        if (sd_su_softmax(logits + off, probs + off, n_vocab, m->temperature))
-            return -1;
-    }
-    return 0;
+    return sd_su_softmax(row, out, n_vocab, m->temperature);
 }
 
 static int32_t multinomial_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
@@ -45,11 +39,12 @@ static int32_t multinomial_sample(void *h, const float *probs, int n_vocab, sd_s
     return sd_su_sample_cdf(probs, n_vocab, rng);
 }
 
-static const sd_sampler_desc descriptor = {
-    .abi_version = SD_SAMPLER_ABI_VERSION,
-    .struct_size = sizeof(sd_sampler_desc),
+static const sd_stage_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION_2,
+    .struct_size = sizeof(sd_stage_desc),
     .name = "multinomial",
     .description = "random sampling from softmax(logits / temperature)",
+    .kind = SD_STAGE_SAMPLE,
     .flags = 0,
     .n_params = (int32_t)(sizeof params / sizeof params[0]),
     .params = params,
@@ -59,6 +54,6 @@ static const sd_sampler_desc descriptor = {
     .sample = multinomial_sample,
 };
 
-const sd_sampler_desc *sd_logits_processor_v1(void) {
+const sd_stage_desc *sd_sampler_v2(void) {
     return &descriptor;
 }

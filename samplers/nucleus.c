@@ -29,7 +29,8 @@ static void nucleus_destroy(void *h) {
     free(t);
 }
 
-static void *nucleus_create(const sd_sampler_value *v, int max_vocab, char *err, size_t errlen) {
+static void *nucleus_create(const sd_engine_info *info, const sd_sampler_value *v, char *err,
+                            size_t errlen) {
     nucleus *t = malloc(sizeof *t);
     if (!t) {
         sd_su_set_error(err, errlen, "out of memory");
@@ -37,7 +38,7 @@ static void *nucleus_create(const sd_sampler_value *v, int max_vocab, char *err,
     }
     t->temperature = v[0].f;
     t->top_p = v[1].f;
-    t->work = sd_su_work_create(max_vocab);
+    t->work = sd_su_work_create(info->n_vocab);
     if (!t->work) {
         nucleus_destroy(t);
         sd_su_set_error(err, errlen, "out of memory");
@@ -46,16 +47,10 @@ static void *nucleus_create(const sd_sampler_value *v, int max_vocab, char *err,
     return t;
 }
 
-static int nucleus_process(void *h, const float *logits, float *probs, int n_rows, int n_vocab) {
+static int nucleus_process(void *h, const float *row, float *out, int n_vocab) {
     nucleus *t = h;
-    for (int r = 0; r < n_rows; r++) {
-        const float *row = logits + (size_t)r * (size_t)n_vocab;
-        float *out = probs + (size_t)r * (size_t)n_vocab;
-        if (sd_su_begin(t->work, row, n_vocab) || sd_su_top_p(t->work, row, n_vocab, t->top_p) ||
-            sd_su_finish(t->work, row, out, n_vocab, t->temperature))
-            return -1;
-    }
-    return 0;
+    return (sd_su_begin(t->work, row, n_vocab) || sd_su_top_p(t->work, row, n_vocab, t->top_p) ||
+            sd_su_finish(t->work, row, out, n_vocab, t->temperature)) ? -1 : 0;
 }
 
 static int32_t nucleus_sample(void *h, const float *probs, int n_vocab, sd_sampler_rng *rng) {
@@ -63,11 +58,12 @@ static int32_t nucleus_sample(void *h, const float *probs, int n_vocab, sd_sampl
     return sd_su_sample_cdf(probs, n_vocab, rng);
 }
 
-static const sd_sampler_desc descriptor = {
-    .abi_version = SD_SAMPLER_ABI_VERSION,
-    .struct_size = sizeof(sd_sampler_desc),
+static const sd_stage_desc descriptor = {
+    .abi_version = SD_SAMPLER_ABI_VERSION_2,
+    .struct_size = sizeof(sd_stage_desc),
     .name = "nucleus",
     .description = "top-p sampling: the smallest set of top tokens covering top_p",
+    .kind = SD_STAGE_SAMPLE,
     .flags = 0,
     .n_params = (int32_t)(sizeof params / sizeof params[0]),
     .params = params,
@@ -77,6 +73,6 @@ static const sd_sampler_desc descriptor = {
     .sample = nucleus_sample,
 };
 
-const sd_sampler_desc *sd_logits_processor_v1(void) {
+const sd_stage_desc *sd_sampler_v2(void) {
     return &descriptor;
 }

@@ -1,5 +1,10 @@
 /* specdec sampler ABI, versions 1 and 2 (version 2 at the end).
  *
+ * Version 2 is the current one: the built-ins and new plugins use it.
+ * Version 1, described first, is frozen: plugins built against it keep
+ * loading, seen by the engine as version-2 sampling stages without
+ * history.
+ *
  * A sampler decides how the next token is picked from the model's logits.
  * Every sampler, the built-in ones included, is one C file built into a
  * shared object (the plugin) and dropped into a plugin directory:
@@ -100,11 +105,15 @@ extern "C" {
 /* Limits the engine enforces on the descriptor. */
 #define SD_SAMPLER_MAX_PARAMS 16 /* entries in the parameter table */
 #define SD_SAMPLER_MAX_NAME 31   /* characters in a sampler or parameter name */
+#define SD_SAMPLER_MAX_STRING 1024 /* bytes in a string parameter's value */
 
 /* Parameter types. */
 enum {
     SD_SAMPLER_INT = 1,  /* value in sd_sampler_value.i; default/min/max are integers */
-    SD_SAMPLER_FLOAT = 2 /* value in sd_sampler_value.f */
+    SD_SAMPLER_FLOAT = 2, /* value in sd_sampler_value.f */
+    SD_SAMPLER_STRING = 3 /* value in sd_sampler_value.s; ABI v2.1 stages only
+                           * (default in sd_stage_desc.str_defaults; flags,
+                           * def, min and max are ignored) */
 };
 
 /* Parameter flags: bounds are inclusive unless marked exclusive. */
@@ -138,6 +147,9 @@ typedef struct sd_sampler_param {
 typedef union sd_sampler_value {
     int64_t i;
     double f;
+    const char *s; /* SD_SAMPLER_STRING: NUL-terminated, at most
+                    * SD_SAMPLER_MAX_STRING bytes, valid during create()
+                    * only (copy it) */
 } sd_sampler_value;
 
 /* The engine's seeded random number generator, seen through a function
@@ -204,6 +216,15 @@ typedef struct sd_sampler_desc {
     int (*process)(void *handle, const float *logits, float *probs, int n_rows, int n_vocab);
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
 } sd_sampler_desc;
+
+/* Random filters. Speculative decoding is exact only when sample() draws
+ * from the very distribution process() returned. A filter that is random
+ * itself (XTC: with probability P, drop the top tokens but one) must not
+ * flip its coin in sample(): process() returns the exact mixture
+ * (1 - P) * dist(unfiltered) + P * dist(filtered), and sample() draws from
+ * it like any sampler. The engine checks this at load with a chi-square
+ * test of sample()'s draws against process()'s row (false-alarm rate 1e-6
+ * per row; see plugins/README.md). */
 
 /* Size of the version-1 descriptor: a plugin reporting less is rejected. */
 #define SD_SAMPLER_V1_SIZE (offsetof(sd_sampler_desc, sample) + sizeof(void (*)(void)))
@@ -273,8 +294,9 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  *       correction.
  *     - the history never exceeds info->max_history tokens.
  *   rollback must restore exactly the state before the accepts it undoes:
- *   process() after rollback(1) must give what it gave before that accept
- *   (the self-test checks it bit for bit). Keep per-position state (an
+ *   process() after rollback(n) must give, bit for bit, what a fresh
+ *   handle told only the remaining history gives (the self-test checks it
+ *   over a few hundred tokens with repeats and rollbacks of 1 to 34). Keep per-position state (an
  *   array of max_history entries allocated in create) or recompute it.
  *   Stages that keep no history set reset, accept and rollback to NULL
  *   (all three or none); the engine then skips the history bookkeeping.
@@ -292,8 +314,15 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  * reset reproducing the outputs bit for bit; logits stages must return
  * finite or -INFINITY values with at least one finite per row, sampling
  * stages distributions from which sample() picks tokens of non-zero
- * probability. At run time every output is checked in the same way and a
- * failing call is reported naming the stage and its plugin file. */
+ * probability. Then, for stages with history, the history probe (a few
+ * hundred tokens with repeats, rollbacks of 1 to 34 tokens, every fifth row
+ * half as long, each next row compared with a fresh handle told the
+ * surviving history), and for sampling stages the draw check (a chi-square
+ * test of sample()'s draws against process()'s row). At run time every
+ * output is checked in the same way and a failing call is reported naming
+ * the stage and its plugin file; a crash or a hang inside a call, or a
+ * write past the row, is named too (engine/sampling/sampler_host.h,
+ * sd_sampler_guard). */
 
 #define SD_SAMPLER_ABI_VERSION_2 2u
 #define SD_SAMPLER_V2_ENTRY_SYMBOL "sd_sampler_v2"
@@ -312,13 +341,27 @@ enum {
 /* What the engine tells create(). Owned by the engine, valid during
  * create() only: copy what you need.
  *   n_vocab      the longest row process() will get (the vocabulary);
- *                process() receives each row's length, <= n_vocab
+ *                process() receives each row's length, <= n_vocab. A
+ *                row may be shorter (a drafter limited to the first ids
+ *                of the vocabulary) while the history, prompt and accepted
+ *                tokens hold ids up to n_vocab - 1: a token at or past a
+ *                row's length is absent from that row (probability 0), and
+ *                nothing may be written past the row's length. The
+ *                history probe runs every fifth row at half length.
  *   max_history  the most tokens a history holds (prompt included)
  *   role         SD_ROLE_*
  *   eos_ids      the ids that end generation (may be empty)
- *   piece(ctx, id, &len)  the bytes of token id (not NUL-terminated), or
- *                NULL when the engine has no vocabulary (benchmarks,
- *                self-test): a stage that needs pieces should refuse then. */
+ *   piece(piece_ctx, id, &len)  the vocabulary's text of token id (not
+ *                NUL-terminated) as the model file stores it: a byte-level
+ *                BPE vocabulary writes a space as "\xc4\xa0" and a
+ *                newline as "\xc4\x8a", SentencePiece a space as
+ *                "\xe2\x96\x81" and a byte token as "<0x0A>"; a stage
+ *                matching text must match these forms. Given in a run (to
+ *                the target's and the drafter's instances) and in the
+ *                self-test (64 tokens: "<0>".."<9>", then "<?>"); NULL
+ *                where the engine has no vocabulary (sd_sampler_create,
+ *                benchmarks): a stage that cannot work without pieces
+ *                refuses then, one that can does without. */
 typedef struct sd_engine_info {
     uint32_t abi_version; /* SD_SAMPLER_ABI_VERSION_2 */
     uint32_t struct_size; /* sizeof(sd_engine_info) as the engine saw it */
@@ -366,9 +409,18 @@ typedef struct sd_stage_desc {
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
     int (*accept)(void *handle, int32_t token);
     int (*rollback)(void *handle, int n);
+    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a v2 plugin built
+     * against the older header stops before it and still loads):
+     *   str_defaults  n_params entries: the default text of each
+     *                 SD_SAMPLER_STRING parameter (NULL: ""), NULL for the
+     *                 others; may be NULL when no parameter is a string.
+     *                 `--sampler-arg key=text` passes text unchanged (a
+     *                 stage parses its own lists and escapes). */
+    const char *const *str_defaults;
 } sd_stage_desc;
 
 #define SD_STAGE_V2_SIZE (offsetof(sd_stage_desc, rollback) + sizeof(void (*)(void)))
+#define SD_STAGE_V2_1_SIZE (offsetof(sd_stage_desc, str_defaults) + sizeof(void *))
 
 /* The entry point of a version-2 plugin. */
 SD_SAMPLER_EXPORT const sd_stage_desc *sd_sampler_v2(void);

@@ -66,7 +66,7 @@ Test(cli, bad_flags_and_values) {
         {"-m " M "stories260K.gguf -p hi --ctx 99999", "context_length 2048", 1},
         {"-m " M "stories260K.gguf -f tests/data/none.txt", "tests/data/none.txt: cannot open", 1},
         {"-m " M "stories260K.gguf -p hi --sampler nope",
-         "specdec: --sampler nope: unknown sampler 'nope' (available: greedy, ", 2},
+         "specdec: --sampler nope: unknown sampler 'nope' (available: dry, greedy, ", 2},
         {"-m tests/data/none.gguf -p hi --sampler nope", "--sampler nope: unknown sampler", 2},
         {"-m tests/data/none.gguf -p hi --sampler top_k --sampler-arg top_k=abc",
          "specdec: --sampler-arg top_k=abc: top_k: top_k = 'abc' is not an integer", 2},

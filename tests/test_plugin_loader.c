@@ -375,17 +375,17 @@ Test(loader, create_failure) {
 }
 
 Test(loader, process_failure) {
-    expect_rejected("proc_fail", "-DPROCESS_FAILS", "process failed on the self-test rows");
+    expect_rejected("proc_fail", "-DPROCESS_FAILS", "process failed on self-test row 0");
 }
 
 Test(loader, process_nan) {
     expect_rejected("proc_nan", "-DPROCESS_NAN",
-                    "process does not return a distribution: row 0: probs[0] = nan");
+                    "process returned an invalid distribution: row 0: probs[0] = nan");
 }
 
 Test(loader, process_not_summing_to_one) {
     expect_rejected("proc_half", "-DPROCESS_HALF",
-                    "process does not return a distribution: row 0 sums to 0.5, not 1");
+                    "process returned an invalid distribution: row 0 sums to 0.5, not 1");
 }
 
 Test(loader, sample_out_of_range) {
@@ -469,6 +469,18 @@ Test(loader, same_directory_twice_loads_once) {
     sd_sampler_set *s = open_dirs(ROOT "/twice", ROOT "/twice/");
     cr_assert_eq(sd_samplers_count(s), 1);
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    sd_samplers_close(s);
+}
+
+/* An empty folder gives no sampler and no warning (and, under UBSan, no
+ * sort of an empty list). */
+Test(loader, empty_directory) {
+    fresh_dir("empty");
+    sd_sampler_set *s = open_dirs(ROOT "/empty", NULL);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    cr_assert_eq(sd_samplers_count(s), 0);
+    sd_err e = {""};
+    cr_assert_eq(sd_samplers_probe_all(s, &e), 0, "%s", e.msg);
     sd_samplers_close(s);
 }
 
@@ -661,7 +673,8 @@ Test(loader, load_by_name_touches_only_what_it_needs, .timeout = 30) {
     fclose(f);
     cr_assert_neq(pid, (int)getpid(), "the constructor ran in this process");
     cr_assert_eq(sd_samplers_load(s, "nope", &e), -1);
-    cr_assert(strstr(e.msg, "unknown sampler 'nope' (available: top_k, greedy, "), "%s", e.msg);
+    cr_assert(strstr(e.msg, "unknown sampler 'nope' (available: top_k, dry, greedy, "), "%s",
+              e.msg);
     sd_samplers_close(s);
 }
 

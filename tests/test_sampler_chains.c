@@ -337,3 +337,91 @@ Test(chains, typical_matches_a_full_sort) {
     }
     sd_samplers_close(s);
 }
+
+/* xtc's distribution is the exact mixture of its two cases: on p = (0.4,
+ * 0.3, 0.2, 0.1, 0, ...) with threshold 0.25, the top choices are tokens 0
+ * and 1; with probability 1/2 token 0 goes (token 1 is the least likely
+ * top choice and stays) and the rest is renormalised over mass 0.6. */
+Test(chains, xtc_is_the_exact_mixture) {
+    sd_sampler_set *s = open_dirs("plugins", NULL);
+    const char *kv[] = {"threshold=0.25", "probability=0.5"};
+    sd_sampler *p = make(s, "xtc,multinomial", kv, 2);
+    float x[V], probs[V];
+    const double p0[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int i = 0; i < V; i++)
+        x[i] = i < 4 ? (float)log(p0[i]) : -INFINITY;
+    sd_err e = {""};
+    cr_assert_eq(sd_sampler_probs(p, x, probs, 1, V, &e), 0, "%s", e.msg);
+    const double want[4] = {0.5 * 0.4, 0.5 * 0.3 + 0.5 * 0.3 / 0.6, 0.5 * 0.2 + 0.5 * 0.2 / 0.6,
+                            0.5 * 0.1 + 0.5 * 0.1 / 0.6};
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(probs[i] - want[i]) < 1e-6, "token %d: %g, want %g", i, probs[i],
+                  want[i]);
+    for (int i = 4; i < V; i++)
+        cr_assert_eq(probs[i], 0.0f);
+    /* one top choice only: nothing to exclude */
+    const char *high[] = {"threshold=0.35"};
+    sd_sampler *q = make(s, "xtc,multinomial", high, 1);
+    cr_assert_eq(sd_sampler_probs(q, x, probs, 1, V, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 4; i++)
+        cr_assert(fabs(probs[i] - p0[i]) < 1e-6, "token %d: %g", i, probs[i]);
+    sd_sampler_destroy(q);
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}
+
+static const char *colon_at_2(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    *len = 1;
+    return id == 2 ? ":" : "a";
+}
+
+/* A byte-level BPE vocabulary's newline, U+010A, at token 2. */
+static const char *bpe_newline_at_2(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    *len = id == 2 ? 2 : 1;
+    return id == 2 ? "\xc4\x8a" : "a";
+}
+
+/* dry by hand: after 1 2 3 4 1 2 3, token 4 would extend a repetition of
+ * length 3, so logit[4] -= 0.8 * 1.75^(3 - 2); nothing else repeats. With
+ * token 2 a sequence breaker (its piece holds ':') the match stops after
+ * one token, under allowed_length 2: no penalty; the same when token 2 is
+ * a newline as byte-level BPE writes it. A string parameter is
+ * passed and described as text. */
+Test(chains, dry_by_hand) {
+    sd_sampler_set *s = open_dirs("plugins", NULL);
+    static const int32_t seq[] = {1, 2, 3, 4, 1, 2, 3};
+    float x[V] = {0}, probs[V];
+    sd_err e = {""};
+    const char *none[] = {"breakers=;"};
+    sd_sampler *p = make(s, "dry,multinomial", none, 1);
+    char desc[256];
+    sd_sampler_describe(p, desc, sizeof desc);
+    cr_assert(strstr(desc, "breakers=\";\""), "%s", desc);
+    cr_assert_eq(sd_sampler_reset(p, seq, 7, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 7, x, 7, probs, V, &e), 0, "%s", e.msg);
+    for (int i = 0; i < V; i++)
+        if (i != 4)
+            cr_assert(fabs(probs[i] - probs[0]) < 1e-7, "token %d", i);
+    cr_assert(fabs(log(probs[4] / probs[0]) + 0.8 * 1.75) < 1e-5, "%g", log(probs[4] / probs[0]));
+    sd_sampler_destroy(p);
+    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, V, 64, SD_ROLE_TARGET, 0, NULL,
+                           colon_at_2, NULL};
+    p = sd_sampler_create_for(s, "dry,multinomial", NULL, 0, &info, &e);
+    cr_assert(p, "%s", e.msg);
+    cr_assert_eq(sd_sampler_reset(p, seq, 7, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 7, x, 7, probs, V, &e), 0, "%s", e.msg);
+    cr_assert(fabs(probs[4] - probs[0]) < 1e-7);
+    sd_sampler_destroy(p);
+    /* the default breaker "\n" matches the newline as byte-level BPE
+     * stores it */
+    info.piece = bpe_newline_at_2;
+    p = sd_sampler_create_for(s, "dry,multinomial", NULL, 0, &info, &e);
+    cr_assert(p, "%s", e.msg);
+    cr_assert_eq(sd_sampler_reset(p, seq, 7, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_sampler_dist(p, seq, 7, x, 7, probs, V, &e), 0, "%s", e.msg);
+    cr_assert(fabs(probs[4] - probs[0]) < 1e-7);
+    sd_sampler_destroy(p);
+    sd_samplers_close(s);
+}

@@ -554,8 +554,8 @@ Test(samplers, parameter_errors) {
     expect_error(s, "multinomial", "temperature=0.7x", "'0.7x' is not a number");
     expect_error(s, "multinomial", "temperature= 1", "is not a number");
     expect_error(s, "beam", NULL,
-                 "unknown sampler 'beam' (available: greedy, min_p, mirostat, multinomial, "
-                 "nucleus, penalty, temperature, top_k, top_k_nucleus, typical)");
+                 "unknown sampler 'beam' (available: dry, greedy, min_p, mirostat, multinomial, "
+                 "nucleus, penalty, temperature, top_k, top_k_nucleus, typical, xtc)");
     sd_samplers_close(s);
 }
 

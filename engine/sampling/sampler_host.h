@@ -68,6 +68,14 @@ int sd_samplers_load(sd_sampler_set *s, const char *name, sd_err *e);
 /* Probes every file of the search path not yet probed, loading none, so
  * that sd_samplers_list shows them all. Returns 0, or -1 with e filled. */
 int sd_samplers_probe_all(sd_sampler_set *s, sd_err *e);
+/* The load-time checks of the plugin providing name (descriptor,
+ * self-test, history probe, draw check; see plugins/README.md), for the
+ * CLI's --check-sampler NAME: the files are probed as sd_samplers_load
+ * does. 0 when a good file provides name (*file: its path); -1 when none
+ * does, e giving "<file>: <reason>" for a broken <name>.so of the search
+ * path (*file: its path), else "unknown sampler ..."; -2 as
+ * sd_samplers_load. */
+int sd_samplers_verify(sd_sampler_set *s, const char *name, const char **file, sd_err *e);
 void sd_samplers_close(sd_sampler_set *s);
 
 /* Warnings gathered while loading, each "<file>: <reason>". */
@@ -87,6 +95,28 @@ int sd_samplers_find(const sd_sampler_set *s, const char *name);
  * rejected, as one malloc'd string (the caller
  * prints and frees it); NULL with e filled when out of memory. */
 char *sd_samplers_list(const sd_sampler_set *s, sd_err *e);
+
+/* Faults in plugin calls at run time. Every call into a stage (create,
+ * process, sample, reset, accept, rollback, destroy) is marked, so that:
+ *   - a crash inside it (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) ends the
+ *     process with exit status SD_SAMPLER_FAULT_EXIT and the line
+ *     "specdec: sampler stage 'NAME' crashed (SIGSEGV) in process() (plugin
+ *     FILE)";
+ *   - a call running longer than the time limit ends it the same way with
+ *     "... did not return from process() within T ms (plugin FILE)";
+ *   - a process() writing past the end of its row is an error of the call
+ *     ("NAME: process wrote past the end of its row ...") when it stays
+ *     within 1 KiB, and faults (named as above) further on.
+ * The handlers are installed, and a watchdog thread started, with the
+ * first chain created. These lines are the one thing the library writes
+ * itself: the process is ending and no caller would see an error. */
+#define SD_SAMPLER_FAULT_EXIT 70
+/* Default time limit of one plugin call. */
+#define SD_SAMPLER_TIMEOUT_MS 5000
+/* Sets where the last line goes (fd, -1 for nowhere; default 2) and the
+ * time limit of one call in milliseconds, 0 (none) to 3,600,000 (default
+ * SD_SAMPLER_TIMEOUT_MS). 0, or -1 with e naming the bad value. */
+int sd_sampler_guard(int fd, int timeout_ms, sd_err *e);
 
 /* Chains. spec is one stage name or several separated by commas
  * ("penalty,top_k,nucleus"): logits stages, then one sampling stage; a
@@ -119,6 +149,14 @@ sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *spec,
  * index of the string at fault, or -1 when spec is at fault. */
 int sd_sampler_check(const sd_sampler_set *s, const char *spec, const char *const *kv, int n_kv,
                      int *bad_kv, sd_err *e);
+/* Whether every stage of spec accepts the drafter role: each is created
+ * with info's role set to SD_ROLE_DRAFTER and destroyed. 1 yes; 0 when a
+ * stage refuses, e naming the chain, the stage, its reason and its plugin;
+ * -1 when spec or kv is bad (as sd_sampler_check). A session creates the
+ * drafter's instance only for strategies that draft, and asks this first,
+ * so a chain that refuses the drafter still runs autoregressively. */
+int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const char *const *kv,
+                              int n_kv, const sd_engine_info *info, sd_err *e);
 void sd_sampler_destroy(sd_sampler *p);
 
 /* The final (sampling) stage's name. */
