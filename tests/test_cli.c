@@ -1050,3 +1050,53 @@ Test(cli, perplexity_nan_is_an_error) {
     cr_assert(strstr(r.err, path), "%s", r.err);
     done(&r);
 }
+
+/* Progress: a terminal on stderr sees each model's loading (a line that is
+ * erased when done); a pipe or a file gets none of it, even for a prompt
+ * long enough to prefill in several chunks. */
+Test(cli, progress_only_on_a_terminal, .timeout = 60) {
+    char prompt[8192] = "'";
+    for (int i = 0; i < 120; i++) strcat(prompt, "Once upon a time ");
+    strcat(prompt, "'");
+    char args[8448];
+    snprintf(args, sizeof args, "-m " M "stories260K.gguf -n 2 -p %s", prompt);
+    run_out r = run(args, NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_not(strchr(r.err, '\r'), "%s", r.err);
+    cr_assert_not(strstr(r.err, "loading") || strstr(r.err, "prefill:"), "%s", r.err);
+    cr_assert(strncmp(r.err, "specdec: ar: prompt ", 20) == 0, "only the stats: %s", r.err);
+    done(&r);
+
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0);
+    int s = open(ptsname(master), O_RDWR | O_NOCTTY);
+    cr_assert(s >= 0);
+    const char *bin = getenv("SPECDEC_BIN") ? getenv("SPECDEC_BIN") : "./specdec";
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(s, 2);
+        execl(bin, bin, "-m", M "stories260K.gguf", "-n", "2", "-p", "Once", (char *)NULL);
+        _exit(127);
+    }
+    close(s);
+    char buf[8192];
+    size_t n = 0;
+    for (int waited = 0; waited < 300 && n < sizeof buf - 1; waited++) {
+        struct pollfd p = {master, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t k = read(master, buf + n, sizeof buf - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    buf[n] = 0;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(master);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: %s", st, buf);
+    cr_assert(strstr(buf, "\r\033[Kspecdec: loading " M "stories260K.gguf: weights "), "%s", buf);
+    cr_assert(strstr(buf, "\r\033[Kspecdec: ar: prompt "), "the line is erased first: %s", buf);
+}

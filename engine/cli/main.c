@@ -124,7 +124,10 @@ static int run(const sd_args *a, sd_err *e) {
         return rc;
     }
     sd_cli cli = {.json = a->json, .jsonl = a->jsonl, .debug = a->debug};
-    if (sd_session_open_with(&cli.s, &a->c, set, e)) {
+    sd_config c = a->c;
+    c.progress = sd_cli_progress_cb();
+    c.progress_ud = &cli.progress;
+    if (sd_session_open_with(&cli.s, &c, set, e)) {
         free(file_text);
         return 1;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/cli/json_out.h"
+#include "engine/cli/progress.h"
 #include "engine/eval/perplexity.h"
 #include "engine/session/session.h"
 
@@ -54,7 +55,9 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
     const char *path = a->perplexity;
     int ctx = a->c.n_ctx > 0 ? a->c.n_ctx : SD_PPL_DEFAULT_CTX;
     char notice[256];
-    sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type};
+    sd_cli_progress shown = {0, 0};
+    sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type, .progress = sd_cli_progress_cb(),
+                       .progress_ud = &shown};
     sd_model *m =
         sd_load_model(a->c.model, a->c.device, a->c.threads, &o, notice, sizeof notice, e);
     if (!m) return 1;

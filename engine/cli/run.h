@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/progress.h"
 #include "engine/session/session.h"
 
 /* A session plus the command line's view settings (the interactive mode
@@ -21,6 +22,7 @@ typedef struct sd_cli {
      * running strategy stops early and the rest of the prompt's strategies
      * and the table are skipped. */
     const volatile sig_atomic_t *cancel;
+    sd_cli_progress progress; /* the state of the progress line (progress.h) */
 } sd_cli;
 
 /* Runs prompt through the enabled strategies: the text to out, stats and
