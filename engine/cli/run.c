@@ -49,20 +49,32 @@ static void keep(steps *k, int32_t x) {
 
 /* ---- one prompt --------------------------------------------------------- */
 /* The text stream of one run: tokens become UTF-8 as they are final (a
- * token ending inside a multi-byte character waits for the rest). */
+ * token ending inside a multi-byte character waits for the rest). The
+ * prompt is echoed with the first token, not before the prefill, so a
+ * progress line on the terminal has a line of its own. */
 typedef struct stream {
     const sd_tokenizer *tok;
     sd_detok st;
     FILE *out;
+    const char *prompt; /* echoed before the text; NULL once it is */
+    int chat;           /* the answer is a new turn: a newline after the prompt */
     int text; /* stream text to out (off for JSON and the debug view) */
     steps *steps; /* NULL: --debug lines on stderr */
     int failed;
     sd_err e;
 } stream;
 
+static void echo(stream *s) {
+    if (!s->prompt) return;
+    fputs(s->prompt, s->out);
+    if (s->chat) fputc('\n', s->out);
+    s->prompt = NULL;
+}
+
 static void on_token(void *ud, int32_t id) {
     stream *s = ud;
     if (!s->text) return;
+    echo(s);
     char buf[256];
     int n = sd_detok_push(s->tok, &s->st, id, buf, sizeof buf, &s->e);
     if (n < 0) {
@@ -294,13 +306,11 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             goto done;
         }
         k.n = 0;
-        stream st = {.tok = s->target->tok, .out = out, .text = !json && !cli->debug,
-                     .steps = json ? &k : NULL};
+        stream st = {.tok = s->target->tok, .out = out, .prompt = json ? NULL : prompt,
+                     .chat = a->chat, .text = !json && !cli->debug, .steps = json ? &k : NULL};
         sd_hooks h = {on_token, cli->debug ? on_step : NULL, &st, cli->cancel};
-        if (!json) {
-            if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
-            fputs(prompt, out);
-            if (a->chat) fputc('\n', out); /* the answer is a new turn, not a continuation */
+        if (!json && n_runs > 1) {
+            fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fflush(out);
         }
         r->n = sd_session_generate(s, strat, ids, n_ids, &h, r->ids, &r->st, e);
@@ -310,7 +320,10 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
         }
         if (r->n < 0 || st.failed) {
             if (st.failed) *e = st.e;
-            if (!json) fputc('\n', out);
+            if (!json) {
+                echo(&st);
+                fputc('\n', out);
+            }
             sd_wrap(e, sd_strategy_name(strat));
             goto done;
         }
@@ -325,6 +338,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             free(text);
             text = NULL;
         } else {
+            echo(&st);
             if (cli->debug) {
                 /* the step lines on stderr were the live view; the text
                  * comes whole, so the two never interleave on a terminal */
