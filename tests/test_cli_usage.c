@@ -91,7 +91,7 @@ Test(cli_usage, json_is_one_document_and_jsonl_one_object_a_line) {
  * it, and the prompts after it still run. */
 Test(cli_usage, interactive_conflicts_are_refused_when_made) {
     run_out r = run("-m " M "stories260K.gguf -n 2 -i",
-                    "/beam\n/sampler top_k\nOnce\n/beam\n/sampler top_k\n/beam\n/quit\n");
+                    "/beam\n/sampler top_k\nOnce\n/beam\n/sampler top_k top_k=5\n/beam\n/help\n/quit\n");
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.err, "error: /sampler top_k: beam search is on and applies no sampler: /beam "
                             "turns it off\n"), "%s", r.err);
@@ -99,6 +99,7 @@ Test(cli_usage, interactive_conflicts_are_refused_when_made) {
               "%s", r.err);
     cr_assert(strstr(r.out, "--- beam ---\nOnce"), "the prompt ran: %s", r.out);
     cr_assert(strstr(r.out, "sampler: top_k("), "%s", r.out);
+    cr_assert(strstr(r.out, "(now top_k)\n"), "/help shows the chain set: %s", r.out);
     int errors = 0;
     for (const char *p = r.err; (p = strstr(p, "error: ")); p++) errors++;
     cr_assert_eq(errors, 2, "%s", r.err);

@@ -81,9 +81,31 @@ static void toggle_strategy(sd_cli *cli, int bit, const char *cmd) {
     printf("%s: %s\n", sd_strategy_name(bit), (bits & bit) ? "on" : "off");
 }
 
+/* Keeps the chain and its parameters (w[1..n)) in cli, and the settings
+ * pointing at them, so /help and the JSON settings show what runs. */
+static void keep_sampler(sd_cli *cli, char **w, int n) {
+    sd_config *c = &cli->s.c;
+    char *at = cli->sampler_words;
+    c->n_sampler_args = 0;
+    for (int i = 1; i < n; i++) {
+        size_t len = strlen(w[i]) + 1;
+        memcpy(at, w[i], len);
+        if (i == 1) c->sampler = at;
+        else c->sampler_args[c->n_sampler_args++] = at;
+        at += len;
+    }
+}
+
 static void set_sampler(sd_cli *cli, char **w, int n) {
     sd_session *s = &cli->s;
     sd_err e = {{0}};
+    size_t len = 0;
+    for (int i = 1; i < n; i++) len += strlen(w[i]) + 1;
+    if (len > sizeof cli->sampler_words) {
+        bad("/sampler: the chain and its parameters exceed %zu characters",
+            sizeof cli->sampler_words - 1);
+        return;
+    }
     if (n < 2) {
         bad("/sampler needs a chain: /sampler CHAIN [key=value ...] (--list-samplers lists them)");
         return;
@@ -96,6 +118,7 @@ static void set_sampler(sd_cli *cli, char **w, int n) {
         bad("/sampler %s: %s", w[1], e.msg);
         return;
     }
+    keep_sampler(cli, w, n);
     char desc[256];
     sd_sampler_describe(s->sampler, desc, sizeof desc);
     printf("sampler: %s\n", desc);

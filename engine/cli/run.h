@@ -23,6 +23,9 @@ typedef struct sd_cli {
      * and the table are skipped. */
     const volatile sig_atomic_t *cancel;
     sd_cli_progress progress; /* the state of the progress line (progress.h) */
+    /* the words of the last interactive /sampler, which c.sampler and
+     * c.sampler_args point into once it is set */
+    char sampler_words[1024];
 } sd_cli;
 
 /* Runs prompt through the enabled strategies: the text to out, stats and
