@@ -184,12 +184,18 @@ FUZZ_LDLIBS  := -lpcre2-8 -lm -ldl
 FUZZ_NAMES   := fuzz_gguf fuzz_tokenizer fuzz_sampler_args fuzz_cli
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
 FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out kernels/cuda/%,$(LIB_SRC)) \
-                kernels/cuda/backend_nocuda.c engine/cli/args.c $(TUTIL_SRC) tests/fuzz/cli_body.c)
+                kernels/cuda/backend_nocuda.c engine/cli/args.c engine/cli/settings.c $(TUTIL_SRC) \
+                tests/fuzz/cli_body.c)
 # The regression suite replays fuzz_cli's inputs too, so it links the
 # argument parser and that body on top of what every test links.
-FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/tests/fuzz/cli_body.o
+FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/engine/cli/settings.o \
+                    $(BUILD)/tests/fuzz/cli_body.o
 $(BUILD)/tests/test_fuzz_regress: $(FUZZ_REGRESS_OBJ)
 $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
+# The settings suite walks the table and runs the parser in its process.
+SETTINGS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/engine/cli/settings.o
+$(BUILD)/tests/test_settings: $(SETTINGS_OBJ)
+$(BUILD)/tests/test_settings: TUTIL_OBJ += $(SETTINGS_OBJ)
 .PHONY: fuzz
 # The synthetic-model suite runs the GPU check's generator.
 # The kernel benchmark's argument check runs the benchmark binary.

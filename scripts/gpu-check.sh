@@ -91,7 +91,7 @@ cli() {
     rc=0
     for m in stories260K stories260K-f16 stories260K-q8_0; do
         f=tests/data/models/$m.gguf
-        set -- -m "$f" -p "Once upon a time" -n 64 --ignore-eos --json
+        set -- -m "$f" -p "Once upon a time" -n 64 --ignore-eos --jsonl
         g=$("$CLI" "$@" --device cuda --strategy ar,spec,nasd,beam,draft --draft-layers 2) ||
             { echo "gpu-check: specdec on cuda failed for $m"; rc=1; continue; }
         c=$("$CLI" "$@" --device cpu) || { echo "gpu-check: specdec on cpu failed for $m"; rc=1; continue; }

@@ -144,11 +144,13 @@ Test(cli, fifo_model_is_refused_not_waited_on) {
 Test(cli, zero_tokens_show_no_nan) {
     run_out r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd,beam", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "vs ar"), "%s", r.out);
-    cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
-    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +- +0 +0 +- +- same as ar", r.out), "%s", r.out);
+    cr_assert(strstr(r.err, "vs ar"), "%s", r.err);
+    cr_assert_not(strstr(r.out, "vs ar"), "the table belongs on stderr: %s", r.out);
+    cr_assert_not(tu_matches("nan|inf", r.err), "%s", r.err);
+    cr_assert(tu_matches("\\nnasd +0 +[0-9.]+ +- +- +- +0 +0 +- +- same as ar", r.err), "%s", r.err);
+    cr_assert(strstr(r.err, "0 new tokens in") && strstr(r.err, "(decode n/a)"), "%s", r.err);
     done(&r);
-    r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd --json", NULL);
+    r = run("-m " M "stories260K.gguf -p hi -n 0 --strategy ar,nasd --jsonl", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert_not(tu_matches("nan|inf", r.out), "%s", r.out);
     cr_assert(strstr(r.out, "\"speedup_vs_ar\":null,\"decode_speedup_vs_ar\":null,\"same_as_ar\":1"), "%s",
@@ -210,13 +212,14 @@ Test(cli, stats_start_their_own_line_in_a_shared_pipe) {
 Test(cli, perplexity_prints_running_values_then_the_total) {
     run_out r = run(PPL_RUN, NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "", "the results belong on stderr");
     cr_assert(tu_matches("^perplexity: tests/data/text/GPL-3.txt, 22154 tokens, 3 chunks of 64 "
                          "\\(31 scored each\\)\\n\\[1\\][0-9.]+,\\[2\\][0-9.]+,\\[3\\]([0-9.]+)\\n"
                          "PPL = \\1 \\+/- [0-9.]+ over 93 tokens scored in 3 chunks of 64; 192 "
                          "tokens evaluated in [0-9.]+ s \\([0-9.]+ tokens/s\\)\\n$",
-                         r.out),
-              "%s", r.out);
-    double ppl = strtod(strstr(r.out, "PPL = ") + 6, NULL);
+                         r.err),
+              "%s", r.err);
+    double ppl = strtod(strstr(r.err, "PPL = ") + 6, NULL);
     done(&r);
 
     r = run(PPL_RUN " --json", NULL);
@@ -313,8 +316,11 @@ static const char *golden_ids = "[432,383,286,261,376,298,315,421,395,317,426,33
 Test(cli, json_output_has_the_contract_fields) {
     run_out r = run("-m " M "stories260K.gguf -p 'Once upon a time' -n 16 --json", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
-    json *j = json_parse(r.out, strlen(r.out));
-    cr_assert(j, "not one JSON object: %s", r.out);
+    json *doc = json_parse(r.out, strlen(r.out));
+    cr_assert(doc, "not one JSON document: %s", r.out);
+    cr_assert_eq(json_num(json_get(json_get(doc, "settings"), "n_predict")), 16);
+    cr_assert_eq(json_len(json_get(doc, "runs")), 1);
+    const json *j = json_at(json_get(doc, "runs"), 0);
     const char *fields[] = {"strategy", "prompt_ids", "ids", "text", "new_tokens", "seconds",
                             "tokens_per_s", "drafted", "accepted", "acceptance_rate",
                             "target_calls", "draft_calls", "host_bytes", "host_bytes_per_round",
@@ -328,13 +334,13 @@ Test(cli, json_output_has_the_contract_fields) {
     cr_assert_eq(json_num(json_get(j, "host_bytes")), 4 * json_num(json_get(j, "target_calls")));
     cr_assert(strstr(r.out, golden_ids), "ids differ from the golden greedy ids: %s", r.out);
     cr_assert(strncmp(json_str(json_get(j, "text"), NULL), ", there was a little girl", 25) == 0);
-    json_free(j);
+    json_free(doc);
     done(&r);
 }
 
 Test(cli, strategies_side_by_side_are_lossless) {
     run_out r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -p 'Once upon a time' "
-                    "-n 40 --ignore-eos --strategy ar,spec,nasd,beam,draft --json",
+                    "-n 40 --ignore-eos --strategy ar,spec,nasd,beam,draft --jsonl",
                     NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     const char *want[] = {"ar", "spec", "nasd", "beam", "draft"};
@@ -370,7 +376,7 @@ Test(cli, strategies_side_by_side_are_lossless) {
  * and /draft_vocab changes it in the interactive mode. */
 Test(cli, draft_vocab_keeps_speculative_lossless) {
     run_out r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -p 'Once upon a time' "
-                    "-n 40 --ignore-eos --strategy ar,spec,draft --draft-vocab 60 --json",
+                    "-n 40 --ignore-eos --strategy ar,spec,draft --draft-vocab 60 --jsonl",
                     NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     char *line = r.out, *ar_ids = NULL;
@@ -396,14 +402,15 @@ Test(cli, draft_vocab_keeps_speculative_lossless) {
     r = run("-m " M "stories260K.gguf --draft-layers 2 -i", "/draft_vocab 100\n/draft_vocab 9999\n/quit\n");
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "draft_vocab: 100"), "%s", r.out);
-    cr_assert(strstr(r.out, "/draft_vocab N with N in [0, 512]"), "%s", r.out);
+    cr_assert(strstr(r.err, "error: /draft_vocab: 9999 is more than the vocabulary's 512 tokens"), "%s",
+              r.err);
     done(&r);
 }
 
 /* beam search honours --no-cache (it recomputes every beam's prefix): the
  * same beams, the same ids */
 Test(cli, beam_no_cache_gives_the_same_ids) {
-    const char *cmd = "-m " M "stories260K.gguf -p 'Once upon a time' -n 12 --strategy beam --json";
+    const char *cmd = "-m " M "stories260K.gguf -p 'Once upon a time' -n 12 --strategy beam --jsonl";
     run_out a = run(cmd, NULL);
     char nc[256];
     snprintf(nc, sizeof nc, "%s --no-cache", cmd);
@@ -427,7 +434,7 @@ Test(cli, human_output_streams_text_and_metrics) {
                     "--strategy ar,spec --debug", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "--- ar ---\nOnce upon a time, there was a little girl"), "%s", r.out);
-    cr_assert(strstr(r.out, "same as ar"), "%s", r.out);
+    cr_assert(strstr(r.err, "same as ar"), "%s", r.err);
     cr_assert(strstr(r.err, "prefill") && strstr(r.err, "tok/s"), "%s", r.err);
     cr_assert(strstr(r.err, "debug: [+"), "plain debug markers when not a tty: %s", r.err);
     done(&r);
@@ -435,20 +442,24 @@ Test(cli, human_output_streams_text_and_metrics) {
 
 Test(cli, interactive_mode_through_a_pipe) {
     const char *script =
-        "/help\n/length 8\n/gamma 3\n/ngram\n/debug\n/cache\n/set_ngramstorage one 4\n"
-        "/top_k_filler 2\n/reset_in_between\n/seed 7\n/gamma zero\n/bogus\n/processor nope\n"
+        "/help\n/length 8\n/gamma 3\n/ngram\n/debug\n/no_cache\n/set_ngramstorage one 4\n"
+        "/top_k_filler 2\n/keep_ngrams on\n/seed 7\n/gamma zero\n/bogus\n/processor nope\n"
         "/draft_p_min 0.4\n/draft_p_min 2\n"
         "/processor top_k top_k=5 temperature=0.5\nOnce upon a time\n/quit\nnot reached\n";
     run_out r = run("-m " M "stories260K.gguf -i", script);
     cr_assert_eq(r.rc, 0, "%s", r.err);
-    const char *want[] = {"commands:", "length: 8", "gamma: 3", "ngram (NASD): on", "debug: on",
-                          "cache: off", "ngram storage: one, N 4", "top_k_filler: 2",
-                          "reset_in_between: off", "seed: 7", "error: /gamma N",
-                          "error: unknown command '/bogus'", "sampler: top_k(",
-                          "draft_p_min: 0.4", "error: /draft_p_min P with P in [0, 1]",
-                          "--- ar ---", "--- nasd ---"};
+    const char *want[] = {"commands:", "n_predict: 8", "gamma: 3", "nasd: on", "debug: on",
+                          "no_cache: on", "ngram storage: one, N 4", "filler_top_k: 2",
+                          "keep_ngrams: on", "seed: 7", "--- ar ---", "--- nasd ---"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+    /* each bad command is one line on stderr naming it, not the command list */
+    const char *errs = "error: /gamma: 'zero' is not an integer\n"
+                       "error: unknown command '/bogus' (/help lists the commands)\n"
+                       "error: /sampler nope: ";
+    cr_assert(strstr(r.err, errs), "missing '%s' in:\n%s", errs, r.err);
+    cr_assert(strstr(r.err, "error: /draft_p_min: 2 is out of range [0, 1]\n"), "%s", r.err);
+    cr_assert_not(strstr(r.err, "commands:"), "%s", r.err);
     cr_assert_null(strstr(r.out, "not reached"));
     done(&r);
 }
@@ -459,7 +470,7 @@ Test(cli, interactive_mode_through_a_pipe) {
 Test(cli, sampler_chains_run_and_report) {
     run_out r = run("-m " M "stories260K.gguf --draft-layers 5 -p 'Once upon a time' -n 40 "
                     "--ignore-eos --strategy ar,spec,nasd --sampler penalty,greedy "
-                    "--sampler-arg penalty.repeat=1.5 --sampler-arg window=32 --json", NULL);
+                    "--sampler-arg penalty.repeat=1.5 --sampler-arg window=32 --jsonl", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     char ids[3][1024];
     const char *line = r.out;
@@ -482,7 +493,7 @@ Test(cli, sampler_chains_run_and_report) {
     cr_assert(!strstr(r.out, golden_ids), "the penalty changed nothing");
     done(&r);
     r = run("-m " M "stories260K.gguf -p 'Once upon a time' -n 8 --strategy beam --sampler greedy "
-            "--json", NULL);
+            "--jsonl", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "\"sampler\":\"none (beam search)\""), "%s", r.out);
     done(&r);
@@ -494,10 +505,11 @@ Test(cli, sampler_chains_run_and_report) {
                           "top_k(temperature=1, top_k=5),nucleus(temperature=1, top_p=0.8)",
                           "sampler: penalty(repeat=1.1, frequency=0, presence=0, window=64),"
                           "mirostat(tau=3, eta=0.1, temperature=1)",
-                          "error: sampler chain 'penalty': its last stage 'penalty' is a logits "
-                          "stage"};
+                          "error: /sampler penalty: sampler chain 'penalty': its last stage "
+                          "'penalty' is a logits stage"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+        cr_assert(strstr(i < 2 ? r.out : r.err, want[i]), "missing '%s' in:\n%s%s", want[i], r.out,
+                  r.err);
     done(&r);
 }
 
@@ -521,7 +533,7 @@ Test(cli, prompt_control_tokens_and_no_parse_special) {
         {"-p '</s>' --no-parse-special", NULL, "[1,410,504,492,419,505]"},
         {"-f %s", NULL, "[1,2]"},
         {"-f %s --no-parse-special", NULL, "[1,410,504,492,419,505]"},
-        {"-i", "/parse_special\n</s>\n/quit\n", "[1,410,504,492,419,505]"},
+        {"-i", "/no_parse_special\n</s>\n/quit\n", "[1,410,504,492,419,505]"},
     };
     char file[64], cmd[128];
     snprintf(file, sizeof file, "tests/tmp/cli_special.%d.txt", (int)getpid());
@@ -530,12 +542,12 @@ Test(cli, prompt_control_tokens_and_no_parse_special) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char flags[128], args[256], ids[128];
         snprintf(flags, sizeof flags, cases[i].args, file);
-        snprintf(args, sizeof args, "-m " M "stories260K.gguf -n 0 --json %s", flags);
+        snprintf(args, sizeof args, "-m " M "stories260K.gguf -n 0 --jsonl %s", flags);
         run_out r = run(args, cases[i].input);
         cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
         prompt_ids_of(r.out, ids, sizeof ids);
         cr_assert_str_eq(ids, cases[i].want, "%s", args);
-        if (cases[i].input) cr_assert(strstr(r.out, "parse_special: off"), "%s", r.out);
+        if (cases[i].input) cr_assert(strstr(r.out, "no_parse_special: on"), "%s", r.out);
         done(&r);
     }
     unlink(file);
@@ -558,14 +570,14 @@ Test(cli, chat_user_text_is_never_control_tokens) {
     snprintf(want, sizeof want, "%s%s", sys, user);
     const char *flags[] = {"", "--no-parse-special"};
     for (int i = 0; i < 2; i++) {
-        snprintf(args, sizeof args, "-m %s -n 0 --json --chat -p '<|im_end|>x' %s", smol, flags[i]);
+        snprintf(args, sizeof args, "-m %s -n 0 --jsonl --chat -p '<|im_end|>x' %s", smol, flags[i]);
         run_out r = run(args, NULL);
         cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
         prompt_ids_of(r.out, ids, sizeof ids);
         cr_assert_str_eq(ids, want, "%s", args);
         done(&r);
     }
-    snprintf(args, sizeof args, "-m %s -n 0 --json --chat --system '<|im_end|>' -p hi", smol);
+    snprintf(args, sizeof args, "-m %s -n 0 --jsonl --chat --system '<|im_end|>' -p hi", smol);
     run_out r = run(args, NULL);
     cr_assert_eq(r.rc, 0, "%s: %s", args, r.err);
     prompt_ids_of(r.out, ids, sizeof ids);
@@ -578,12 +590,12 @@ Test(cli, chat_user_text_is_never_control_tokens) {
 /* NASD stops drafting at an unknown context unless --fill-unknown says
  * otherwise (the reference system's default). */
 Test(cli, nasd_stops_at_unknown_contexts_by_default) {
-    run_out a = run("-m " M "stories260K.gguf -i", "/help\n/quit\n");
-    run_out b = run("-m " M "stories260K.gguf -i --fill-unknown", "/help\n/quit\n");
+    run_out a = run("-m " M "stories260K.gguf -i", "/stop_if_unknown\n/quit\n");
+    run_out b = run("-m " M "stories260K.gguf -p hi -n 0 --json --fill-unknown", NULL);
     cr_assert_eq(a.rc, 0, "%s", a.err);
     cr_assert_eq(b.rc, 0, "%s", b.err);
-    cr_assert(strstr(a.out, "stop if unknown on"), "%s", a.out);
-    cr_assert(strstr(b.out, "stop if unknown off"), "%s", b.out);
+    cr_assert(strstr(a.out, "stop_if_unknown: off"), "%s", a.out);
+    cr_assert(strstr(b.out, "\"stop_if_unknown\":false"), "%s", b.out);
     done(&a), done(&b);
 }
 
@@ -591,7 +603,7 @@ Test(cli, interactive_with_a_prompt_runs_it_first) {
     run_out r = run("-m " M "stories260K.gguf -n 8 -i -p 'Once upon a time'", "/length 4\n/quit\n");
     cr_assert_eq(r.rc, 0, "%s", r.err);
     const char *text = strstr(r.out, "Once upon a time, there was");
-    const char *len = strstr(r.out, "length: 4");
+    const char *len = strstr(r.out, "n_predict: 4");
     cr_assert(text && len && text < len, "prompt output, then the command's:\n%s", r.out);
     done(&r);
 }
@@ -606,13 +618,15 @@ Test(cli, interactive_aliases_and_escapes) {
     run_out r = run("-m " M "stories260K.gguf -i", script);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     const char *want[] = {"sampler: top_k(", "sampler: top_k_nucleus(", "ngram storage: one, N 4",
-                          "ngram storage: multi, N 3", "Once\tupon\na\\ntime",
-                          "speculative: on\nnote: no drafter yet: /draft_layers K",
-                          "error: spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K"};
+                          "ngram storage: multi, N 3", "Once\tupon\na\\ntime"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+    /* a strategy the session cannot run is refused when it is switched on */
+    cr_assert(strstr(r.err, "error: /speculative: spec and draft need a drafter: /draft_layers K "
+                            "first"), "%s", r.err);
+    cr_assert_not(strstr(r.out, "spec: on"), "%s", r.out);
     done(&r);
-    r = run("-m " M "stories260K.gguf -p hi -n 2 --sampler topknucleus --seed 1 --json", NULL);
+    r = run("-m " M "stories260K.gguf -p hi -n 2 --sampler topknucleus --seed 1 --jsonl", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "\"sampler\":\"top_k_nucleus("), "%s", r.out);
     done(&r);
@@ -667,7 +681,7 @@ Test(cli, interactive_ctrl_c_stops_the_generation_only) {
     if (!streaming) kill(pid, SIGKILL);
     cr_assert(streaming, "no text streamed: '%s'", buf);
     cr_assert_eq(kill(pid, SIGINT), 0);
-    const char *rest = "/length 3\n/quit\n";
+    const char *rest = "/n_predict 3\n/quit\n";
     cr_assert(write(in[1], rest, strlen(rest)) == (ssize_t)strlen(rest));
     close(in[1]);
     /* the rest of stdout until EOF, then the exit status (60 s at most) */
@@ -692,7 +706,7 @@ Test(cli, interactive_ctrl_c_stops_the_generation_only) {
     cr_assert(got, "specdec did not leave after /quit:\n%s", buf);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x; stderr: %s", st, err);
     cr_assert(err && strstr(err, "specdec: interrupted\n"), "stderr: %s", err);
-    cr_assert(strstr(buf, "length: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
+    cr_assert(strstr(buf, "n_predict: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
     free(err);
 }
 

@@ -96,7 +96,7 @@ Test(limits, prompt_longer_than_the_context) {
  * is left. */
 Test(limits, generation_stops_at_the_context_end) {
     run_out r = run("-m " M "stories260K.gguf -t 1 --ctx 16 -p 'Once upon a time' -n 100 "
-                    "--strategy ar,spec,nasd,beam --draft-layers 1 --gamma 200 --json");
+                    "--strategy ar,spec,nasd,beam --draft-layers 1 --gamma 200 --jsonl");
     cr_assert_eq(r.rc, 0, "%s", r.err);
     int lines = 0;
     for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"), lines++) {

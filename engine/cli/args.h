@@ -15,10 +15,12 @@ typedef struct sd_args {
     sd_config c;
     const char *prompt;
     const char *prompt_file;
-    int json;
+    int json;  /* one JSON document (an object with a list of runs) on stdout */
+    int jsonl; /* one JSON object per run, one a line */
     int debug;
     int interactive;
     int help;
+    int version;
     int list_samplers;
     const char *perplexity; /* --perplexity FILE: evaluate instead of generating */
     int chunks;             /* --chunks N: only the first N windows (0: all) */
@@ -27,7 +29,6 @@ typedef struct sd_args {
 /* Fills a from argv (argv[0] skipped). Returns 0, or -1 with a message
  * naming the flag and the bad value. */
 int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e);
-void sd_args_usage(FILE *out);
 /* The largest -t/--threads accepted: 4x the online cores. */
 int sd_threads_max(void);
 

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "engine/cli/settings.h"
+
 static void key(sd_json_obj *j, const char *k) {
     fprintf(j->out, "%s\"%s\":", j->n++ ? "," : "", k);
 }
@@ -106,6 +108,60 @@ void sd_json_ids(sd_json_obj *j, const char *k, const int32_t *ids, int n) {
 }
 
 void sd_json_end(sd_json_obj *j) {
-    fputs("}\n", j->out);
-    fflush(j->out);
+    fputc('}', j->out);
+}
+
+void sd_json_obj_in(sd_json_obj *j, const char *k, sd_json_obj *inner) {
+    key(j, k);
+    sd_json_begin(inner, j->out);
+}
+
+void sd_json_key(sd_json_obj *j, const char *k) { key(j, k); }
+
+void sd_json_bool(sd_json_obj *j, const char *k, int v) {
+    key(j, k);
+    fputs(v ? "true" : "false", j->out);
+}
+
+void sd_json_null(sd_json_obj *j, const char *k) {
+    key(j, k);
+    fputs("null", j->out);
+}
+
+void sd_json_settings(sd_json_obj *j, const sd_args *a) {
+    for (size_t i = 0; i < sd_n_settings; i++) {
+        const sd_setting *s = &sd_settings[i];
+        if (!s->echo) continue;
+        char name[64], v[512];
+        sd_setting_name(s, name, sizeof name);
+        const char *field = (const char *)a + s->off;
+        switch (s->kind) {
+        case SD_SET_ON:
+        case SD_SET_OFF: sd_json_bool(j, name, (*(const int *)field) == (s->kind == SD_SET_ON)); break;
+        case SD_SET_INT: sd_json_int(j, name, *(const int *)field); break;
+        case SD_SET_NUM: sd_json_num(j, name, *(const double *)field); break;
+        case SD_SET_U64: sd_json_u64(j, name, *(const uint64_t *)field); break;
+        case SD_SET_STR:
+            if (*(const char *const *)field) sd_json_str(j, name, *(const char *const *)field);
+            else sd_json_null(j, name);
+            break;
+        case SD_SET_LIST: {
+            const char *const *list = (const char *const *)field;
+            int n = *(const int *)((const char *)a + s->count_off);
+            key(j, name);
+            fputc('[', j->out);
+            for (int k = 0; k < n; k++) {
+                if (k) fputc(',', j->out);
+                str(j->out, list[k]);
+            }
+            fputc(']', j->out);
+            break;
+        }
+        case SD_SET_CHOICE:
+        case SD_SET_STRATEGIES:
+            if (sd_setting_format(s, a, v, sizeof v)[0]) sd_json_str(j, name, v);
+            else sd_json_null(j, name); /* --draft-device: as --device */
+            break;
+        }
+    }
 }

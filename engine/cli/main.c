@@ -7,19 +7,26 @@
 #include <sys/stat.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/settings.h"
 #include "engine/cli/perplexity.h"
 #include "engine/cli/repl.h"
 #include "engine/cli/run.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cuda/backend_cuda.h"
 
+#define SD_VERSION "0.9.0"
+
+/* The whole of path ("-": stdin) as a string. */
 static char *read_file(const char *path, sd_err *e) {
-    FILE *f = fopen(path, "rb");
+    int from_stdin = !strcmp(path, "-");
+    FILE *f = from_stdin ? stdin : fopen(path, "rb");
     if (!f) {
         sd_fail(e, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
+        if (!from_stdin) fclose(f);
         sd_fail(e, "%s: is a directory", path);
         return NULL;
     }
@@ -41,7 +48,7 @@ static char *read_file(const char *path, sd_err *e) {
         cap *= 2;
     }
     int bad = ferror(f);
-    fclose(f);
+    if (!from_stdin) fclose(f);
     if (!buf || bad) {
         free(buf);
         if (bad) sd_fail(e, "%s: cannot read: %s", path, read_errno ? strerror(read_errno) : "read error");
@@ -55,6 +62,19 @@ static char *read_file(const char *path, sd_err *e) {
         return NULL;
     }
     return buf;
+}
+
+/* The version, and what this build and this machine can run: whether the
+ * CUDA backend is compiled in (and a GPU usable), the CPU's SIMD levels. */
+static void print_version(FILE *out) {
+    char why[256];
+    fprintf(out, "specdec %s\n", SD_VERSION);
+    if (sd_cuda_available(why, sizeof why)) fprintf(out, "cuda: built in, a GPU is usable\n");
+    else fprintf(out, "cuda: %s\n", why);
+    int best = sd_cpu_isa_detect();
+    fprintf(out, "cpu: SIMD levels built in:");
+    for (int isa = SD_ISA_SCALAR; isa <= SD_ISA_AMX; isa++) fprintf(out, " %s", sd_isa_name(isa));
+    fprintf(out, "; this machine runs %s (SD_ISA caps it)\n", sd_isa_name(best));
 }
 
 /* Probes every plugin of the search path (each in a child process) and
@@ -103,8 +123,11 @@ static int run(const sd_args *a, sd_err *e) {
         sd_samplers_close(set);
         return rc;
     }
-    sd_cli cli = {.json = a->json, .debug = a->debug};
-    if (sd_session_open_with(&cli.s, &a->c, set, e)) {
+    sd_cli cli = {.json = a->json, .jsonl = a->jsonl, .debug = a->debug};
+    sd_config c = a->c;
+    c.progress = sd_cli_progress_cb();
+    c.progress_ud = &cli.progress;
+    if (sd_session_open_with(&cli.s, &c, set, e)) {
         free(file_text);
         return 1;
     }
@@ -136,7 +159,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (a.help) {
-        sd_args_usage(stdout);
+        sd_settings_usage(stdout);
+        return 0;
+    }
+    if (a.version) {
+        print_version(stdout);
         return 0;
     }
     if (a.perplexity) {

@@ -1,16 +1,17 @@
 #include "engine/cli/perplexity.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cli/json_out.h"
+#include "engine/cli/progress.h"
 #include "engine/eval/perplexity.h"
 #include "engine/session/session.h"
 
-/* What the chunk callback needs: where to print and where to keep the
- * running values for the JSON object. */
+/* What the chunk callback needs: whether to print (on stderr) and where
+ * to keep the running values for the JSON object. */
 typedef struct view {
-    FILE *out;
     int json;
     double *running; /* [n_chunks] */
 } view;
@@ -20,9 +21,8 @@ static void on_chunk(void *ud, const sd_ppl_chunk *c) {
     view *v = ud;
     v->running[c->k - 1] = c->ppl;
     if (v->json) return;
-    fprintf(v->out, "%s[%d]%.4f", c->k > 1 ? "," : "", c->k, c->ppl);
-    if (c->k == c->n_chunks) fputc('\n', v->out);
-    fflush(v->out);
+    fprintf(stderr, "%s[%d]%.4f", c->k > 1 ? "," : "", c->k, c->ppl);
+    if (c->k == c->n_chunks) fputc('\n', stderr);
 }
 
 static double rate(long n, double s) { return s > 0 ? (double)n / s : 0; }
@@ -44,6 +44,8 @@ static void print_json(const sd_args *a, const sd_ppl_result *r, const double *r
     sd_json_num(&j, "seconds", r->seconds);
     sd_json_num(&j, "tokens_per_s", rate(r->n_evaluated, r->seconds));
     sd_json_end(&j);
+    fputs("\n", out);
+    fflush(out);
 }
 
 /* The model is loaded with the smallest cache: the evaluation brings one of
@@ -53,7 +55,9 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
     const char *path = a->perplexity;
     int ctx = a->c.n_ctx > 0 ? a->c.n_ctx : SD_PPL_DEFAULT_CTX;
     char notice[256];
-    sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type};
+    sd_cli_progress shown = {0, 0};
+    sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type, .progress = sd_cli_progress_cb(),
+                       .progress_ud = &shown};
     sd_model *m =
         sd_load_model(a->c.model, a->c.device, a->c.threads, &o, notice, sizeof notice, e);
     if (!m) return 1;
@@ -81,9 +85,10 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
         goto out;
     }
     if (!a->json)
-        fprintf(out, "perplexity: %s, %d tokens, %d chunks of %d (%d scored each)\n", path, n,
-                n_chunks, ctx, ctx / 2 - 1);
-    view v = {out, a->json, running};
+        fprintf(stderr, "perplexity: %s, %d %s, %d %s of %d (%d scored each)\n", path, n,
+                n == 1 ? "token" : "tokens", n_chunks, n_chunks == 1 ? "chunk" : "chunks", ctx,
+                ctx / 2 - 1);
+    view v = {a->json, running};
     sd_ppl_opts po = {ctx, a->chunks, on_chunk, &v};
     sd_ppl_result r;
     if (sd_ppl_eval(m, ids, n, &po, &r, e)) {
@@ -93,11 +98,19 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
     if (a->json)
         print_json(a, &r, running, out);
     else
-        fprintf(out,
-                "PPL = %.4f +/- %.5f over %ld tokens scored in %d chunks of %d; %ld tokens "
+        fprintf(stderr,
+                "PPL = %.4f +/- %.5f over %ld tokens scored in %d %s of %d; %ld tokens "
                 "evaluated in %.2f s (%.1f tokens/s)\n",
-                r.ppl, r.err, r.n_scored, r.n_chunks, r.ctx, r.n_evaluated, r.seconds,
-                rate(r.n_evaluated, r.seconds));
+                r.ppl, r.err, r.n_scored, r.n_chunks, r.n_chunks == 1 ? "chunk" : "chunks", r.ctx,
+                r.n_evaluated, r.seconds, rate(r.n_evaluated, r.seconds));
+    /* a NaN or an infinity is no measurement: the model's weights or the
+     * backend produced non-finite logits */
+    if (!isfinite(r.ppl)) {
+        sd_fail(e, "%s: the perplexity is %s: %s gave non-finite log-probabilities (NaN or inf "
+                   "in its weights or its logits)",
+                path, isnan(r.ppl) ? "NaN" : "infinite", a->c.model);
+        goto out;
+    }
     rc = 0;
 out:
     free(running);

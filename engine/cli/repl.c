@@ -1,44 +1,44 @@
 #include "engine/cli/repl.h"
 
 #include <editline/readline.h>
-#include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/cli/args.h"
+#include "engine/cli/settings.h"
 
 #define MAX_WORDS 34
 
+/* The commands that are not settings; the settings' commands follow them
+ * in /help, from the table (engine/cli/settings.c). */
 static const char usage[] =
     "commands:\n"
-    "  /quit                          leave\n"
-    "  /help                          this list and the current settings\n"
-    "  /debug                         toggle the per-step view of accepted/rejected drafts\n"
-    "  /clear                         clear the screen\n"
+    "  /quit                         leave (also /exit, or Ctrl-D)\n"
+    "  /help                         this list and the current settings\n"
+    "  /clear                        clear the screen\n"
     "  /target /speculative /ngram /beam /drafter\n"
-    "                                 toggle autoregressive, speculative, NASD, beam search,\n"
-    "                                 draft-only generation\n"
-    "  /cache                         toggle the KV cache\n"
-    "  /chat                          toggle the chat template\n"
-    "  /parse_special                 toggle control tokens in prompts (not in chat messages)\n"
-    "  /length N                      tokens to generate\n"
-    "  /gamma N                       drafts per verification\n"
-    "  /draft_p_min P                 a draft below drafter probability P ends its round (0: off)\n"
-    "  /sampler CHAIN [key=value ...] sampler plugin or chain (a,b,c) and its parameters,\n"
-    "                                 stage.key=value for one stage (alias /processor;\n"
-    "                                 topk = top_k, topknucleus = top_k_nucleus)\n"
-    "  /top_k_filler N                target top-k added to the n-gram store\n"
-    "  /set_ngramstorage multi|one N  n-gram store kind and order (rebuilds the store;\n"
-    "                                 basic = multi, onelevel = one)\n"
-    "  /reset_in_between              toggle resetting the n-gram store between prompts\n"
-    "  /draft_layers K                self-speculative drafter: the target's first K layers\n"
-    "  /draft_vocab N                 drafts from token ids below N only (0: all)\n"
-    "  /seed N                        sampling seed\n"
+    "                                toggle autoregressive, speculative, NASD, beam search,\n"
+    "                                draft-only generation (or /strategy LIST)\n"
+    "  /sampler CHAIN [key=value ...]\n"
+    "                                sampler plugin or chain (a,b,c) and its parameters,\n"
+    "                                stage.key=value for one stage (alias /processor)\n"
+    "  /set_ngramstorage multi|one N n-gram store kind and order (basic = multi,\n"
+    "                                onelevel = one)\n"
+    "  /length N, /top_k_filler K    the same as /n_predict N, /filler_top_k K\n"
+    "settings (/name VALUE; a switch without a value toggles):\n";
+
+static const char after[] =
     "anything else is a prompt, run through every enabled strategy (\\n, \\t and \\\\ in it\n"
     "are a newline, a tab and a backslash); Ctrl-C stops a running generation and\n"
     "returns here, a second Ctrl-C during it (or one at this prompt) ends specdec\n";
+
+/* The reference tool's names for settings of the table. */
+static const struct {
+    const char *alias, *name;
+} aliases[] = {{"length", "n_predict"}, {"top_k_filler", "filler_top_k"}, {"processor", "sampler"}};
 
 static int split(char *line, char **w) {
     int n = 0;
@@ -46,142 +46,203 @@ static int split(char *line, char **w) {
     return n;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) return -1;
-    *out = (int)v;
+/* One line on stderr naming the problem; the command list stays behind /help. */
+static void bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* What a set of strategies needs that the session lacks, as one error line
+ * naming the command that fixes it; 0 when nothing. */
+static int strategies_conflict(const sd_cli *cli, int bits, const char *cmd) {
+    const sd_session *s = &cli->s;
+    if ((bits & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter) {
+        bad("%s: spec and draft need a drafter: /draft_layers K first (or start specdec with "
+            "-d DRAFT)", cmd);
+        return 1;
+    }
+    sd_err e;
+    if ((bits & SD_STRAT_BEAM) && sd_beam_check_sampler(s->sampler, &e)) {
+        bad("%s: beam search applies no sampler: /sampler greedy first", cmd);
+        return 1;
+    }
     return 0;
 }
 
-static int parse_prob(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !(v >= 0 && v <= 1)) return -1;
-    *out = v;
-    return 0;
-}
-
-static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
-    s->c.strategies ^= bit;
-    int on = (s->c.strategies & bit) != 0;
-    fprintf(out, "%s: %s\n", what, on ? "on" : "off");
-    if (on && (bit & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
-        fprintf(out, "note: no drafter yet: /draft_layers K here, or start with -d DRAFT "
-                     "or --draft-layers K\n");
-}
-
-static void bad(FILE *out, const char *msg) {
-    fprintf(out, "error: %s\n%s", msg, usage);
-}
-
-static int command(sd_cli *cli, char **w, int n, FILE *out) {
-    const char *c = w[0];
+static void toggle_strategy(sd_cli *cli, int bit, const char *cmd) {
     sd_session *s = &cli->s;
-    sd_config *a = &s->c;
+    int bits = s->c.strategies ^ bit;
+    if ((bits & bit) && strategies_conflict(cli, bits, cmd)) return;
+    s->c.strategies = bits;
+    printf("%s: %s\n", sd_strategy_name(bit), (bits & bit) ? "on" : "off");
+}
+
+/* Keeps the chain and its parameters (w[1..n)) in cli, and the settings
+ * pointing at them, so /help and the JSON settings show what runs. */
+static void keep_sampler(sd_cli *cli, char **w, int n) {
+    sd_config *c = &cli->s.c;
+    char *at = cli->sampler_words;
+    c->n_sampler_args = 0;
+    for (int i = 1; i < n; i++) {
+        size_t len = strlen(w[i]) + 1;
+        memcpy(at, w[i], len);
+        if (i == 1) c->sampler = at;
+        else c->sampler_args[c->n_sampler_args++] = at;
+        at += len;
+    }
+}
+
+static void set_sampler(sd_cli *cli, char **w, int n) {
+    sd_session *s = &cli->s;
     sd_err e = {{0}};
-    int v;
-    if (!strcmp(c, "/quit") || !strcmp(c, "/exit")) return 1;
-    if (!strcmp(c, "/help")) {
-        fputs(usage, out);
-        sd_cli_describe(cli, out);
-    } else if (!strcmp(c, "/debug")) {
-        cli->debug = !cli->debug;
-        fprintf(out, "debug: %s\n", cli->debug ? "on" : "off");
-    } else if (!strcmp(c, "/clear")) {
-        fputs(isatty(1) ? "\033[H\033[2J" : "", out);
-        fprintf(out, "cleared\n");
-    } else if (!strcmp(c, "/target")) {
-        toggle_strategy(s, SD_STRAT_AR, "target (autoregressive)", out);
-    } else if (!strcmp(c, "/speculative")) {
-        toggle_strategy(s, SD_STRAT_SPEC, "speculative", out);
-    } else if (!strcmp(c, "/ngram")) {
-        toggle_strategy(s, SD_STRAT_NASD, "ngram (NASD)", out);
-    } else if (!strcmp(c, "/beam")) {
-        toggle_strategy(s, SD_STRAT_BEAM, "beam search", out);
-    } else if (!strcmp(c, "/drafter")) {
-        toggle_strategy(s, SD_STRAT_DRAFT, "drafter (draft-only)", out);
-    } else if (!strcmp(c, "/cache")) {
-        a->no_cache = !a->no_cache;
-        fprintf(out, "cache: %s\n", a->no_cache ? "off" : "on");
-    } else if (!strcmp(c, "/chat")) {
-        a->chat = !a->chat;
-        fprintf(out, "chat: %s\n", a->chat ? "on" : "off");
-    } else if (!strcmp(c, "/parse_special")) {
-        a->parse_special = !a->parse_special;
-        fprintf(out, "parse_special: %s\n", a->parse_special ? "on" : "off");
-    } else if (!strcmp(c, "/length")) {
-        if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/length N with N >= 1");
-        else fprintf(out, "length: %d\n", a->n_predict = v);
-    } else if (!strcmp(c, "/draft_vocab")) {
-        if (n != 2 || parse_int(w[1], 0, s->target->hp.vocab, &v)) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "/draft_vocab N with N in [0, %d] (0: all)", s->target->hp.vocab);
-            bad(out, msg);
-        } else {
-            fprintf(out, "draft_vocab: %d\n", a->draft_vocab = v);
+    size_t len = 0;
+    for (int i = 1; i < n; i++) len += strlen(w[i]) + 1;
+    if (len > sizeof cli->sampler_words) {
+        bad("/sampler: the chain and its parameters exceed %zu characters",
+            sizeof cli->sampler_words - 1);
+        return;
+    }
+    if (n < 2) {
+        bad("/sampler needs a chain: /sampler CHAIN [key=value ...] (--list-samplers lists them)");
+        return;
+    }
+    if ((s->c.strategies & SD_STRAT_BEAM) && (strcmp(w[1], "greedy") || n > 2)) {
+        bad("/sampler %s: beam search is on and applies no sampler: /beam turns it off", w[1]);
+        return;
+    }
+    if (sd_session_set_sampler(s, w[1], (const char *const *)w + 2, n - 2, &e)) {
+        bad("/sampler %s: %s", w[1], e.msg);
+        return;
+    }
+    keep_sampler(cli, w, n);
+    char desc[256];
+    sd_sampler_describe(s->sampler, desc, sizeof desc);
+    printf("sampler: %s\n", desc);
+}
+
+/* /set_ngramstorage KIND N: the reference tool's form of /ngram_store and
+ * /ngram_n together (basic and onelevel: its names for multi and one). */
+static int ngram_storage(char **w, int n, const char **kind) {
+    if (n != 3) return -1;
+    *kind = !strcmp(w[1], "basic") ? "multi" : !strcmp(w[1], "onelevel") ? "one" : w[1];
+    return 0;
+}
+
+/* Applies what changed between the session and a, refusing what the
+ * session cannot take; 0 when the session now holds a. */
+static int apply(sd_cli *cli, const sd_args *a, const char *cmd) {
+    sd_session *s = &cli->s;
+    sd_config *c = &s->c;
+    sd_err e = {{0}};
+    if (a->c.strategies != c->strategies && strategies_conflict(cli, a->c.strategies, cmd)) return -1;
+    if (a->c.draft_layers != c->draft_layers) {
+        if (s->draft) {
+            bad("%s: a draft model is loaded (-d); a self-speculative drafter needs none", cmd);
+            return -1;
         }
-    } else if (!strcmp(c, "/gamma")) {
-        if (n != 2 || parse_int(w[1], 1, 256, &v)) bad(out, "/gamma N with N in [1, 256]");
-        else fprintf(out, "gamma: %d\n", a->gamma = v);
-    } else if (!strcmp(c, "/draft_p_min")) {
-        double p;
-        if (n != 2 || parse_prob(w[1], &p)) bad(out, "/draft_p_min P with P in [0, 1]");
-        else fprintf(out, "draft_p_min: %g\n", a->draft_p_min = p);
-    } else if (!strcmp(c, "/top_k_filler")) {
-        if (n != 2 || parse_int(w[1], 0, 64, &v)) bad(out, "/top_k_filler N with N in [0, 64]");
-        else fprintf(out, "top_k_filler: %d\n", a->filler_top_k = v);
-    } else if (!strcmp(c, "/reset_in_between")) {
-        a->keep_ngrams = !a->keep_ngrams;
-        fprintf(out, "reset_in_between: %s\n", a->keep_ngrams ? "off" : "on");
-    } else if (!strcmp(c, "/seed")) {
-        char *end;
-        errno = 0;
-        unsigned long long sv = n == 2 && w[1][0] != '-' ? strtoull(w[1], &end, 10) : 0;
-        if (n != 2 || w[1][0] == '-' || *end || errno) bad(out, "/seed N with N >= 0");
-        else fprintf(out, "seed: %llu\n", (unsigned long long)(s->seed = sv));
-    } else if (!strcmp(c, "/set_ngramstorage")) {
-        /* basic and onelevel: the reference tool's names */
-        int kind = n != 3                                                 ? -1
-                   : !strcmp(w[1], "multi") || !strcmp(w[1], "basic")     ? SD_NGRAM_MULTI
-                   : !strcmp(w[1], "one") || !strcmp(w[1], "onelevel") ? SD_NGRAM_ONE
-                                                                          : -1;
-        if (kind < 0 || parse_int(w[2], 2, SD_NGRAM_MAX_N, &v)) {
-            bad(out, "/set_ngramstorage multi|one N with N in [2, 16] (basic = multi, onelevel = one)");
-        } else {
-            int old_kind = a->ngram_kind, old_n = a->ngram_n;
-            a->ngram_kind = kind;
-            a->ngram_n = v;
-            if (sd_session_reset_store(s, &e)) {
-                a->ngram_kind = old_kind;
-                a->ngram_n = old_n;
-                fprintf(out, "error: %s\n", e.msg);
-            } else {
-                fprintf(out, "ngram storage: %s, N %d\n", kind == SD_NGRAM_MULTI ? "multi" : "one", v);
-            }
+        if (sd_session_set_draft_layers(s, a->c.draft_layers, &e)) {
+            bad("%s: %s", cmd, e.msg);
+            return -1;
         }
-    } else if (!strcmp(c, "/draft_layers")) {
-        if (n != 2 || parse_int(w[1], 1, 1 << 20, &v)) bad(out, "/draft_layers K with K >= 1");
-        else if (s->draft) fprintf(out, "error: a draft model is loaded (-d); draft layers need none\n");
-        else if (sd_session_set_draft_layers(s, v, &e)) fprintf(out, "error: %s\n", e.msg);
-        else fprintf(out, "draft layers: %d\n", v);
-    } else if (!strcmp(c, "/sampler") || !strcmp(c, "/processor")) {
-        if (n < 2) {
-            bad(out, "/sampler CHAIN [key=value ...]");
-            sd_cli_list_samplers(s->samplers, out, &e);
-        } else if (sd_session_set_sampler(s, w[1], (const char *const *)w + 2,
-                                          n - 2, &e)) {
-            fprintf(out, "error: %s\n", e.msg);
-            sd_cli_list_samplers(s->samplers, out, &e);
-        } else {
-            char desc[256];
-            sd_sampler_describe(s->sampler, desc, sizeof desc);
-            fprintf(out, "sampler: %s\n", desc);
+    }
+    if (a->c.draft_vocab > s->target->hp.vocab) {
+        bad("%s: %d is more than the vocabulary's %d tokens (0: all)", cmd, a->c.draft_vocab,
+            s->target->hp.vocab);
+        return -1;
+    }
+    if (a->c.ngram_n != c->ngram_n || a->c.ngram_kind != c->ngram_kind) {
+        sd_config old = *c;
+        c->ngram_n = a->c.ngram_n;
+        c->ngram_kind = a->c.ngram_kind;
+        if (sd_session_reset_store(s, &e)) {
+            *c = old;
+            bad("%s: %s", cmd, e.msg);
+            return -1;
+        }
+    }
+    *c = a->c;
+    s->seed = a->c.seed;
+    cli->debug = a->debug;
+    return 0;
+}
+
+static void set(sd_cli *cli, const sd_setting *st, char **w, int n) {
+    char name[64], cmd[80], v[256];
+    sd_setting_name(st, name, sizeof name);
+    snprintf(cmd, sizeof cmd, "/%s", name);
+    if (st->no_command) {
+        bad("%s cannot be changed here: %s", cmd, st->no_command);
+        return;
+    }
+    sd_args a;
+    sd_cli_args(cli, &a);
+    sd_err e = {{0}};
+    int sw = st->kind == SD_SET_ON || st->kind == SD_SET_OFF;
+    if (n > 2 || (n == 1 && !sw)) {
+        char r[96];
+        sd_setting_range(st, r, sizeof r);
+        bad("%s takes one value: %s %s%s%s%s", cmd, cmd, sw ? "[on|off]" : st->arg, r[0] ? " (" : "",
+            r, r[0] ? ")" : "");
+        return;
+    }
+    if (n == 1) *(int *)((char *)&a + st->off) ^= 1;
+    else if (sd_setting_parse(st, &a, w[1], cmd, &e)) {
+        bad("%s", e.msg);
+        return;
+    }
+    if (apply(cli, &a, cmd)) return;
+    sd_cli_args(cli, &a);
+    printf("%s: %s\n", name, sd_setting_format(st, &a, v, sizeof v));
+}
+
+static int command(sd_cli *cli, char **w, int n) {
+    const char *c = w[0] + 1;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(c, aliases[i].alias)) c = aliases[i].name;
+    if (!strcmp(c, "quit") || !strcmp(c, "exit")) return 1;
+    if (!strcmp(c, "help")) {
+        sd_args a;
+        sd_cli_args(cli, &a);
+        fputs(usage, stdout);
+        sd_settings_commands(stdout, &a);
+        fputs(after, stdout);
+        sd_cli_describe(cli, stdout);
+    } else if (!strcmp(c, "clear")) {
+        fputs(isatty(1) ? "\033[H\033[2J" : "", stdout);
+        printf("cleared\n");
+    } else if (!strcmp(c, "target")) {
+        toggle_strategy(cli, SD_STRAT_AR, w[0]);
+    } else if (!strcmp(c, "speculative")) {
+        toggle_strategy(cli, SD_STRAT_SPEC, w[0]);
+    } else if (!strcmp(c, "ngram")) {
+        toggle_strategy(cli, SD_STRAT_NASD, w[0]);
+    } else if (!strcmp(c, "beam")) {
+        toggle_strategy(cli, SD_STRAT_BEAM, w[0]);
+    } else if (!strcmp(c, "drafter")) {
+        toggle_strategy(cli, SD_STRAT_DRAFT, w[0]);
+    } else if (!strcmp(c, "sampler")) {
+        set_sampler(cli, w, n);
+    } else if (!strcmp(c, "set_ngramstorage")) {
+        const char *kind;
+        sd_args a;
+        sd_err e = {{0}};
+        sd_cli_args(cli, &a);
+        if (ngram_storage(w, n, &kind)) {
+            bad("/set_ngramstorage takes two values: /set_ngramstorage multi|one N");
+        } else if (sd_setting_parse(sd_setting_by_flag("--ngram-store"), &a, kind, w[0], &e) ||
+                   sd_setting_parse(sd_setting_by_flag("--ngram-n"), &a, w[2], w[0], &e)) {
+            bad("%s", e.msg);
+        } else if (!apply(cli, &a, w[0])) {
+            printf("ngram storage: %s, N %d\n", kind, a.c.ngram_n);
         }
     } else {
-        fprintf(out, "error: unknown command '%s'\n%s", c, usage);
+        const sd_setting *st = sd_setting_by_name(c);
+        if (st) set(cli, st, w, n);
+        else bad("unknown command '%s' (/help lists the commands)", w[0]);
     }
     return 0;
 }
@@ -229,7 +290,7 @@ static void unescape(char *s) {
     *w = 0;
 }
 
-int sd_repl_line(sd_cli *cli, char *line, FILE *out) {
+int sd_repl_line(sd_cli *cli, char *line) {
     size_t len = strlen(line);
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (!len) return 0;
@@ -237,14 +298,14 @@ int sd_repl_line(sd_cli *cli, char *line, FILE *out) {
         char *w[MAX_WORDS];
         int n = split(line, w);
         if (n == MAX_WORDS) {
-            fprintf(out, "error: too many words\n");
+            bad("%s: more than %d words", w[0], MAX_WORDS - 1);
             return 0;
         }
-        return command(cli, w, n, out);
+        return command(cli, w, n);
     }
     sd_err e = {{0}};
     unescape(line);
-    if (run_prompt(cli, line, out, &e)) fprintf(out, "error: %s\n", e.msg);
+    if (run_prompt(cli, line, stdout, &e)) bad("%s", e.msg);
     return 0;
 }
 
@@ -263,13 +324,16 @@ int sd_repl_run(sd_cli *cli, const char *first, sd_err *e) {
         char *line;
         if (tty) {
             line = readline("> ");
-            if (!line) break;
+            if (!line) {
+                putchar('\n'); /* Ctrl-D: the shell's prompt starts on a line of its own */
+                break;
+            }
             if (*line) add_history(line);
         } else {
             if (getline(&buf, &cap, stdin) < 0) break;
             line = buf;
         }
-        int quit = sd_repl_line(cli, line, stdout);
+        int quit = sd_repl_line(cli, line);
         if (tty) free(line);
         fflush(stdout);
         if (quit) break;

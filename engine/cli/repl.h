@@ -7,9 +7,10 @@
 
 #include "engine/cli/run.h"
 
-/* Executes one line (a /command or a prompt). Returns 1 on /quit, 0 to go
- * on; errors are printed and never end the session. */
-int sd_repl_line(sd_cli *cli, char *line, FILE *out);
+/* Executes one line (a /command or a prompt): output on stdout, errors as
+ * one "error: ..." line on stderr. Returns 1 on /quit, 0 to go on; errors
+ * never end the session. */
+int sd_repl_line(sd_cli *cli, char *line);
 /* Runs first (when not NULL; -i -p TEXT or -i -f FILE), then reads lines
  * until /quit or the end of stdin. -1 (e set) only when first fails. A
  * Ctrl-C stops the prompt that is running and returns to the loop. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/cli/json_out.h"
+#include "engine/cli/settings.h"
 
 #define N_ORDER SD_N_STRATEGIES
 #define order sd_strategy_order
@@ -23,21 +24,57 @@ void sd_cli_warnings(const sd_sampler_set *set) {
         fprintf(stderr, "specdec: warning: %s\n", sd_samplers_warning(set, i));
 }
 
+/* --debug with JSON: each round kept as n_accepted, the accepted ids, the
+ * rejected id and the next id (-1: none), for the run's "steps". */
+typedef struct steps {
+    int32_t *v;
+    size_t n, cap;
+    int failed;
+} steps;
+
+static void keep(steps *k, int32_t x) {
+    if (k->failed) return;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 256;
+        int32_t *v = realloc(k->v, cap * sizeof *v);
+        if (!v) {
+            k->failed = 1;
+            return;
+        }
+        k->v = v;
+        k->cap = cap;
+    }
+    k->v[k->n++] = x;
+}
+
 /* ---- one prompt --------------------------------------------------------- */
 /* The text stream of one run: tokens become UTF-8 as they are final (a
- * token ending inside a multi-byte character waits for the rest). */
+ * token ending inside a multi-byte character waits for the rest). The
+ * prompt is echoed with the first token, not before the prefill, so a
+ * progress line on the terminal has a line of its own. */
 typedef struct stream {
     const sd_tokenizer *tok;
     sd_detok st;
     FILE *out;
+    const char *prompt; /* echoed before the text; NULL once it is */
+    int chat;           /* the answer is a new turn: a newline after the prompt */
     int text; /* stream text to out (off for JSON and the debug view) */
+    steps *steps; /* NULL: --debug lines on stderr */
     int failed;
     sd_err e;
 } stream;
 
+static void echo(stream *s) {
+    if (!s->prompt) return;
+    fputs(s->prompt, s->out);
+    if (s->chat) fputc('\n', s->out);
+    s->prompt = NULL;
+}
+
 static void on_token(void *ud, int32_t id) {
     stream *s = ud;
     if (!s->text) return;
+    echo(s);
     char buf[256];
     int n = sd_detok_push(s->tok, &s->st, id, buf, sizeof buf, &s->e);
     if (n < 0) {
@@ -49,7 +86,35 @@ static void on_token(void *ud, int32_t id) {
 }
 
 static void on_step(void *ud, const sd_step *step) {
-    sd_step_view(((stream *)ud)->tok, step);
+    stream *s = ud;
+    if (!s->steps) {
+        sd_step_view(s->tok, step);
+        return;
+    }
+    keep(s->steps, step->n_accepted);
+    for (int i = 0; i < step->n_accepted; i++) keep(s->steps, step->accepted[i]);
+    keep(s->steps, step->rejected);
+    keep(s->steps, step->next);
+}
+
+static void json_steps(sd_json_obj *j, const steps *k) {
+    sd_json_key(j, "steps");
+    fputc('[', j->out);
+    for (size_t at = 0; at < k->n;) {
+        int n = k->v[at++];
+        sd_json_obj o;
+        if (at > 1) fputc(',', j->out);
+        sd_json_begin(&o, j->out);
+        sd_json_ids(&o, "accepted", k->v + at, n);
+        at += (size_t)n;
+        if (k->v[at] >= 0) sd_json_int(&o, "rejected", k->v[at]);
+        else sd_json_null(&o, "rejected");
+        if (k->v[at + 1] >= 0) sd_json_int(&o, "next", k->v[at + 1]);
+        else sd_json_null(&o, "next");
+        at += 2;
+        sd_json_end(&o);
+    }
+    fputc(']', j->out);
 }
 
 typedef struct result {
@@ -73,7 +138,7 @@ static double decode_speedup(const result *r, const result *ar) {
 }
 
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
-                       const result *r, const char *text, const result *ar) {
+                       const result *r, const char *text, const result *ar, const steps *k) {
     const sd_gen_stats *st = &r->st;
     char desc[256];
     /* beam search applies no sampler (a chain it cannot apply is refused) */
@@ -121,13 +186,19 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     if (strat == SD_STRAT_SPEC) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);
     sd_json_int(&j, "hit_context", st->hit_context);
+    if (k) json_steps(&j, k);
     sd_json_end(&j);
 }
 
-static void print_summary(const result *res, FILE *out) {
+static const char *plural(long n, const char *one, const char *many) {
+    return n == 1 ? one : many;
+}
+
+/* The side-by-side table (several strategies), on stderr with the stats. */
+static void print_summary(const result *res) {
     const result *ar = &res[0];
-    fprintf(out, "\n%-6s %7s %9s %9s %9s %8s %7s %7s %8s %9s %s\n", "", "tokens", "seconds", "tok/s",
-            "decode/s", "accept", "target", "draft", "vs ar", "dec vs ar", "output");
+    fprintf(stderr, "\n%-6s %7s %9s %9s %9s %8s %7s %7s %8s %9s %s\n", "", "tokens", "seconds",
+            "tok/s", "decode/s", "accept", "target", "draft", "vs ar", "dec vs ar", "output");
     for (int i = 0; i < N_ORDER; i++) {
         const result *r = &res[i];
         if (!r->ran) continue;
@@ -145,19 +216,75 @@ static void print_summary(const result *res, FILE *out) {
                            : (ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4))
                                ? "same as ar"
                                : "differs from ar";
-        fprintf(out, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n", sd_strategy_name(order[i]),
-                st->new_tokens, st->total_s, tp, dtp, acc, st->target_calls, st->draft_calls, sp, dsp,
-                same);
+        fprintf(stderr, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n",
+                sd_strategy_name(order[i]), st->new_tokens, st->total_s, tp, dtp, acc,
+                st->target_calls, st->draft_calls, sp, dsp, same);
     }
+}
+
+/* One run's stats line on stderr; a rate with nothing to count reads n/a. */
+static void print_stats(int strat, const sd_gen_stats *g) {
+    char pre[32] = "n/a", all[32] = "n/a", dec[32] = "n/a";
+    double d = sd_gen_decode_tps(g);
+    if (rate(g->prompt_tokens, g->prefill_s) > 0)
+        snprintf(pre, sizeof pre, "%.1f tok/s", rate(g->prompt_tokens, g->prefill_s));
+    if (rate(g->new_tokens, g->total_s) > 0)
+        snprintf(all, sizeof all, "%.1f tok/s", rate(g->new_tokens, g->total_s));
+    if (d > 0) snprintf(dec, sizeof dec, "%.1f tok/s", d);
+    fprintf(stderr,
+            "specdec: %s: prompt %d %s (prefill %s), %d new %s in %.3f s: %s (decode %s), "
+            "%ld target %s",
+            sd_strategy_name(strat), g->prompt_tokens, plural(g->prompt_tokens, "token", "tokens"),
+            pre, g->new_tokens, plural(g->new_tokens, "token", "tokens"), g->total_s, all, dec,
+            g->target_calls, plural(g->target_calls, "call", "calls"));
+    if (g->drafted)
+        fprintf(stderr, ", %ld/%ld drafts accepted (%.1f%%), %ld draft %s", g->accepted, g->drafted,
+                100.0 * g->accepted / g->drafted, g->draft_calls,
+                plural(g->draft_calls, "call", "calls"));
+    fprintf(stderr, "%s\n", g->hit_context ? " (context full)" : "");
+}
+
+void sd_cli_args(const sd_cli *cli, sd_args *a) {
+    sd_args_defaults(a);
+    a->c = cli->s.c;
+    a->c.seed = cli->s.seed;
+    a->debug = cli->debug;
+    a->json = cli->json;
+    a->jsonl = cli->jsonl;
+}
+
+/* --json: the document's head; its runs follow one a line, then the tail. */
+static void document_head(const sd_cli *cli, FILE *out) {
+    sd_args a;
+    sd_cli_args(cli, &a);
+    sd_json_obj doc, set;
+    sd_json_begin(&doc, out);
+    sd_json_obj_in(&doc, "settings", &set);
+    sd_json_settings(&set, &a);
+    sd_json_end(&set);
+    sd_json_key(&doc, "runs");
+    fputs("[\n", out);
+}
+
+static void document_tail(FILE *out, const sd_err *e) {
+    fputs("]", out);
+    if (e) {
+        sd_json_obj err = {out, 1};
+        sd_json_str(&err, "error", e->msg);
+    }
+    fputs("}\n", out);
+    fflush(out);
 }
 
 int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
     sd_session *s = &cli->s;
     const sd_config *a = &s->c;
     int32_t *ids = NULL;
-    int n_ids = 0, rc = -1, n_runs = 0;
+    int n_ids = 0, rc = -1, n_runs = 0, n_json = 0;
+    int json = cli->json || cli->jsonl;
     result res[N_ORDER];
     memset(res, 0, sizeof res);
+    steps k = {0};
     char *text = NULL;
     /* Checked before anything is printed, so the error is not lost after
      * the echoed prompt. */
@@ -168,6 +295,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
         free(ids);
         return -1;
     }
+    if (cli->json) document_head(cli, out);
     for (int i = 0; i < N_ORDER; i++) {
         int strat = order[i];
         if (!(a->strategies & strat)) continue;
@@ -177,28 +305,40 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             sd_fail(e, "out of memory");
             goto done;
         }
-        stream st = {.tok = s->target->tok, .out = out, .text = !cli->json && !cli->debug};
-        sd_hooks h = {on_token, cli->debug && !cli->json ? on_step : NULL, &st, cli->cancel};
-        if (!cli->json) {
-            if (n_runs > 1) fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
-            fputs(prompt, out);
-            if (a->chat) fputc('\n', out); /* the answer is a new turn, not a continuation */
+        k.n = 0;
+        stream st = {.tok = s->target->tok, .out = out, .prompt = json ? NULL : prompt,
+                     .chat = a->chat, .text = !json && !cli->debug, .steps = json ? &k : NULL};
+        sd_hooks h = {on_token, cli->debug ? on_step : NULL, &st, cli->cancel};
+        if (!json && n_runs > 1) {
+            fprintf(out, "--- %s ---\n", sd_strategy_name(strat));
             fflush(out);
         }
         r->n = sd_session_generate(s, strat, ids, n_ids, &h, r->ids, &r->st, e);
+        if (r->n >= 0 && k.failed) {
+            sd_fail(e, "out of memory");
+            r->n = -1;
+        }
         if (r->n < 0 || st.failed) {
             if (st.failed) *e = st.e;
-            if (!cli->json) fputc('\n', out);
+            if (!json) {
+                echo(&st);
+                fputc('\n', out);
+            }
             sd_wrap(e, sd_strategy_name(strat));
             goto done;
         }
         r->ran = 1;
-        if (cli->json) {
+        if (json) {
             if (sd_detokenize(s->target->tok, r->ids, r->n, 0, &text, e)) goto done;
-            print_json(s, out, strat, ids, n_ids, r, text, strat == SD_STRAT_AR ? NULL : &res[0]);
+            if (n_json++) fputs(cli->json ? ",\n" : "", out);
+            print_json(s, out, strat, ids, n_ids, r, text, strat == SD_STRAT_AR ? NULL : &res[0],
+                       cli->debug ? &k : NULL);
+            if (cli->jsonl) fputc('\n', out);
+            fflush(out);
             free(text);
             text = NULL;
         } else {
+            echo(&st);
             if (cli->debug) {
                 /* the step lines on stderr were the live view; the text
                  * comes whole, so the two never interleave on a terminal */
@@ -215,17 +355,7 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             /* the text on stdout is complete before its metrics follow on
              * stderr, so a pipe never glues the two onto one line */
             fflush(out);
-            const sd_gen_stats *g = &r->st;
-            fprintf(stderr,
-                    "specdec: %s: prompt %d tokens (prefill %.1f tok/s), %d new tokens in %.3f s: "
-                    "%.1f tok/s (decode %.1f tok/s), %ld target calls",
-                    sd_strategy_name(strat), g->prompt_tokens, rate(g->prompt_tokens, g->prefill_s),
-                    g->new_tokens, g->total_s, rate(g->new_tokens, g->total_s),
-                    sd_gen_decode_tps(g), g->target_calls);
-            if (g->drafted)
-                fprintf(stderr, ", %ld/%ld drafts accepted (%.1f%%), %ld draft calls", g->accepted,
-                        g->drafted, 100.0 * g->accepted / g->drafted, g->draft_calls);
-            fprintf(stderr, "%s\n", g->hit_context ? " (context full)" : "");
+            print_stats(strat, &r->st);
         }
         if (cli->cancel && *cli->cancel) {
             fflush(out);
@@ -233,11 +363,16 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
             break;
         }
     }
-    if (!cli->json && n_runs > 1 && !(cli->cancel && *cli->cancel)) print_summary(res, out);
-    if (!cli->json && s->sampler) fprintf(stderr, "specdec: seed %llu\n", (unsigned long long)s->seed);
+    if (!json && n_runs > 1 && !(cli->cancel && *cli->cancel)) print_summary(res);
+    if (!json && s->sampler) fprintf(stderr, "specdec: seed %llu\n", (unsigned long long)s->seed);
     rc = 0;
 done:
+    if (cli->json) {
+        if (n_json && rc) fputc('\n', out);
+        document_tail(out, rc ? e : NULL);
+    }
     for (int i = 0; i < N_ORDER; i++) free(res[i].ids);
+    free(k.v);
     free(text);
     free(ids);
     return rc;
@@ -248,27 +383,11 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
     const sd_config *a = &s->c;
     char desc[256] = "greedy (built-in)";
     if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
-    fprintf(out, "strategies:");
-    for (int i = 0; i < N_ORDER; i++)
-        if (a->strategies & order[i]) fprintf(out, " %s", sd_strategy_name(order[i]));
-    fprintf(out, "\nlength %d, gamma %d, cache %s, chat %s, parse_special %s, debug %s, "
-                 "sampler %s, seed %llu\n",
-            a->n_predict, a->gamma, a->no_cache ? "off" : "on", a->chat ? "on" : "off",
-            a->parse_special ? "on" : "off", cli->debug ? "on" : "off", desc,
-            (unsigned long long)s->seed);
+    fprintf(out, "sampler: %s\n", desc);
     fprintf(out, "target backend: %s%s%s\n", s->target->be->name, s->draft ? ", drafter backend: " : "",
             s->draft ? s->draft->be->name : "");
     fprintf(out, "drafter: %s\n",
             s->draft ? a->draft : s->have_drafter ? "self (first layers of the target)" : "none");
-    if (!s->draft && s->have_drafter) fprintf(out, "draft layers: %d\n", a->draft_layers);
-    if (s->have_drafter) fprintf(out, "draft p_min: %g%s\n", a->draft_p_min, a->draft_p_min > 0 ? "" : " (off)");
     if (s->have_drafter && a->draft_vocab)
-        fprintf(out, "draft vocab: token ids below %d\n", sd_head_rows(s->draft_lm.m, a->draft_vocab));
-    else if (s->have_drafter)
-        fprintf(out, "draft vocab: all\n");
-    fprintf(out, "ngram: %s store, N %d, filler top-k %d, stop if unknown %s, reset between prompts %s\n",
-            a->ngram_kind == SD_NGRAM_MULTI ? "multi" : "one", a->ngram_n, a->filler_top_k,
-            a->stop_if_unknown ? "on" : "off", a->keep_ngrams ? "off" : "on");
-    fprintf(out, "beam: %d beams, top-k %d, min_length %g, alpha %g\n", a->beams, a->beam_top_k,
-            a->min_length, a->alpha);
+        fprintf(out, "draft vocabulary: token ids below %d\n", sd_head_rows(s->draft_lm.m, a->draft_vocab));
 }

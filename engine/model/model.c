@@ -157,16 +157,28 @@ static int bind_layer(const gguf_file *f, const sd_hparams *hp, int l, sd_layer 
     return 0;
 }
 
+static void report(const sd_model *m, const char *stage, long done, long total) {
+    if (!m->progress) return;
+    sd_progress p = {stage, m->file ? m->file->path : NULL, done, total};
+    m->progress(m->progress_ud, &p);
+}
+
+/* fn over every weight; with stage set, a progress report before the
+ * first and after each layer (the output head and embeddings count as one). */
 static int for_each_weight(sd_model *m, int (*fn)(sd_model *, sd_weight *, sd_err *),
-                           sd_err *e) {
+                           const char *stage, sd_err *e) {
+    const long total = m->hp.n_layers + 1;
+    if (stage) report(m, stage, 0, total);
     if (fn(m, &m->tok_embd, e) || fn(m, &m->out_norm, e)) return -1;
     if (!m->hp.tied_output && fn(m, &m->output, e)) return -1;
+    if (stage) report(m, stage, 1, total);
     for (int l = 0; l < m->hp.n_layers; l++) {
         sd_layer *L = &m->layers[l];
         sd_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk,       &L->wv,     &L->wo, &L->ffn_norm,
                            &L->w_gate,    &L->w_up, &L->w_down, &L->bq, &L->bk, &L->bv};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->data && fn(m, ws[i], e)) return -1;
+        if (stage) report(m, stage, l + 2, total);
     }
     return 0;
 }
@@ -192,7 +204,7 @@ void sd_model_free(sd_model *m) {
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (bufs[i]) m->be->release(m->be, bufs[i]);
         sd_kv_free(m->kv);
-        if (m->layers && m->be->release_weight) for_each_weight(m, release_one, NULL);
+        if (m->layers && m->be->release_weight) for_each_weight(m, release_one, NULL, NULL);
         m->be->destroy(m->be);
     }
     free(m->layers);
@@ -219,6 +231,10 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     }
     m->file = f;
     m->be = be;
+    if (o) {
+        m->progress = o->progress;
+        m->progress_ud = o->progress_ud;
+    }
     sd_hparams *hp = &m->hp;
     if (read_hparams(f, hp, e)) goto fail;
     m->tok = sd_tokenizer_load(f, e);
@@ -240,7 +256,7 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     for (int l = 0; l < hp->n_layers; l++)
         if (bind_layer(f, hp, l, &m->layers[l], e)) goto fail;
 
-    if (for_each_weight(m, upload_one, e)) goto fail;
+    if (for_each_weight(m, upload_one, "loading", e)) goto fail;
     if (hp->tied_output) m->output = m->tok_embd;
 
     m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (hp->ctx_train < 4096 ? hp->ctx_train : 4096);
@@ -450,13 +466,16 @@ static int forward(sd_model *m, sd_kv *kv, const int32_t *tokens, int n, int pos
         }
     }
     int first_out = n - n_out;
+    const int chunked = n > m->max_batch;
     for (int c = 0; c < n; c += m->max_batch) {
         int nb = n - c < m->max_batch ? n - c : m->max_batch;
+        if (chunked) report(m, "prefill", c, n);
         if (run_layers(m, &kv, 1, tokens + c, nb, pos + c, n_layers, e)) return -1;
         kv->n = pos + c + nb;
         int lo = first_out > c ? first_out : c;
         if (lo < c + nb && head(m, lo - c, c + nb - lo, o, lo - first_out, e)) return -1;
     }
+    if (chunked) report(m, "prefill", n, n);
     return 0;
 }
 

@@ -31,6 +31,18 @@ typedef struct sd_layer {
     sd_weight bq, bk, bv;
 } sd_layer;
 
+/* What a long call reports while it runs, for a caller that shows
+ * progress (the model itself never prints): loading a file's weights onto
+ * the backend (which repacks some types), and a forward call over more
+ * tokens than one chunk (a long prompt's prefill). done is 0 at the start
+ * and total at the end. */
+typedef struct sd_progress {
+    const char *stage; /* "loading" or "prefill" */
+    const char *path;  /* the GGUF file's path (its name for one opened from memory) */
+    long done, total;  /* loading: layers uploaded of all; prefill: tokens run of all */
+} sd_progress;
+typedef void (*sd_progress_cb)(void *ud, const sd_progress *p);
+
 typedef struct sd_model {
     gguf_file *file;
     sd_tokenizer *tok;
@@ -42,6 +54,8 @@ typedef struct sd_model {
     uint32_t kv_type; /* element type of its caches: SD_F32 or SD_F16 */
     int max_batch;  /* tokens per internal chunk of one forward call */
     sd_kv *kv;      /* the model's own cache */
+    sd_progress_cb progress; /* NULL, or told about loading and long forward calls */
+    void *progress_ud;
     /* scratch, backend memory, [max_batch][...] */
     float *x, *xb, *q, *att, *hb, *hb2, *logits;
 } sd_model;
@@ -49,6 +63,8 @@ typedef struct sd_model {
 typedef struct sd_model_opts {
     int n_ctx;        /* <= 0: min(context_length, 4096) */
     uint32_t kv_type; /* SD_F32 (0 means the same) or SD_F16: the caches' element type */
+    sd_progress_cb progress; /* NULL: silent; else kept in sd_model.progress */
+    void *progress_ud;
 } sd_model_opts;
 
 /* Loads path onto backend be (engine/session/device.h opens one). The model

@@ -145,7 +145,8 @@ sd_model *sd_load_model(const char *path, int device, int threads, const sd_mode
 static sd_model *load(sd_session *s, const char *path, int device, int threads, int n_ctx,
                       sd_err *e) {
     char notice[256];
-    sd_model_opts o = {.n_ctx = n_ctx, .kv_type = s->c.kv_type};
+    sd_model_opts o = {.n_ctx = n_ctx, .kv_type = s->c.kv_type, .progress = s->c.progress,
+                       .progress_ud = s->c.progress_ud};
     sd_model *m = sd_load_model(path, device, threads, &o, notice, sizeof notice, e);
     size_t used = strlen(s->notice);
     if (m && notice[0])

@@ -73,6 +73,10 @@ typedef struct sd_config {
     int n_sampler_args;
     const char *plugin_dirs[SD_MAX_LIST];
     int n_plugin_dirs;
+    /* NULL, or told about each model's loading and long forward calls
+     * (sd_model_opts.progress) */
+    sd_progress_cb progress;
+    void *progress_ud;
 } sd_config;
 
 /* The defaults of every field (no model, greedy, ar only). */
