@@ -1,9 +1,13 @@
 /* specdec sampler ABI, versions 1 and 2 (version 2 at the end).
  *
- * Version 2 is the current one: the built-ins and new plugins use it.
- * Version 1, described first, is frozen: plugins built against it keep
- * loading, seen by the engine as version-2 sampling stages without
- * history.
+ * Version 2 is the one to write: the built-ins use it. Its revision 2.1
+ * appends fields to two structures (sd_stage_desc.str_defaults for string
+ * parameters, sd_engine_info.vocab_text for the stored token strings) and
+ * has piece() give a token's bytes; abi_version stays 2 and struct_size
+ * tells the layouts apart, so plugins built against the v2 header load
+ * and behave as before. Version 1, described first, is frozen: plugins
+ * built against it keep loading, seen by the engine as version-2 sampling
+ * stages without history.
  *
  * A sampler decides how the next token is picked from the model's logits.
  * Every sampler, the built-in ones included, is one C file built into a
@@ -320,9 +324,11 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  * surviving history), and for sampling stages the draw check (a chi-square
  * test of sample()'s draws against process()'s row). At run time every
  * output is checked in the same way and a failing call is reported naming
- * the stage and its plugin file; a crash or a hang inside a call, or a
- * write past the row, is named too (engine/sampling/sampler_host.h,
- * sd_sampler_guard). */
+ * the stage and its plugin file; a write past the row is named too. A
+ * crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) or a hang (5 s by
+ * default) inside a call ends the process with exit status 70
+ * (SD_SAMPLER_FAULT_EXIT) and one line naming the stage, the call and the
+ * plugin file (engine/sampling/sampler_host.h, sd_sampler_guard). */
 
 #define SD_SAMPLER_ABI_VERSION_2 2u
 #define SD_SAMPLER_V2_ENTRY_SYMBOL "sd_sampler_v2"
@@ -427,8 +433,8 @@ typedef struct sd_stage_desc {
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
     int (*accept)(void *handle, int32_t token);
     int (*rollback)(void *handle, int n);
-    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a v2 plugin built
-     * against the older header stops before it and still loads):
+    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a plugin built
+     * against the v2 header stops before it and still loads):
      *   str_defaults  n_params entries: the default text of each
      *                 SD_SAMPLER_STRING parameter (NULL: ""), NULL for the
      *                 others; may be NULL when no parameter is a string.
