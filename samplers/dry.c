@@ -8,12 +8,9 @@
  * tokens are searched, and a match never reaches back across a sequence
  * breaker: a token whose piece contains one of the `breakers` strings
  * (comma-separated; "\n", "\t", "\," and "\\" escape a newline, a tab, a
- * comma and a backslash). Pieces are the vocabulary's text as the engine
- * gives it (info->piece), in which byte-level BPE writes a newline as
- * U+010A and a space as U+0120, SentencePiece a space as U+2581 and a byte
- * as "<0x0A>": a breaker matches the piece as stored or with those four
- * forms read as the newline and the space. Without pieces there are no
- * breakers.
+ * comma and a backslash). A piece is the token's bytes as the engine
+ * gives them (info->piece): a newline token is "\n" whatever form the
+ * model file stores it in. Without pieces there are no breakers.
  *
  * State: the history, one token per position, so rollback only steps back
  * and the stage gives the same row as one told the shorter history. */
@@ -86,32 +83,6 @@ static int holds(const char *piece, size_t len, const char *needle) {
     return 0;
 }
 
-/* The piece with the stored forms of the newline and the space replaced
- * by the characters, into buf[cap]; returns the length. */
-static size_t plain_text(const char *piece, size_t len, char *buf, size_t cap) {
-    static const struct {
-        const char *form;
-        char c;
-    } forms[] = {{"\xc4\x8a", '\n'}, {"\xc4\xa0", ' '}, {"\xe2\x96\x81", ' '}, {"<0x0A>", '\n'}};
-    size_t n = 0;
-    for (size_t i = 0; i < len && n < cap;) {
-        size_t k = 0;
-        for (size_t f = 0; f < sizeof forms / sizeof forms[0] && !k; f++) {
-            size_t fl = strlen(forms[f].form);
-            if (i + fl <= len && !memcmp(piece + i, forms[f].form, fl)) {
-                buf[n++] = forms[f].c;
-                k = fl;
-            }
-        }
-        if (!k) {
-            buf[n++] = piece[i];
-            k = 1;
-        }
-        i += k;
-    }
-    return n;
-}
-
 static void *dry_create(const sd_engine_info *info, const sd_sampler_value *v, char *err,
                         size_t errlen) {
     char b[MAX_BREAKERS][MAX_BREAKER_LEN + 1];
@@ -140,10 +111,8 @@ static void *dry_create(const sd_engine_info *info, const sd_sampler_value *v, c
     for (int32_t t = 0; info->piece && t < info->n_vocab; t++) {
         size_t len = 0;
         const char *piece = info->piece(info->piece_ctx, t, &len);
-        char plain[256];
-        size_t plain_len = piece ? plain_text(piece, len, plain, sizeof plain) : 0;
         for (int k = 0; piece && k < nb && !d->breaker[t]; k++)
-            d->breaker[t] = (uint8_t)(holds(piece, len, b[k]) || holds(plain, plain_len, b[k]));
+            d->breaker[t] = (uint8_t)holds(piece, len, b[k]);
     }
     return d;
 }

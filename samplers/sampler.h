@@ -1,9 +1,13 @@
 /* specdec sampler ABI, versions 1 and 2 (version 2 at the end).
  *
- * Version 2 is the current one: the built-ins and new plugins use it.
- * Version 1, described first, is frozen: plugins built against it keep
- * loading, seen by the engine as version-2 sampling stages without
- * history.
+ * Version 2 is the one to write: the built-ins use it. Its revision 2.1
+ * appends fields to two structures (sd_stage_desc.str_defaults for string
+ * parameters, sd_engine_info.vocab_text for the stored token strings) and
+ * has piece() give a token's bytes; abi_version stays 2 and struct_size
+ * tells the layouts apart, so plugins built against the v2 header load
+ * and behave as before. Version 1, described first, is frozen: plugins
+ * built against it keep loading, seen by the engine as version-2 sampling
+ * stages without history.
  *
  * A sampler decides how the next token is picked from the model's logits.
  * Every sampler, the built-in ones included, is one C file built into a
@@ -320,9 +324,11 @@ SD_SAMPLER_EXPORT const sd_sampler_desc *sd_logits_processor_v1(void);
  * surviving history), and for sampling stages the draw check (a chi-square
  * test of sample()'s draws against process()'s row). At run time every
  * output is checked in the same way and a failing call is reported naming
- * the stage and its plugin file; a crash or a hang inside a call, or a
- * write past the row, is named too (engine/sampling/sampler_host.h,
- * sd_sampler_guard). */
+ * the stage and its plugin file; a write past the row is named too. A
+ * crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) or a hang (5 s by
+ * default) inside a call ends the process with exit status 70
+ * (SD_SAMPLER_FAULT_EXIT) and one line naming the stage, the call and the
+ * plugin file (engine/sampling/sampler_host.h, sd_sampler_guard). */
 
 #define SD_SAMPLER_ABI_VERSION_2 2u
 #define SD_SAMPLER_V2_ENTRY_SYMBOL "sd_sampler_v2"
@@ -351,17 +357,30 @@ enum {
  *   max_history  the most tokens a history holds (prompt included)
  *   role         SD_ROLE_*
  *   eos_ids      the ids that end generation (may be empty)
- *   piece(piece_ctx, id, &len)  the vocabulary's text of token id (not
- *                NUL-terminated) as the model file stores it: a byte-level
- *                BPE vocabulary writes a space as "\xc4\xa0" and a
- *                newline as "\xc4\x8a", SentencePiece a space as
- *                "\xe2\x96\x81" and a byte token as "<0x0A>"; a stage
- *                matching text must match these forms. Given in a run (to
- *                the target's and the drafter's instances) and in the
- *                self-test (64 tokens: "<0>".."<9>", then "<?>"); NULL
- *                where the engine has no vocabulary (sd_sampler_create,
- *                benchmarks): a stage that cannot work without pieces
- *                refuses then, one that can does without. */
+ *   piece(piece_ctx, id, &len)  the bytes token id stands for (not
+ *                NUL-terminated), as the decoder writes them: a newline
+ *                token is "\n" whether the file stores it as byte-level
+ *                BPE's "\xc4\x8a" or SentencePiece's "<0x0A>", and
+ *                "\xe2\x96\x81with" (SentencePiece) or "\xc4\xa0with"
+ *                (byte-level BPE) is " with". A byte-level token may hold
+ *                part of a UTF-8 sequence; control tokens (end of turn,
+ *                BOS) are empty (length 0). NULL for an id outside the
+ *                vocabulary.
+ *   vocab_text(piece_ctx, id, &len)  (ABI v2.1: read it only when
+ *                struct_size >= SD_ENGINE_INFO_V2_1_SIZE) the vocabulary
+ *                string of token id as the model file stores it, for a
+ *                stage that wants the stored forms or a control token's
+ *                name ("<|im_end|>").
+ *                Both are given in a run (to the target's and the
+ *                drafter's instances) and in the self-test (64 tokens:
+ *                "<0>".."<9>", then "<?>", the same for both); both are
+ *                NULL where the engine has no vocabulary
+ *                (sd_sampler_create, the sampler benchmarks): a stage that
+ *                cannot work without text refuses then, one that can does
+ *                without. A plugin built against the v2 header (its
+ *                descriptor's struct_size < SD_STAGE_V2_1_SIZE) is told
+ *                struct_size SD_ENGINE_INFO_V2_SIZE and gets the
+ *                vocabulary string in piece, as v2 defined it. */
 typedef struct sd_engine_info {
     uint32_t abi_version; /* SD_SAMPLER_ABI_VERSION_2 */
     uint32_t struct_size; /* sizeof(sd_engine_info) as the engine saw it */
@@ -372,7 +391,12 @@ typedef struct sd_engine_info {
     const int32_t *eos_ids;
     const char *(*piece)(const void *ctx, int32_t id, size_t *len);
     const void *piece_ctx;
+    /* ABI v2.1 */
+    const char *(*vocab_text)(const void *ctx, int32_t id, size_t *len);
 } sd_engine_info;
+
+#define SD_ENGINE_INFO_V2_SIZE (offsetof(sd_engine_info, piece_ctx) + sizeof(void *))
+#define SD_ENGINE_INFO_V2_1_SIZE (offsetof(sd_engine_info, vocab_text) + sizeof(void (*)(void)))
 
 /* The version-2 descriptor. Fields up to and including rollback exist in
  * every version-2 plugin; later versions only append.
@@ -409,8 +433,8 @@ typedef struct sd_stage_desc {
     int32_t (*sample)(void *handle, const float *probs, int n_vocab, sd_sampler_rng *rng);
     int (*accept)(void *handle, int32_t token);
     int (*rollback)(void *handle, int n);
-    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a v2 plugin built
-     * against the older header stops before it and still loads):
+    /* ABI v2.1 (struct_size >= SD_STAGE_V2_1_SIZE; a plugin built
+     * against the v2 header stops before it and still loads):
      *   str_defaults  n_params entries: the default text of each
      *                 SD_SAMPLER_STRING parameter (NULL: ""), NULL for the
      *                 others; may be NULL when no parameter is a string.

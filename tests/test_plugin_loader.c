@@ -837,8 +837,12 @@ Test(loader_v2, engine_info_reaches_create) {
     sd_err e = {""};
     cr_assert_null(sd_sampler_create(s, "v2,multinomial", NULL, 0, 8, &e));
     cr_assert_str_eq(e.msg, "v2: needs the vocabulary's pieces (plugin " ROOT "/v2_info/v2.so)");
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, 8, 32, SD_ROLE_DRAFTER, 0, NULL,
-                           piece, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = 8,
+                           .max_history = 32,
+                           .role = SD_ROLE_DRAFTER,
+                           .piece = piece};
     cr_assert_null(sd_sampler_create_for(s, "v2,multinomial", NULL, 0, &info, &e));
     cr_assert(strstr(e.msg, "v2: will not serve a drafter"), "%s", e.msg);
     info.role = SD_ROLE_TARGET;

@@ -77,8 +77,11 @@ Test(mistakes, stage_refusing_the_drafter) {
     sd_sampler_set *s = sd_samplers_open(dirs, 2, &e);
     cr_assert(s, "%s", e.msg);
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, 8, 32, SD_ROLE_TARGET, 0, NULL,
-                           NULL, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = 8,
+                           .max_history = 32,
+                           .role = SD_ROLE_TARGET};
     sd_sampler *p = sd_sampler_create_for(s, "no_drafter,multinomial", NULL, 0, &info, &e);
     cr_assert(p, "%s", e.msg);
     sd_sampler_destroy(p);
@@ -232,6 +235,59 @@ Test(mistakes, v2_1_layout) {
     sd_samplers_close(s);
     s = build_and_open("v2_1_string", "v2_layout", "-DSTRING_PARAM");
     cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    sd_samplers_close(s);
+}
+
+static const char *bytes_of(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    (void)id;
+    *len = 5;
+    return " with";
+}
+
+static const char *text_of(const void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    (void)id;
+    *len = 6;
+    return "\xc4\xa0with";
+}
+
+/* piece gives a v2.1 stage the token's bytes and vocab_text the stored
+ * string; a stage built against the v2 header is told the v2 info size
+ * and gets the stored string in piece, as v2 defined it. */
+static sd_sampler_set *build_with_builtins(const char *dir, const char *defs) {
+    sd_samplers_close(build_and_open(dir, "v2_layout", defs));
+    char path[256];
+    snprintf(path, sizeof path, ROOT "/%s", dir);
+    const char *dirs[] = {path, "plugins"};
+    sd_err e = {""};
+    sd_sampler_set *s = sd_samplers_open(dirs, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(sd_samplers_n_warnings(s), 0, "%s", sd_samplers_warning(s, 0));
+    return s;
+}
+
+Test(mistakes, piece_by_layout) {
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = 8,
+                           .max_history = 32,
+                           .role = SD_ROLE_TARGET,
+                           .piece = bytes_of,
+                           .vocab_text = text_of};
+    char want[128];
+    sd_err e = {""};
+    sd_sampler_set *s = build_with_builtins("info_new", "-DREPORT_INFO");
+    cr_assert_null(sd_sampler_create_for(s, "v2_layout,greedy", NULL, 0, &info, &e));
+    snprintf(want, sizeof want, "struct_size %zu piece ' with' vocab_text '\xc4\xa0with'",
+             sizeof info);
+    cr_assert(strstr(e.msg, want), "%s", e.msg);
+    sd_samplers_close(s);
+    s = build_with_builtins("info_old", "-DREPORT_INFO -DOLD_SIZE");
+    cr_assert_null(sd_sampler_create_for(s, "v2_layout,greedy", NULL, 0, &info, &e));
+    snprintf(want, sizeof want, "struct_size %zu piece '\xc4\xa0with' vocab_text '-'",
+             (size_t)SD_ENGINE_INFO_V2_SIZE);
+    cr_assert(strstr(e.msg, want), "%s", e.msg);
     sd_samplers_close(s);
 }
 

@@ -633,8 +633,11 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
 static sd_sampler *chain(sd_sampler_set *set, const char *spec, const char *const *kv, int n_kv,
                          int vocab, int role) {
     sd_err e;
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, vocab, 512, role, 0, NULL,
-                           NULL, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = vocab,
+                           .max_history = 512,
+                           .role = role};
     sd_sampler *p = sd_sampler_create_for(set, spec, kv, n_kv, &info, &e);
     cr_assert(p, "%s: %s", spec, e.msg);
     return p;

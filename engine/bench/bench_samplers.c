@@ -49,8 +49,11 @@ static void gaussian_rows(float *logits, size_t n, sd_rng *r) {
 static double bench(const sd_sampler_set *set, const char *spec, const char *const *kv, int n_kv,
                     int vocab, const float *logits, float *probs, double *times) {
     sd_err e;
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, vocab,
-                           PROMPT + WARMUP + REPS + 1, SD_ROLE_TARGET, 0, NULL, NULL, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = vocab,
+                           .max_history = PROMPT + WARMUP + REPS + 1,
+                           .role = SD_ROLE_TARGET};
     sd_sampler *p = sd_sampler_create_for(set, spec, kv, n_kv, &info, &e);
     if (!p) {
         fprintf(stderr, "bench_samplers: %s\n", e.msg);

@@ -46,8 +46,11 @@ static double rng_uniform(void *state) {
 
 sd_sampler *sd_sampler_create(const sd_sampler_set *s, const char *spec, const char *const *kv,
                               int n_kv, int max_vocab, sd_err *e) {
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, max_vocab, DEFAULT_HISTORY,
-                           SD_ROLE_OTHER, 0, NULL, NULL, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = max_vocab,
+                           .max_history = DEFAULT_HISTORY,
+                           .role = SD_ROLE_OTHER};
     return sd_sampler_create_for(s, spec, kv, n_kv, &info, e);
 }
 

@@ -103,8 +103,15 @@ int sd_draw_check(const stage_def *def, char *why, size_t len) {
     if (d->kind != SD_STAGE_SAMPLE || (d->flags & SD_SAMPLER_FLAG_ARGMAX))
         return 0;
     static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
-    sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, SD_PROBE_VOCAB, 16,
-                           SD_ROLE_OTHER, 1, eos, sd_probe_piece, NULL};
+    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                           .struct_size = sizeof info,
+                           .n_vocab = SD_PROBE_VOCAB,
+                           .max_history = 16,
+                           .role = SD_ROLE_OTHER,
+                           .n_eos = 1,
+                           .eos_ids = eos,
+                           .piece = sd_probe_piece,
+                           .vocab_text = sd_probe_piece};
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     sd_stage_defaults(def, v);
     char err[256] = "";

@@ -74,6 +74,14 @@ int sd_stage_from_v1(const sd_sampler_desc *d, stage_def *def, char *why, size_t
 
 void *sd_stage_create(const stage_def *def, const sd_engine_info *info,
                       const sd_sampler_value *values, char *err, size_t errlen) {
+    if (!def->v1 && def->d.struct_size < SD_STAGE_V2_1_SIZE) {
+        /* a plugin built against the v2 header: its info ends at
+         * piece_ctx, and piece is the vocabulary string */
+        sd_engine_info v2 = *info;
+        v2.struct_size = SD_ENGINE_INFO_V2_SIZE;
+        v2.piece = info->vocab_text;
+        return def->d.create(&v2, values, err, errlen);
+    }
     if (!def->v1)
         return def->d.create(info, values, err, errlen);
     v1_handle *a = malloc(sizeof *a);

@@ -53,15 +53,6 @@ void sd_config_defaults(sd_config *c) {
     c->draft_device = -1;
 }
 
-/* What a stage is told about the model (samplers/sampler.h). */
-static const char *token_piece(const void *ctx, int32_t id, size_t *len) {
-    const sd_model *m = ctx;
-    if (id < 0 || id >= m->hp.vocab) return NULL;
-    gguf_str p = sd_tokenizer_piece(m->tok, id);
-    *len = p.len;
-    return p.s;
-}
-
 int sd_session_set_sampler(sd_session *s, const char *spec, const char *const *kv, int n_kv,
                            sd_err *e) {
     sd_sampler *p[2] = {NULL, NULL};
@@ -70,9 +61,16 @@ int sd_session_set_sampler(sd_session *s, const char *spec, const char *const *k
         int32_t stop[16];
         int n_stop = sd_tokenizer_stop_ids(s->target->tok, stop, 16);
         for (int role = SD_ROLE_TARGET; role <= SD_ROLE_DRAFTER; role++) {
-            sd_engine_info info = {SD_SAMPLER_ABI_VERSION_2, sizeof info, s->target->hp.vocab,
-                                   s->target->n_ctx + 2, role, n_stop, stop, token_piece,
-                                   s->target};
+            sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                                   .struct_size = sizeof info,
+                                   .n_vocab = s->target->hp.vocab,
+                                   .max_history = s->target->n_ctx + 2,
+                                   .role = role,
+                                   .n_eos = n_stop,
+                                   .eos_ids = stop,
+                                   .piece = sd_tokenizer_bytes,
+                                   .piece_ctx = s->target->tok,
+                                   .vocab_text = sd_tokenizer_text};
             if (!(p[role] = sd_sampler_create_for(s->samplers, spec, kv, n_kv, &info, e))) {
                 sd_sampler_destroy(p[0]);
                 return -1;

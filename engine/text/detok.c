@@ -18,6 +18,7 @@ typedef struct wbuf {
     char *out;
     size_t cap, n;
     int overflow;
+    int raw; /* the token's own bytes: no UTF-8 assembly, no dummy-prefix strip */
 } wbuf;
 
 static void put(wbuf *w, const void *p, size_t n) {
@@ -74,6 +75,10 @@ static void feed(sd_detok *s, wbuf *w, unsigned char c) {
 
 /* The llama-kind dummy-prefix space goes with the first byte decoded. */
 static void feed_first(const sd_tokenizer *t, sd_detok *s, wbuf *w, unsigned char c) {
+    if (w->raw) {
+        put(w, &c, 1);
+        return;
+    }
     if (s->strip_space) {
         s->strip_space = 0;
         if (c == ' ' && t->kind == SD_TOK_LLAMA) return;
@@ -163,7 +168,7 @@ int sd_detok_push(const sd_tokenizer *t, sd_detok *st, int32_t id, char *out, si
     if (id < 0 || id >= t->n_vocab)
         return sd_fail(e, "token id %d is out of range (vocabulary of %d)", (int)id, t->n_vocab);
     sd_detok s = *st;
-    wbuf w = {out, cap, 0, 0};
+    wbuf w = {out, cap, 0, 0, 0};
     if (t->kind == SD_TOK_LLAMA) decode_llama(t, &s, &w, t->types[id], t->tokens[id]);
     else decode_gpt2(t, &s, &w, t->types[id], t->tokens[id]);
     if (w.overflow)
@@ -210,4 +215,32 @@ int sd_detokenize(const sd_tokenizer *t, const int32_t *ids, int n, int strip_sp
     buf[len] = 0;
     *out = buf;
     return 0;
+}
+
+/* Every token's bytes back to back, the table of sd_tokenizer_bytes. A
+ * token's bytes are never longer than its string, except the unknown
+ * token's U+2585 (3 bytes), hence the room of at least 3 per token. */
+int sd_detok_table_build(sd_tokenizer *t, sd_err *e) {
+    size_t cap = 0;
+    for (int i = 0; i < t->n_vocab; i++)
+        cap += t->tokens[i].len > 3 ? (size_t)t->tokens[i].len : 3;
+    if (!(t->bytes = malloc(cap ? cap : 1)) ||
+        !(t->bytes_off = malloc(((size_t)t->n_vocab + 1) * sizeof *t->bytes_off)))
+        return sd_fail(e, "out of memory");
+    sd_detok st = {{0}, 0, 0};
+    wbuf w = {t->bytes, cap, 0, 0, 1};
+    for (int i = 0; i < t->n_vocab; i++) {
+        t->bytes_off[i] = w.n;
+        if (t->kind == SD_TOK_LLAMA) decode_llama(t, &st, &w, t->types[i], t->tokens[i]);
+        else decode_gpt2(t, &st, &w, t->types[i], t->tokens[i]);
+    }
+    t->bytes_off[t->n_vocab] = w.n;
+    return 0;
+}
+
+const char *sd_tokenizer_bytes(const void *tok, int32_t id, size_t *len) {
+    const sd_tokenizer *t = tok;
+    if (!t || id < 0 || id >= t->n_vocab) return NULL;
+    *len = t->bytes_off[id + 1] - t->bytes_off[id];
+    return t->bytes + t->bytes_off[id];
 }

@@ -94,7 +94,8 @@ sd_tokenizer *sd_tokenizer_load(const gguf_file *f, sd_err *e) {
     }
     if (read_bool(f, "tokenizer.ggml.add_bos_token", dflt_bos, &t->add_bos, e) ||
         read_bool(f, "tokenizer.ggml.add_space_prefix", kind == SD_TOK_LLAMA,
-                  &t->add_space_prefix, e))
+                  &t->add_space_prefix, e) ||
+        sd_detok_table_build(t, e))
         goto fail;
     return t;
 fail:
@@ -106,6 +107,8 @@ void sd_tokenizer_free(sd_tokenizer *t) {
     if (!t) return;
     sd_bpe_release(t);
     sd_vocab_release(t);
+    free(t->bytes);
+    free(t->bytes_off);
     free(t);
 }
 
@@ -120,6 +123,12 @@ gguf_str sd_tokenizer_piece(const sd_tokenizer *t, int32_t id) {
     gguf_str none = {NULL, 0};
     if (!t || id < 0 || id >= t->n_vocab) return none;
     return t->tokens[id];
+}
+
+const char *sd_tokenizer_text(const void *tok, int32_t id, size_t *len) {
+    gguf_str p = sd_tokenizer_piece(tok, id);
+    *len = p.len;
+    return p.s;
 }
 
 static int add_stop(int32_t *ids, int n, int cap, int32_t id) {

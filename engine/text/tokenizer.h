@@ -38,6 +38,18 @@ int sd_tokenizer_add_bos(const sd_tokenizer *t); /* tokenizer.ggml.add_bos_token
 int sd_tokenizer_stop_ids(const sd_tokenizer *t, int32_t *ids, int cap);
 /* The vocabulary string of id (raw: U+2581 / byte-level code points kept). */
 gguf_str sd_tokenizer_piece(const sd_tokenizer *t, int32_t id);
+/* Lookups shaped as callbacks (tok is the sd_tokenizer; samplers/sampler.h
+ * sd_engine_info hands them to sampler stages). Not NUL-terminated; *len
+ * the length; NULL past the vocabulary (then *len is left alone).
+ *   sd_tokenizer_bytes  the bytes the token stands for, as the decoder
+ *                       gives them before UTF-8 assembly: "\n" for "Ċ" and
+ *                       "<0x0A>", " with" for "▁with" (with "Ġwith" alike);
+ *                       a byte-level token may hold part of a UTF-8
+ *                       sequence; control, unused and undefined tokens are
+ *                       empty.
+ *   sd_tokenizer_text   the vocabulary string, as sd_tokenizer_piece. */
+const char *sd_tokenizer_bytes(const void *tok, int32_t id, size_t *len);
+const char *sd_tokenizer_text(const void *tok, int32_t id, size_t *len);
 /* Id of an exact vocabulary string, or -1. */
 int32_t sd_tokenizer_find(const sd_tokenizer *t, const char *s, size_t len);
 

@@ -53,12 +53,18 @@ struct sd_tokenizer {
     const char *pre;        /* gpt2: the pre-tokenizer's name ("qwen2", ...), else NULL */
 
     gguf_str chat_template; /* s == NULL when absent */
+
+    char *bytes;            /* every token's bytes (detok.c), back to back */
+    size_t *bytes_off;      /* [n_vocab + 1]: token i is bytes[off[i], off[i + 1]) */
 };
 
 /* vocab.c: the token strings, scores, types, string -> id hash and the
  * special tokens (longest first); released by sd_vocab_release. */
 int sd_vocab_load(sd_tokenizer *t, const gguf_file *f, sd_err *e);
 void sd_vocab_release(sd_tokenizer *t);
+
+/* detok.c: fills bytes and bytes_off (freed by sd_tokenizer_free). */
+int sd_detok_table_build(sd_tokenizer *t, sd_err *e);
 
 /* Appends the SentencePiece encoding of one text fragment. */
 int sd_spm_encode(const sd_tokenizer *t, const char *text, size_t len, int add_prefix,
