@@ -128,6 +128,15 @@ const sd_setting sd_settings[] = {
          "the parameters follow the chain: /sampler CHAIN key=value ...", SD_SEC_SAMPLING),
     BOOL("--list-samplers", 0, SD_SET_ON, list_samplers, "list the sampler plugins found and exit",
          MODE, 0, SD_SEC_SAMPLING),
+    STR("--check-sampler", 0, check_sampler, "NAME",
+        "run the load-time checks of the plugin providing NAME\n"
+        "and exit: 0 when it passes, 1 when it is rejected (the\n"
+        "reason on stderr), 2 when the search itself failed",
+        NULL, MODE, 0, SD_SEC_SAMPLING),
+    INT("--sampler-timeout", 0, sampler_timeout, 0, 3600000, "MS",
+        "time limit of one call into a sampler plugin; a call\n"
+        "past it ends specdec with exit status 70 (0: no limit)",
+        NULL, NULL, SD_SEC_SAMPLING),
     LIST("--plugin-dir", c.plugin_dirs, c.n_plugin_dirs, "DIR",
          "search DIR for sampler plugins first, repeatable",
          "the search path is read once, when the session opens", SD_SEC_SAMPLING),
@@ -334,6 +343,7 @@ const char *sd_setting_format(const sd_setting *s, const sd_args *a, char *buf, 
 void sd_args_defaults(sd_args *a) {
     memset(a, 0, sizeof *a);
     sd_config_defaults(&a->c);
+    a->sampler_timeout = SD_SAMPLER_TIMEOUT_MS;
 }
 
 /* "(1 to 256; default 4)": what the help adds after a setting's text. */
@@ -393,7 +403,11 @@ void sd_settings_usage(FILE *out) {
         }
     }
     fputs("\nPlugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
-          "then plugins/ beside the binary.\n",
+          "then plugins/ beside the binary.\n"
+          "\n"
+          "exit status: 0 done; 1 a run failed (a file, the model, a rejected plugin);\n"
+          "2 a bad flag or value; 70 a sampler plugin crashed or passed --sampler-timeout\n"
+          "(the line before names the stage, the call and the plugin file)\n",
           out);
 }
 
