@@ -14,7 +14,11 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 
-#define SD_VERSION "0.9.0"
+/* The Makefile passes the version (VERSION, and `git describe` of the
+ * checkout when there is one). */
+#ifndef SD_VERSION
+#error "SD_VERSION is defined by the Makefile"
+#endif
 
 /* The whole of path ("-": stdin) as a string. */
 static char *read_file(const char *path, sd_err *e) {
