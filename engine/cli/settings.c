@@ -365,6 +365,10 @@ static void range_and_default(const sd_setting *s, const sd_args *d, char *buf, 
  * indented to col, with tail after the last. */
 static void help_lines(FILE *out, const char *lead, int col, const char *help, const char *tail) {
     int n = fprintf(out, "%s", lead);
+    if (n >= col - 1) { /* a lead as wide as the column: the help starts below it */
+        fputc('\n', out);
+        n = 0;
+    }
     for (const char *p = help;;) {
         size_t len = strcspn(p, "\n");
         n += fprintf(out, "%*s%.*s", n < col ? col - n : 1, "", (int)len, p);
@@ -374,7 +378,7 @@ static void help_lines(FILE *out, const char *lead, int col, const char *help, c
         p += len + 1;
     }
     /* the tail goes on a line of its own where it would pass 90 columns */
-    if (n + (int)strlen(tail) > 90) fprintf(out, "\n%*s%s\n", col - 1, "", tail);
+    if (tail[0] && n + (int)strlen(tail) > 90) fprintf(out, "\n%*s%s\n", col - 1, "", tail);
     else fprintf(out, "%s\n", tail);
 }
 
