@@ -312,3 +312,22 @@ Test(cli_usage, progress_only_on_a_terminal, .timeout = 60) {
     cr_assert(strstr(buf, "\r\033[Kspecdec: loading " M "stories260K.gguf: weights "), "%s", buf);
     cr_assert(strstr(buf, "\r\033[Kspecdec: ar: prompt "), "the line is erased first: %s", buf);
 }
+
+/* docs/usage.md's flag list is `specdec --help` as the binary prints it
+ * (the regeneration command is in the page). */
+Test(cli_usage, usage_page_holds_the_help) {
+    run_out r = run("--help", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *page = tu_slurp("docs/usage.md");
+    cr_assert(page, "cannot read docs/usage.md");
+    const char *begin = strstr(page, "\n<!-- help: begin -->\n```text\n");
+    const char *end = strstr(page, "```\n<!-- help: end -->\n");
+    cr_assert(begin && end && end > begin, "docs/usage.md lacks the help markers");
+    begin = strstr(begin, "```text\n") + 8;
+    size_t n = (size_t)(end - begin);
+    cr_assert(strlen(r.out) == n && !strncmp(r.out, begin, n),
+              "docs/usage.md's flag list differs from specdec --help: regenerate it with the "
+              "command given on that page");
+    free(page);
+    done(&r);
+}
