@@ -45,8 +45,8 @@ static void build_bad(const char *file, const char *name, const char *defs) {
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
-/* Broken plugins are listed as broken with the reason, within the probe's
- * time limit, and the good ones are listed. */
+/* Broken plugins are listed as broken with the reason (and warned about on
+ * stderr), within the probe's time limit, and the good ones are listed. */
 Test(cli, list_samplers_survives_crashing_plugins, .timeout = 60) {
     cr_assert_eq(system("rm -rf " PTMP " && mkdir -p " PTMP), 0);
     build_bad("segv.so", "segv", "-DBAD=1");
@@ -61,6 +61,9 @@ Test(cli, list_samplers_survives_crashing_plugins, .timeout = 60) {
               "%s", r.out);
     cr_assert(strstr(r.out, "broken  (" PTMP "/abort.so): killed by SIGABRT during the self-test"),
               "%s", r.out);
+    cr_assert(strstr(r.err, "specdec: warning: " PTMP "/segv.so: killed by SIGSEGV during the "
+                            "self-test"),
+              "%s", r.err);
     done(&r);
 }
 
