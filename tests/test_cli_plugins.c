@@ -218,3 +218,16 @@ Test(cli_plugins, sampler_timeout_values) {
     cr_assert(strstr(r.out, "/sampler_timeout MS"), "%s", r.out);
     done(&r);
 }
+
+/* A missing folder of $SPECDEC_PLUGIN_PATH is one warning, not an error
+ * (unlike a missing --plugin-dir). */
+Test(cli_plugins, missing_env_folder_is_a_warning) {
+    cr_assert_eq(setenv("SPECDEC_PLUGIN_PATH", "tests/none", 1), 0);
+    run_out r = tu_specdec("-m " M "stories260K.gguf -p hi -n 2 --sampler top_k", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *w = "specdec: warning: tests/none: cannot open plugin directory";
+    const char *at = strstr(r.err, w);
+    cr_assert(at, "%s", r.err);
+    cr_assert(!strstr(at + 1, w), "warned twice: %s", r.err);
+    done(&r);
+}
