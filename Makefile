@@ -258,6 +258,20 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The version is declared here alone; --version prints it with the
+# checkout's `git describe` when built from one. The stamp file changes only
+# when that text does, so main.o is rebuilt then and only then.
+VERSION      := 0.9.0
+GIT_DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
+VERSION_TEXT := $(VERSION)$(if $(GIT_DESCRIBE), (git $(GIT_DESCRIBE)))
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(VERSION_TEXT)' | cmp -s - $@ || echo '$(VERSION_TEXT)' > $@
+$(BUILD)/engine/cli/main.o: $(BUILD)/version.stamp
+$(BUILD)/engine/cli/main.o: private CFLAGS += -DSD_VERSION='"$(VERSION_TEXT)"'
+.PHONY: FORCE
+FORCE:
+
 $(BIN): $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CLI_OBJ) $(LIB) $(LDLIBS) -ledit -o $@

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "engine/format/gguf.h"
@@ -129,7 +130,6 @@ Test(cli_usage, interactive_ctrl_d_leaves_a_newline, .timeout = 60) {
         execl(bin, bin, "-m", M "stories260K.gguf", "-i", (char *)NULL);
         _exit(127);
     }
-    close(s);
     char buf[8192];
     size_t n = 0;
     int sent = 0;
@@ -141,9 +141,14 @@ Test(cli_usage, interactive_ctrl_d_leaves_a_newline, .timeout = 60) {
             n += (size_t)k;
             buf[n] = 0;
         }
-        if (!sent && strstr(buf, "> ")) {
+        /* libedit switches the terminal out of canonical mode after
+         * printing the prompt; a Ctrl-D sent before that is read as a line
+         * character, so wait for the switch */
+        struct termios t;
+        if (!sent && strstr(buf, "> ") && !tcgetattr(s, &t) && !(t.c_lflag & ICANON)) {
             cr_assert_eq(write(master, "\004", 1), 1);
             sent = 1;
+            close(s); /* the child's exit now reads as the end of the terminal */
         }
     }
     buf[n] = 0;
@@ -155,6 +160,7 @@ Test(cli_usage, interactive_ctrl_d_leaves_a_newline, .timeout = 60) {
         waitpid(pid, &st, 0);
     }
     close(master);
+    if (!sent) close(s);
     cr_assert(sent, "no prompt: '%s'", buf);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: '%s'", st, buf);
     const char *prompt = strrchr(buf, '>');
@@ -194,8 +200,20 @@ Test(cli_usage, flag_forms_and_their_errors) {
     done(&r);
     r = run("--version", NULL);
     cr_assert_eq(r.rc, 0, "%s", r.err);
-    cr_assert(tu_matches("^specdec [0-9.]+\\ncuda: [^\\n]+\\ncpu: SIMD levels built in: scalar avx2 "
-                         "avx512 avx512vnni amx; this machine runs [a-z0-9]+", r.out), "%s", r.out);
+    cr_assert(tu_matches("^specdec [0-9.]+( \\(git [^)\\n]+\\))?\\ncuda: [^\\n]+\\ncpu: SIMD levels "
+                         "built in: scalar avx2 avx512 avx512vnni amx; this machine runs [a-z0-9]+",
+                         r.out),
+              "%s", r.out);
+    /* the version is the Makefile's VERSION */
+    char *mk = tu_slurp("Makefile"), version[64] = "";
+    cr_assert(mk);
+    const char *at = strstr(mk, "\nVERSION ");
+    cr_assert(at && sscanf(strchr(at, '=') + 1, " %63s", version) == 1, "no VERSION in the Makefile");
+    char want[96];
+    snprintf(want, sizeof want, "specdec %s", version);
+    cr_assert(!strncmp(r.out, want, strlen(want)) && strchr(" \n", r.out[strlen(want)]),
+              "'%s' does not start with '%s'", r.out, want);
+    free(mk);
     done(&r);
     struct {
         const char *args, *msg;
@@ -282,7 +300,6 @@ Test(cli_usage, progress_only_on_a_terminal, .timeout = 60) {
         execl(bin, bin, "-m", M "stories260K.gguf", "-n", "2", "-p", "Once", (char *)NULL);
         _exit(127);
     }
-    close(s);
     char buf[8192];
     size_t n = 0;
     for (int waited = 0; waited < 300 && n < sizeof buf - 1; waited++) {
@@ -299,4 +316,23 @@ Test(cli_usage, progress_only_on_a_terminal, .timeout = 60) {
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x: %s", st, buf);
     cr_assert(strstr(buf, "\r\033[Kspecdec: loading " M "stories260K.gguf: weights "), "%s", buf);
     cr_assert(strstr(buf, "\r\033[Kspecdec: ar: prompt "), "the line is erased first: %s", buf);
+}
+
+/* docs/usage.md's flag list is `specdec --help` as the binary prints it
+ * (the regeneration command is in the page). */
+Test(cli_usage, usage_page_holds_the_help) {
+    run_out r = run("--help", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *page = tu_slurp("docs/usage.md");
+    cr_assert(page, "cannot read docs/usage.md");
+    const char *begin = strstr(page, "\n<!-- help: begin -->\n```text\n");
+    const char *end = strstr(page, "```\n<!-- help: end -->\n");
+    cr_assert(begin && end && end > begin, "docs/usage.md lacks the help markers");
+    begin = strstr(begin, "```text\n") + 8;
+    size_t n = (size_t)(end - begin);
+    cr_assert(strlen(r.out) == n && !strncmp(r.out, begin, n),
+              "docs/usage.md's flag list differs from specdec --help: regenerate it with the "
+              "command given on that page");
+    free(page);
+    done(&r);
 }

@@ -82,7 +82,7 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         if (f->off == offsetof(sd_args, c.threads) && sd_check_threads(name, a->c.threads, e))
             return -1;
     }
-    if (a->help || a->version || a->list_samplers) return 0;
+    if (a->help || a->version || a->list_samplers || a->check_sampler) return 0;
     if (given_stop && given_fill)
         return sd_fail(e, "--fill-unknown and --stop-if-unknown contradict each other: give one");
     if (a->json && a->jsonl) return sd_fail(e, "give either --json or --jsonl, not both");

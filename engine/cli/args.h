@@ -22,6 +22,8 @@ typedef struct sd_args {
     int help;
     int version;
     int list_samplers;
+    const char *check_sampler; /* --check-sampler NAME: check one plugin and exit */
+    int sampler_timeout;       /* time limit of one plugin call in ms (0: none) */
     const char *perplexity; /* --perplexity FILE: evaluate instead of generating */
     int chunks;             /* --chunks N: only the first N windows (0: all) */
 } sd_args;

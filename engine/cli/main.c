@@ -14,7 +14,11 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 
-#define SD_VERSION "0.9.0"
+/* The Makefile passes the version (VERSION, and `git describe` of the
+ * checkout when there is one). */
+#ifndef SD_VERSION
+#error "SD_VERSION is defined by the Makefile"
+#endif
 
 /* The whole of path ("-": stdin) as a string. */
 static char *read_file(const char *path, sd_err *e) {
@@ -77,14 +81,54 @@ static void print_version(FILE *out) {
     fprintf(out, "; this machine runs %s (SD_ISA caps it)\n", sd_isa_name(best));
 }
 
+/* Each --plugin-dir must be a folder: the library only warns about an
+ * unreadable entry of the search path (the environment's may be stale),
+ * but a folder named on the command line that is not there is a typo. */
+static int check_plugin_dirs(const sd_args *a, sd_err *e) {
+    for (int i = 0; i < a->c.n_plugin_dirs; i++) {
+        const char *dir = a->c.plugin_dirs[i];
+        struct stat sb;
+        if (stat(dir, &sb))
+            return sd_fail(e, "--plugin-dir %s: cannot open: %s", dir, strerror(errno));
+        if (!S_ISDIR(sb.st_mode)) return sd_fail(e, "--plugin-dir %s: not a directory", dir);
+    }
+    return 0;
+}
+
 /* Probes every plugin of the search path (each in a child process) and
- * lists them, the broken ones with their reason; this process dlopens none. */
+ * lists them, the broken ones with their reason, then the warnings (names
+ * shadowed, version-1 plugins that look stateful, broken files) on stderr;
+ * this process dlopens none. */
 static int list_samplers(const sd_args *a, sd_err *e) {
     sd_sampler_set *s = sd_session_plugins(&a->c, e);
     if (!s) return -1;
     int rc = sd_cli_list_samplers(s, stdout, e);
+    fflush(stdout);
+    if (!rc) sd_cli_warnings(s);
     sd_samplers_close(s);
     return rc;
+}
+
+/* --check-sampler NAME: the load-time checks of the plugin providing
+ * NAME. Returns the exit status: 0 it passes (a verdict line on stderr),
+ * 1 no good plugin provides it, 2 the search itself failed. */
+static int verify_sampler(const sd_args *a, sd_err *e) {
+    sd_sampler_set *s = sd_session_plugins(&a->c, e);
+    if (!s) return 2;
+    const char *file = NULL;
+    int rc = sd_samplers_verify(s, a->check_sampler, &file, e);
+    if (!rc)
+        fprintf(stderr, "specdec: sampler '%s' passes the load-time checks (plugin %s)\n",
+                a->check_sampler, file);
+    sd_samplers_close(s);
+    if (rc == -2) return 2;
+    if (rc) {
+        char flag[SD_ERRLEN / 2];
+        snprintf(flag, sizeof flag, "--check-sampler %s", a->check_sampler);
+        sd_wrap(e, flag);
+        return 1;
+    }
+    return 0;
 }
 
 /* --sampler and --sampler-arg against the plugins found for the chain's
@@ -123,7 +167,10 @@ static int run(const sd_args *a, sd_err *e) {
         sd_samplers_close(set);
         return rc;
     }
-    sd_cli cli = {.json = a->json, .jsonl = a->jsonl, .debug = a->debug};
+    sd_cli cli = {.json = a->json,
+                  .jsonl = a->jsonl,
+                  .debug = a->debug,
+                  .sampler_timeout = a->sampler_timeout};
     sd_config c = a->c;
     c.progress = sd_cli_progress_cb();
     c.progress_ud = &cli.progress;
@@ -165,6 +212,16 @@ int main(int argc, char **argv) {
     if (a.version) {
         print_version(stdout);
         return 0;
+    }
+    /* before any plugin code runs, the probes' children included */
+    if (sd_sampler_guard(2, a.sampler_timeout, &e) || check_plugin_dirs(&a, &e)) {
+        fprintf(stderr, "specdec: %s\n", e.msg);
+        return 2;
+    }
+    if (a.check_sampler) {
+        int rc = verify_sampler(&a, &e);
+        if (rc) fprintf(stderr, "specdec: %s\n", e.msg);
+        return rc;
     }
     if (a.perplexity) {
         int rc = perplexity(&a, &e);

@@ -164,6 +164,13 @@ static int apply(sd_cli *cli, const sd_args *a, const char *cmd) {
             return -1;
         }
     }
+    if (a->sampler_timeout != cli->sampler_timeout) {
+        if (sd_sampler_guard(2, a->sampler_timeout, &e)) {
+            bad("%s: %s", cmd, e.msg);
+            return -1;
+        }
+        cli->sampler_timeout = a->sampler_timeout;
+    }
     *c = a->c;
     s->seed = a->c.seed;
     cli->debug = a->debug;

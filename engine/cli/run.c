@@ -249,6 +249,7 @@ void sd_cli_args(const sd_cli *cli, sd_args *a) {
     a->c = cli->s.c;
     a->c.seed = cli->s.seed;
     a->debug = cli->debug;
+    a->sampler_timeout = cli->sampler_timeout;
     a->json = cli->json;
     a->jsonl = cli->jsonl;
 }

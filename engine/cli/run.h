@@ -18,6 +18,7 @@ typedef struct sd_cli {
     int json;  /* one JSON document (settings, runs) instead of text and tables */
     int jsonl; /* one JSON object per run, one a line */
     int debug; /* one line per verification round on stderr */
+    int sampler_timeout; /* the plugin call time limit set (sd_sampler_guard) */
     /* NULL, or a flag a SIGINT handler sets (interactive mode): once set, the
      * running strategy stops early and the rest of the prompt's strategies
      * and the table are skipped. */

@@ -128,6 +128,15 @@ const sd_setting sd_settings[] = {
          "the parameters follow the chain: /sampler CHAIN key=value ...", SD_SEC_SAMPLING),
     BOOL("--list-samplers", 0, SD_SET_ON, list_samplers, "list the sampler plugins found and exit",
          MODE, 0, SD_SEC_SAMPLING),
+    STR("--check-sampler", 0, check_sampler, "NAME",
+        "run the load-time checks of the plugin providing NAME\n"
+        "and exit: 0 when it passes, 1 when it is rejected (the\n"
+        "reason on stderr), 2 when the search itself failed",
+        NULL, MODE, 0, SD_SEC_SAMPLING),
+    INT("--sampler-timeout", 0, sampler_timeout, 0, 3600000, "MS",
+        "time limit of one call into a sampler plugin; a call\n"
+        "past it ends specdec with exit status 70 (0: no limit)",
+        NULL, NULL, SD_SEC_SAMPLING),
     LIST("--plugin-dir", c.plugin_dirs, c.n_plugin_dirs, "DIR",
          "search DIR for sampler plugins first, repeatable",
          "the search path is read once, when the session opens", SD_SEC_SAMPLING),
@@ -334,6 +343,7 @@ const char *sd_setting_format(const sd_setting *s, const sd_args *a, char *buf, 
 void sd_args_defaults(sd_args *a) {
     memset(a, 0, sizeof *a);
     sd_config_defaults(&a->c);
+    a->sampler_timeout = SD_SAMPLER_TIMEOUT_MS;
 }
 
 /* "(1 to 256; default 4)": what the help adds after a setting's text. */
@@ -355,6 +365,10 @@ static void range_and_default(const sd_setting *s, const sd_args *d, char *buf, 
  * indented to col, with tail after the last. */
 static void help_lines(FILE *out, const char *lead, int col, const char *help, const char *tail) {
     int n = fprintf(out, "%s", lead);
+    if (n >= col - 1) { /* a lead as wide as the column: the help starts below it */
+        fputc('\n', out);
+        n = 0;
+    }
     for (const char *p = help;;) {
         size_t len = strcspn(p, "\n");
         n += fprintf(out, "%*s%.*s", n < col ? col - n : 1, "", (int)len, p);
@@ -364,7 +378,7 @@ static void help_lines(FILE *out, const char *lead, int col, const char *help, c
         p += len + 1;
     }
     /* the tail goes on a line of its own where it would pass 90 columns */
-    if (n + (int)strlen(tail) > 90) fprintf(out, "\n%*s%s\n", col - 1, "", tail);
+    if (tail[0] && n + (int)strlen(tail) > 90) fprintf(out, "\n%*s%s\n", col - 1, "", tail);
     else fprintf(out, "%s\n", tail);
 }
 
@@ -393,7 +407,11 @@ void sd_settings_usage(FILE *out) {
         }
     }
     fputs("\nPlugins are searched in --plugin-dir, then $SPECDEC_PLUGIN_PATH (colon-separated),\n"
-          "then plugins/ beside the binary.\n",
+          "then plugins/ beside the binary.\n"
+          "\n"
+          "exit status: 0 done; 1 a run failed (a file, the model, a rejected plugin);\n"
+          "2 a bad flag or value; 70 a sampler plugin crashed or passed --sampler-timeout\n"
+          "(the line before names the stage, the call and the plugin file)\n",
           out);
 }
 
