@@ -8,11 +8,19 @@ CC      ?= cc
 OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fPIC -I.
 # SANITIZE=1: the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer,
-# in its own build folder (and without CUDA, whose runtime ASan cannot see into).
+# built by clang in its own folder (and without CUDA, whose runtime ASan cannot
+# see into). The objects also carry libFuzzer's coverage hooks
+# (fuzzer-no-link, inert without a fuzzer), so `make fuzz` links its
+# harnesses against this same build instead of compiling the library again.
+# (-Wno-constant-logical-operand: clang flags the kernels' `cond && SD_PF`
+# compile-time prefetch switches.)
 SANITIZE ?= 0
+SAN_CC   ?= clang
 ifeq ($(SANITIZE),1)
 BUILD   := build-san
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CC      := $(SAN_CC)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined -Wno-constant-logical-operand
 CUDA    := 0
 BIN     := $(BUILD)/specdec
 else
@@ -157,35 +165,19 @@ endif
 include tests/cuda_emu/emu.mk
 
 # ---- fuzzing ----
-# `make fuzz FUZZ_SECONDS=N` builds each libFuzzer harness in tests/fuzz/
-# with clang into build-fuzz/ and runs it for N seconds on its seed corpus
-# (tests/fuzz/corpus/<harness>/; what it discovers goes to build-fuzz/, not
-# into the repository). Any crash, leak, sanitizer report, hang or memory
-# blow-up fails the target and leaves the input in build-fuzz/artifacts/:
-# minimise it, keep it in tests/fuzz/regress/<harness>/ (replayed by
-# tests/test_fuzz_regress.c), then fix the bug. The library is rebuilt here
-# with coverage hooks (fuzzer-no-link) and always without CUDA, whose
-# runtime the sanitizers cannot see into. (-Wno-constant-logical-operand:
-# clang flags the kernels' `cond && SD_PF` compile-time prefetch switches.)
-# The objects wait for deps-dev (clang), so `make -j2 fuzz` builds them two
-# at a time. The per-ISA kernel files are built without UBSan's
-# pointer-overflow check, which makes clang several times slower on the
-# tiles' unrolled address arithmetic that no fuzz input steers; ASan and
-# the other UBSan checks stay, and `make test SANITIZE=1` runs the same
-# files on every ISA with all of UBSan.
-FUZZ_CC      ?= clang
+# `make fuzz FUZZ_SECONDS=N` links each libFuzzer harness in tests/fuzz/
+# against the SANITIZE=1 build (build-san/, which the sanitizer suite and
+# the CUDA emulator use too) and runs it for N seconds on its seed corpus
+# (tests/fuzz/corpus/<harness>/; what it discovers goes to build-san/fuzz/,
+# not into the repository). Any crash, leak, sanitizer report, hang or
+# memory blow-up fails the target and leaves the input in
+# build-san/fuzz/artifacts/: minimise it, keep it in
+# tests/fuzz/regress/<harness>/ (replayed by tests/test_fuzz_regress.c),
+# then fix the bug.
 FUZZ_SECONDS ?= 60
-FUZZ_BUILD   := build-fuzz
-FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -fPIC -I. \
-                -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-                -fsanitize=fuzzer-no-link,address,undefined -Wno-constant-logical-operand
-FUZZ_ISA_CFLAGS := $(FUZZ_CFLAGS) -fno-sanitize=pointer-overflow
-FUZZ_LDLIBS  := -lpcre2-8 -lm -ldl
 FUZZ_NAMES   := fuzz_gguf fuzz_tokenizer fuzz_sampler_args fuzz_cli
-FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
-FUZZ_OBJ     := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(filter-out kernels/cuda/%,$(LIB_SRC)) \
-                kernels/cuda/backend_nocuda.c engine/cli/args.c engine/cli/settings.c $(TUTIL_SRC) \
-                tests/fuzz/cli_body.c)
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
 # The regression suite replays fuzz_cli's inputs too, so it links the
 # argument parser and that body on top of what every test links.
 FUZZ_REGRESS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/engine/cli/settings.o \
@@ -204,38 +196,31 @@ $(BUILD)/tests/test_bench_args: private CFLAGS += -DBENCH_CPU_KERNELS_BIN='"$(BU
 $(BUILD)/tests/test_synth_gguf: $(BUILD)/bench/synth_gguf
 $(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
-.SECONDARY: $(FUZZ_OBJ) $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
+.SECONDARY: $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
 
-$(FUZZ_BUILD)/%_avx2.o: %_avx2.c | deps deps-dev
+ifeq ($(SANITIZE),1)
+# clang comes with the checkers' tools.
+deps: deps-dev
+FUZZ_LINK := $(FUZZ_REGRESS_OBJ) $(TUTIL_OBJ) $(LIB)
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_ISA_CFLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_avx512.o: %_avx512.c | deps deps-dev
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_ISA_CFLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_avx512vnni.o: %_avx512vnni.c | deps deps-dev
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_ISA_CFLAGS) $(VNNI_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%_amx.o: %_amx.c | deps deps-dev
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_ISA_CFLAGS) $(AMX_FLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/%.o: %.c | deps deps-dev
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ $(FUZZ_LDLIBS) -o $@
-
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LINK) $(LDLIBS) -o $@
 # Harnesses run one after another (-rss_limit_mb/-timeout make a blow-up or
 # a hang a failure too); the plugins must exist for fuzz_sampler_args.
-fuzz: deps-dev $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
+fuzz: $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
 	@for f in $(FUZZ_NAMES); do \
-	    mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
+	    mkdir -p $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/artifacts; \
 	    echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_BUILD)/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
-	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
-	        $(FUZZ_BUILD)/corpus/$$f tests/fuzz/corpus/$$f >$(FUZZ_BUILD)/$$f.log 2>&1 \
-	        || { tail -n 60 $(FUZZ_BUILD)/$$f.log; echo "fuzz: $$f FAILED (log: $(FUZZ_BUILD)/$$f.log)"; exit 1; }; \
-	    grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' $(FUZZ_BUILD)/$$f.log; \
+	    $(FUZZ_DIR)/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$f- \
+	        $(FUZZ_DIR)/corpus/$$f tests/fuzz/corpus/$$f >$(FUZZ_DIR)/$$f.log 2>&1 \
+	        || { tail -n 60 $(FUZZ_DIR)/$$f.log; echo "fuzz: $$f FAILED (log: $(FUZZ_DIR)/$$f.log)"; exit 1; }; \
+	    grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' $(FUZZ_DIR)/$$f.log; \
 	done
+else
+fuzz:
+	@$(MAKE) --no-print-directory SANITIZE=1 fuzz
+endif
 # ---- end fuzzing ----
 
 $(BUILD)/%_avx2.o: %_avx2.c | deps
@@ -301,11 +286,13 @@ $(BUILD)/bench/%: engine/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
-# The Qwen suites run a 1.5B model for minutes; under the sanitizers they
-# would take most of CI's hour while testing no code the other suites leave
-# out (their kernels run under ASan in test_cpu_kernels on real Qwen
-# blocks), so SANITIZE=1 leaves them to the plain run and says so.
-REAL_SLOW_TESTS := $(BUILD)/tests/test_golden_greedy $(BUILD)/tests/test_perplexity_qwen
+# The Qwen suites and the README's examples run a 1.5B model for minutes;
+# under the sanitizers they would take most of CI's hour while testing no
+# code the other suites leave out (their kernels run under ASan in
+# test_cpu_kernels on real Qwen blocks), so SANITIZE=1 leaves them to the
+# plain run and says so.
+REAL_SLOW_TESTS := $(BUILD)/tests/test_golden_greedy $(BUILD)/tests/test_perplexity_qwen \
+                   $(BUILD)/tests/test_readme
 ifeq ($(SANITIZE),1)
 RUN_TESTS := $(filter-out $(REAL_SLOW_TESTS),$(TEST_BIN))
 else
@@ -335,6 +322,6 @@ bench-strategies: all $(MODEL) $(PAIR_TARGET) $(PAIR_DRAFT) $(BUILD)/bench/bench
 	$(BUILD)/bench/bench_strategies
 
 clean:
-	rm -rf build build-san build-fuzz specdec $(PLUGINS) $(EXAMPLES)
+	rm -rf build build-san specdec $(PLUGINS) $(EXAMPLES)
 
--include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

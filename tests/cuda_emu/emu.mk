@@ -5,14 +5,17 @@
 # backend_nocuda.o the linker then leaves out: the emulated backend defines
 # its symbols first) and runs the GPU suite tests/test_cuda.c, the
 # whole-forward comparison and the emulator's own checks on planted bugs.
-# CUDA_EMU_TESTS picks the suites (default: all three), CUDA_EMU_PATTERN the
-# tests (a Criterion pattern over "suite/test"; empty: all). CUDA_EMU_CI=1
-# is the subset .ci/run takes (see CUDA_EMU_CI_PATTERN).
+# The objects are g++'s and the tests are linked by the SANITIZE=1 build's
+# clang, whose C-mode runtime has no C++ dynamic-type check, hence
+# -fno-sanitize=vptr. CUDA_EMU_TESTS picks the suites (default: all
+# three), CUDA_EMU_PATTERN the tests (a Criterion pattern over
+# "suite/test"; empty: all). CUDA_EMU_CI=1 is the subset .ci/run takes (see
+# CUDA_EMU_CI_PATTERN).
 EMU_BUILD    := build-san/cuda-emu
 EMU_CXX      ?= g++
 EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -Wno-comment -Wno-unknown-pragmas \
                 -Wno-format-truncation -fPIC -ffp-contract=off -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undefined \
                 -Itests/cuda_emu/include -I$(EMU_BUILD)/tx -I.
 EMU_CUH      := $(wildcard kernels/cuda/*.cuh)
 EMU_TX_H     := $(EMU_CUH:%=$(EMU_BUILD)/tx/%)
