@@ -16,7 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/session/device.h"
 #include "engine/sampling/sampler_host.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 #include "tests/util/json.h"
 #include "tests/util/test_util.h"
 #include "tests/util/synth_model.h"
