@@ -66,7 +66,7 @@ Test(speculative, greedy_equals_autoregressive) {
             sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
             for (int cache = 0; cache < 2; cache++)
                 for (int g = 1; g <= 8; g++) {
-                    sd_spec_opts o = {g, 0, g % 2, 0};
+                    sd_spec_opts o = {{g, 0, g % 2}, 0};
                     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
                     sd_gen_stats st;
                     int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
@@ -77,7 +77,7 @@ Test(speculative, greedy_equals_autoregressive) {
                     if (t == d) cr_assert_eq(st.accepted, st.drafted, "own drafter must accept all");
                     /* the first target call emits one token, or (first_target
                      * off) the first round's accepted drafts and its last token */
-                    if (o.first_target) cr_assert_eq(st.prefill_new_tokens, 1);
+                    if (o.v.first_target) cr_assert_eq(st.prefill_new_tokens, 1);
                     else if (t == d) cr_assert_eq(st.prefill_new_tokens, g + 1, "gamma %d", g);
                     else cr_assert(st.prefill_new_tokens >= 1 && st.prefill_new_tokens <= g + 1);
                     /* ids only: (g+1) per round from the target, one per draft */
@@ -92,7 +92,7 @@ Test(speculative, greedy_equals_autoregressive) {
 /* Greedy speculative decoding of GEN tokens after prompt (cache on, first
  * target step on): asserts the output is want, returns the stats. */
 static sd_gen_stats spec_greedy(sd_lm *dl, sd_lm *tl, int gamma, double p_min, const int32_t *want) {
-    sd_spec_opts o = {gamma, 0, 1, p_min};
+    sd_spec_opts o = {{gamma, 0, 1}, p_min};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
@@ -176,7 +176,7 @@ Test(speculative, p_min_shortens_rounds_not_output) {
     sd_rng rng;
     sd_rng_seed(&rng, 3);
     sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
-    sd_spec_opts o = {6, 0, 1, 1};
+    sd_spec_opts o = {{6, 0, 1}, 1};
     sd_gen_cfg cfg = {.sampler = smp, .rng = &rng, .pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
@@ -230,7 +230,7 @@ Test(speculative, self_speculative_equals_autoregressive) {
             cr_assert(kv, "%s", e.msg);
             sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, k, 0};
             for (int g = 1; g <= 8; g++) {
-                sd_spec_opts o = {g, 0, 1, 0};
+                sd_spec_opts o = {{g, 0, 1}, 0};
                 sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
                 sd_gen_stats st;
                 cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN);
@@ -256,14 +256,14 @@ Test(nasd, greedy_equals_autoregressive) {
                         sd_err e;
                         sd_ngram *s = sd_ngram_create(kind, 2 + g % 3, 64, &e);
                         cr_assert(s, "%s", e.msg);
-                        sd_nasd_opts o = {g, 3, stop, 0, (g + cache) % 2};
+                        sd_nasd_opts o = {{g, 0, (g + cache) % 2}, 3, stop};
                         sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
                         sd_gen_stats st;
                         int n = sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, GEN, &cfg, got, &st, &e);
                         cr_assert_eq(n, GEN, "%s", e.msg);
                         cr_assert_arr_eq(got, want, sizeof want, "%s kind %d stop %d cache %d gamma %d",
                                          files[t], kind, stop, cache, g);
-                        cr_assert(o.first_target ? st.prefill_new_tokens == 1
+                        cr_assert(o.v.first_target ? st.prefill_new_tokens == 1
                                                  : st.prefill_new_tokens >= 1 && st.prefill_new_tokens <= g + 1);
                         cr_assert(st.accepted <= st.drafted);
                         /* (g+1)*k ids a round, k = 3 fillers */
@@ -306,7 +306,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
         sd_err e;
         sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, &e);
         cr_assert(s, "%s", e.msg);
-        sd_nasd_opts o = {4, k, 0, 0, 1};
+        sd_nasd_opts o = {{4, 0, 1}, k, 0};
         sd_gen_stats st;
         bytes_probe p = {&st, 0, k > 1 ? k : 1, 0};
         sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1, .on_step = probe_step, .ud = &p};
@@ -320,7 +320,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
     cr_assert(kv);
     sd_lm dl = {m, kv, 2, 0};
-    sd_spec_opts so = {4, 0, 1, 0};
+    sd_spec_opts so = {{4, 0, 1}, 0};
     sd_gen_stats st;
     sd_err e;
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
@@ -349,7 +349,7 @@ Test(nasd, accepts_drafts_on_repetitive_text) {
     sd_err e;
     sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
     int32_t out[200];
-    sd_nasd_opts o = {4, 3, 0, 0, 1};
+    sd_nasd_opts o = {{4, 0, 1}, 3, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, 200, &cfg, out, &st, &e), 200);
@@ -379,7 +379,7 @@ Test(speculative, bad_gamma_and_context) {
     sd_model *m = load("stories260K.gguf");
     sd_lm tl = {m, m->kv, 0, 0};
     int32_t out[8];
-    sd_spec_opts o = {0, 0, 1, 0};
+    sd_spec_opts o = {{0, 0, 1}, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
@@ -389,12 +389,12 @@ Test(speculative, bad_gamma_and_context) {
     cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
     static const double bad_p[] = {-0.5, 1.5, NAN};
     for (int k = 0; k < 3; k++) {
-        sd_spec_opts po = {4, 0, 1, bad_p[k]};
+        sd_spec_opts po = {{4, 0, 1}, bad_p[k]};
         cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &po, 8, &cfg, out, &st, &e), -1);
         cr_assert(strstr(e.msg, "p_min") && strstr(e.msg, "[0, 1]"), "%s", e.msg);
     }
     /* a context of 256: the run stops at the limit and says so */
-    o.gamma = 5;
+    o.v.gamma = 5;
     int32_t *big = malloc(400 * sizeof *big);
     int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, 400, &cfg, big, &st, &e);
     cr_assert(n > 0 && n <= 256 - NP + 1, "%d: %s", n, e.msg);
@@ -459,14 +459,14 @@ static void run_drafted(int drafter, sd_ngram *store, int32_t best, const int32_
                         sd_gen_stats *st) {
     sd_err e;
     if (drafter == NGRAM) {
-        sd_nasd_opts o = {3, 0, 0, 0, 0};
+        sd_nasd_opts o = {{3, 0, 0}, 0, 0};
         sd_ngram_reset(store);
         for (int k = 0; k < 3; k++)
             cr_assert_eq(sd_ngram_observe(store, pr, n_pr, best, &e), 0, "%s", e.msg);
         cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, tl, &o, n, cfg, out, st, &e), n,
                      "%s", e.msg);
     } else {
-        sd_spec_opts o = {3, 0, 0, drafter == P_MIN ? 0.2 : 0};
+        sd_spec_opts o = {{3, 0, 0}, drafter == P_MIN ? 0.2 : 0};
         cr_assert_eq(sd_speculative_generate(pr, n_pr, dl, tl, &o, n, cfg, out, st, &e), n, "%s",
                      e.msg);
     }
@@ -600,7 +600,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, SD_F16, &e);
     cr_assert(kv, "%s", e.msg);
     sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
-    sd_spec_opts so = {4, 0, 1, 0};
+    sd_spec_opts so = {{4, 0, 1}, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
     cr_assert_arr_eq(got, want, sizeof want, "spec over an f16 cache");
@@ -608,7 +608,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_kv_free(kv);
     sd_ngram *ng = sd_ngram_create(SD_NGRAM_MULTI, 2, 64, &e);
     cr_assert(ng, "%s", e.msg);
-    sd_nasd_opts no = {4, 3, 0, 0, 0};
+    sd_nasd_opts no = {{4, 0, 0}, 3, 0};
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, ng, &tl, &no, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
     cr_assert_arr_eq(got, want, sizeof want, "nasd over an f16 cache");
@@ -675,7 +675,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
             sd_rng_seed(&rng, 5);
             sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
                               .use_cache = 1};
-            sd_spec_opts o = {4, 0, first, 0};
+            sd_spec_opts o = {{4, 0, first}, 0};
             int32_t out[96];
             sd_gen_stats st;
             sd_err e;
@@ -690,7 +690,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
         sd_rng rng;
         sd_rng_seed(&rng, 5);
         sd_gen_cfg shared = {.sampler = tp, .rng = &rng, .pad_id = -1, .use_cache = 1};
-        sd_spec_opts o = {4, 0, 1, 0};
+        sd_spec_opts o = {{4, 0, 1}, 0};
         int32_t out[8];
         sd_gen_stats st;
         sd_err e;
@@ -737,13 +737,13 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, want, &st, &e), GEN,
                          "%s", e.msg);
-            sd_spec_opts so = {3, 0, 1, 0};
+            sd_spec_opts so = {{3, 0, 1}, 0};
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e),
                          GEN, "%s", e.msg);
             cr_assert_arr_eq(got, want, sizeof want, "%s: spec differs from ar", k->spec);
             cr_assert_eq(st.accepted, st.drafted, "%s", k->spec);
-            sd_nasd_opts no = {4, 3, 0, 0, 1};
+            sd_nasd_opts no = {{4, 0, 1}, 3, 0};
             sd_ngram_reset(store);
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, got, &st,
@@ -786,7 +786,7 @@ Test(speculative, stateful_chain_resets_between_generations) {
                               .use_cache = 1};
             const int32_t *pr = k == 1 ? other : prompt;
             int np = k == 1 ? 3 : NP;
-            sd_spec_opts o = {4, 0, 1, 0};
+            sd_spec_opts o = {{4, 0, 1}, 0};
             sd_gen_stats st;
             sd_err e;
             int n = strat ? sd_speculative_generate(pr, np, &dl, &tl, &o, GEN, &cfg, outs[k], &st, &e)

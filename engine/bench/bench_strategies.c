@@ -16,12 +16,24 @@
 
 #define RUNS 3
 
-/* NASD2 is NASD with twice the gamma: with high acceptance, longer drafts
- * pay for the wider verification call. */
-enum { AR, SPEC, NASD, NASD2, BEAM, DRAFT, N_STRAT };
-static const char *names[] = {"ar", "spec", "nasd", "nasd2g", "beam", "draft"};
-static const int strat_bit[] = {SD_STRAT_AR,   SD_STRAT_SPEC, SD_STRAT_NASD,
-                                SD_STRAT_NASD, SD_STRAT_BEAM, SD_STRAT_DRAFT};
+/* The rows: every strategy of the registry in its order (ar first), and
+ * after NASD "nasd2g", NASD with twice the gamma: with high acceptance,
+ * longer drafts pay for the wider verification call. */
+#define N_ROWS (SD_N_STRATEGIES + 1)
+
+typedef struct row {
+    const sd_strategy *t;
+    int gamma_x; /* the case's gamma times this */
+    const char *name;
+} row;
+
+static void make_rows(row *r) {
+    for (int i = 0, k = 0; i < SD_N_STRATEGIES; i++) {
+        const sd_strategy *t = &sd_strategies[i];
+        r[k++] = (row){t, 1, t->name};
+        if (t->bit == SD_STRAT_NASD) r[k++] = (row){t, 2, "nasd2g"};
+    }
+}
 
 typedef struct bench_case {
     const char *title, *target, *draft;
@@ -51,7 +63,9 @@ static int run_case(const bench_case *c) {
         return -1;
     }
     int rc = -1, n_ids = 0;
-    int32_t *ids = NULL, *out[N_STRAT] = {0};
+    int32_t *ids = NULL, *out[N_ROWS] = {0};
+    row rows[N_ROWS];
+    make_rows(rows);
     if (sd_session_prompt_ids(&s, c->prompt, &ids, &n_ids, &e) || sd_session_warm_up(&s, ids, &e))
         goto done;
     printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s\n", c->title,
@@ -60,14 +74,14 @@ static int run_case(const bench_case *c) {
     printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %s\n", "", "tokens", "tok/s", "decode/s", "accept",
            "calls", "host B/round", "vs ar", "dec vs ar", "output");
     double ar_tps = 0, ar_dec = 0;
-    int n_out[N_STRAT];
-    for (int k = 0; k < N_STRAT; k++) {
+    int n_out[N_ROWS];
+    for (int k = 0; k < N_ROWS; k++) {
         if (!(out[k] = malloc((size_t)c->gen * sizeof(int32_t)))) goto done;
         double tps[RUNS], dec[RUNS];
         sd_gen_stats st;
-        s.c.gamma = k == NASD2 ? 2 * c->gamma : c->gamma;
+        s.c.gamma = rows[k].gamma_x * c->gamma;
         for (int r = 0; r < RUNS; r++) {
-            int n = sd_session_generate(&s, strat_bit[k], ids, n_ids, NULL, out[k], &st, &e);
+            int n = sd_session_generate(&s, rows[k].t->bit, ids, n_ids, NULL, out[k], &st, &e);
             if (n < 0) goto done;
             n_out[k] = n;
             tps[r] = st.total_s > 0 ? n / st.total_s : 0;
@@ -76,16 +90,16 @@ static int run_case(const bench_case *c) {
         qsort(tps, RUNS, sizeof *tps, cmp);
         qsort(dec, RUNS, sizeof *dec, cmp);
         const double med = tps[RUNS / 2], med_dec = dec[RUNS / 2];
-        if (k == AR) ar_tps = med, ar_dec = med_dec;
+        if (k == 0) ar_tps = med, ar_dec = med_dec;
         char acc[16] = "-";
         if (st.drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st.accepted / st.drafted);
-        const char *same = k == AR ? "" : k == BEAM || k == DRAFT ? "(not lossless)"
-                           : n_out[k] == n_out[AR] && !memcmp(out[k], out[AR], (size_t)n_out[k] * 4)
+        const char *same = k == 0 ? "" : !rows[k].t->lossless ? "(not lossless)"
+                           : n_out[k] == n_out[0] && !memcmp(out[k], out[0], (size_t)n_out[k] * 4)
                                ? "identical to ar"
                                : "DIFFERS from ar";
         /* bytes copied from backend memory to the host per target call
          * (a verification round, or an AR/beam step) */
-        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %s\n", names[k], n_out[k], med, med_dec,
+        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %s\n", rows[k].name, n_out[k], med, med_dec,
                acc, st.target_calls + st.draft_calls,
                st.target_calls ? (double)st.host_bytes / st.target_calls : 0.0, med / ar_tps,
                ar_dec > 0 ? med_dec / ar_dec : 0.0, same);
@@ -93,7 +107,7 @@ static int run_case(const bench_case *c) {
     rc = 0;
 done:
     if (rc) fprintf(stderr, "bench_strategies: %s\n", e.msg);
-    for (int k = 0; k < N_STRAT; k++) free(out[k]);
+    for (int k = 0; k < N_ROWS; k++) free(out[k]);
     free(ids);
     sd_session_close(&s);
     return rc;

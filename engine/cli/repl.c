@@ -64,11 +64,12 @@ static int parse_prob(const char *s, double *out) {
     return 0;
 }
 
-static void toggle_strategy(sd_session *s, int bit, const char *what, FILE *out) {
+static void toggle_strategy(sd_session *s, int bit, FILE *out) {
+    const sd_strategy *t = sd_strategy_find(bit);
     s->c.strategies ^= bit;
     int on = (s->c.strategies & bit) != 0;
-    fprintf(out, "%s: %s\n", what, on ? "on" : "off");
-    if (on && (bit & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
+    fprintf(out, "%s: %s\n", t->title, on ? "on" : "off");
+    if (on && t->needs_drafter && !s->have_drafter)
         fprintf(out, "note: no drafter yet: /draft_layers K here, or start with -d DRAFT "
                      "or --draft-layers K\n");
 }
@@ -94,15 +95,15 @@ static int command(sd_cli *cli, char **w, int n, FILE *out) {
         fputs(isatty(1) ? "\033[H\033[2J" : "", out);
         fprintf(out, "cleared\n");
     } else if (!strcmp(c, "/target")) {
-        toggle_strategy(s, SD_STRAT_AR, "target (autoregressive)", out);
+        toggle_strategy(s, SD_STRAT_AR, out);
     } else if (!strcmp(c, "/speculative")) {
-        toggle_strategy(s, SD_STRAT_SPEC, "speculative", out);
+        toggle_strategy(s, SD_STRAT_SPEC, out);
     } else if (!strcmp(c, "/ngram")) {
-        toggle_strategy(s, SD_STRAT_NASD, "ngram (NASD)", out);
+        toggle_strategy(s, SD_STRAT_NASD, out);
     } else if (!strcmp(c, "/beam")) {
-        toggle_strategy(s, SD_STRAT_BEAM, "beam search", out);
+        toggle_strategy(s, SD_STRAT_BEAM, out);
     } else if (!strcmp(c, "/drafter")) {
-        toggle_strategy(s, SD_STRAT_DRAFT, "drafter (draft-only)", out);
+        toggle_strategy(s, SD_STRAT_DRAFT, out);
     } else if (!strcmp(c, "/cache")) {
         a->no_cache = !a->no_cache;
         fprintf(out, "cache: %s\n", a->no_cache ? "off" : "on");

@@ -7,7 +7,6 @@
 #include "engine/cli/json_out.h"
 
 #define N_ORDER SD_N_STRATEGIES
-#define order sd_strategy_order
 
 int sd_cli_list_samplers(sd_sampler_set *set, FILE *out, sd_err *e) {
     if (sd_samplers_probe_all(set, e)) return -1;
@@ -75,16 +74,17 @@ static double decode_speedup(const result *r, const result *ar) {
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar) {
     const sd_gen_stats *st = &r->st;
+    const sd_strategy *t = sd_strategy_find(strat);
     char desc[256];
     /* beam search applies no sampler (a chain it cannot apply is refused) */
-    if (strat == SD_STRAT_BEAM) snprintf(desc, sizeof desc, "none (beam search)");
+    if (!(t->options & SD_OPT_SAMPLER)) snprintf(desc, sizeof desc, "none (%s)", t->title);
     else if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
     else snprintf(desc, sizeof desc, "greedy");
     sd_json_obj j;
     sd_json_begin(&j, out);
     sd_json_str(&j, "strategy", sd_strategy_name(strat));
     sd_json_str(&j, "model", s->c.model);
-    if (strat == SD_STRAT_SPEC || strat == SD_STRAT_DRAFT) {
+    if (t->needs_drafter) {
         if (s->draft) sd_json_str(&j, "draft", s->c.draft);
         else sd_json_int(&j, "draft_layers", s->c.draft_layers);
         sd_json_int(&j, "draft_vocab", s->c.draft_vocab ? sd_head_rows(s->draft_lm.m, s->c.draft_vocab)
@@ -117,8 +117,8 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
         sd_json_num(&j, "speedup_vs_ar", NAN);
         sd_json_num(&j, "decode_speedup_vs_ar", NAN);
     }
-    if (strat == SD_STRAT_SPEC || strat == SD_STRAT_NASD) sd_json_int(&j, "gamma", s->c.gamma);
-    if (strat == SD_STRAT_SPEC) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
+    if (t->options & SD_OPT_GAMMA) sd_json_int(&j, "gamma", s->c.gamma);
+    if (t->options & SD_OPT_P_MIN) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);
     sd_json_int(&j, "hit_context", st->hit_context);
     sd_json_end(&j);
@@ -145,7 +145,7 @@ static void print_summary(const result *res, FILE *out) {
                            : (ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4))
                                ? "same as ar"
                                : "differs from ar";
-        fprintf(out, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n", sd_strategy_name(order[i]),
+        fprintf(out, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n", sd_strategies[i].name,
                 st->new_tokens, st->total_s, tp, dtp, acc, st->target_calls, st->draft_calls, sp, dsp,
                 same);
     }
@@ -163,13 +163,13 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
      * the echoed prompt. */
     if (sd_session_check_strategies(s, e) || sd_session_prompt_ids(s, prompt, &ids, &n_ids, e))
         return -1;
-    for (int i = 0; i < N_ORDER; i++) n_runs += (a->strategies & order[i]) != 0;
+    for (int i = 0; i < N_ORDER; i++) n_runs += (a->strategies & sd_strategies[i].bit) != 0;
     if (sd_session_warm_up(s, ids, e)) {
         free(ids);
         return -1;
     }
     for (int i = 0; i < N_ORDER; i++) {
-        int strat = order[i];
+        int strat = sd_strategies[i].bit;
         if (!(a->strategies & strat)) continue;
         result *r = &res[i];
         r->ids = malloc(((size_t)a->n_predict + 1) * sizeof *r->ids);
@@ -250,7 +250,7 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
     if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
     fprintf(out, "strategies:");
     for (int i = 0; i < N_ORDER; i++)
-        if (a->strategies & order[i]) fprintf(out, " %s", sd_strategy_name(order[i]));
+        if (a->strategies & sd_strategies[i].bit) fprintf(out, " %s", sd_strategies[i].name);
     fprintf(out, "\nlength %d, gamma %d, cache %s, chat %s, parse_special %s, debug %s, "
                  "sampler %s, seed %llu\n",
             a->n_predict, a->gamma, a->no_cache ? "off" : "on", a->chat ? "on" : "off",

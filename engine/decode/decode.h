@@ -139,6 +139,17 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
                                   const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
                                   sd_err *e);
 
+/* The settings of the verification rounds, the same for speculative
+ * decoding and NASD: gamma drafts a round at most (at least 1); a rejection
+ * resamples from p instead of norm(max(0, p - q)) when
+ * skip_sample_adjustment is set; first_target runs the target alone on the
+ * prompt first (prefill + first token) instead of a first drafted round. */
+typedef struct sd_verify_opts {
+    int gamma;
+    int skip_sample_adjustment;
+    int first_target;
+} sd_verify_opts;
+
 /* One verification round, shared by speculative decoding and NASD
  * (engine/decode/verify.c): a drafter proposes up to gamma tokens, one
  * target call scores them, the accepted ones and the token that ends the
@@ -155,8 +166,7 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
 typedef struct sd_verify {
     sd_lm *target;
     sd_lm *drafter; /* its cache rolls back with the target's; NULL: none */
-    int gamma;
-    int skip_sample_adjustment;
+    const sd_verify_opts *o;
     int one_hot;
     int top_k; /* ids per verified row on the greedy path (>= 1) */
     int (*draft)(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e);
@@ -183,17 +193,14 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
 /* Speculative decoding (lossless rejection sampling): the drafter proposes
  * gamma tokens, one target call scores gamma+1 positions; draft i is kept
  * when r < p_i(x)/q_i(x); the first rejection resamples from
- * norm(max(0, p - q)) (from p when skip_sample_adjustment); when all pass,
- * one bonus token comes from the target's last row. first_target runs the
- * target on the prompt first (prefill + first token). Caches roll back with
- * sd_kv_truncate. Drafter and target must share the vocabulary.
- * p_min > 0 ends a round's drafting after a draft the drafter gave a
- * probability below p_min (the draft itself is verified: its cost is
- * paid); the output is unchanged, only the rounds' lengths move. */
+ * norm(max(0, p - q)); when all pass, one bonus token comes from the
+ * target's last row. Caches roll back with sd_kv_truncate. Drafter and
+ * target must share the vocabulary. p_min > 0 ends a round's drafting
+ * after a draft the drafter gave a probability below p_min (the draft
+ * itself is verified: its cost is paid); the output is unchanged, only the
+ * rounds' lengths move. */
 typedef struct sd_spec_opts {
-    int gamma;
-    int skip_sample_adjustment;
-    int first_target;
+    sd_verify_opts v;
     double p_min;
 } sd_spec_opts;
 
@@ -206,11 +213,9 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
  * otherwise the store's overall most frequent token fills in. */
 typedef struct sd_ngram sd_ngram;
 typedef struct sd_nasd_opts {
-    int gamma;
+    sd_verify_opts v;
     int filler_top_k;
     int stop_if_unknown;
-    int skip_sample_adjustment;
-    int first_target;
 } sd_nasd_opts;
 
 int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *store, sd_lm *target,

@@ -62,7 +62,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
                             int32_t *out, sd_gen_stats *st, sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
-    int gamma = o->gamma, vocab = target->m->hp.vocab;
+    int gamma = o->v.gamma, vocab = target->m->hp.vocab;
     if (gamma < 1) return sd_fail(e, "speculative: gamma %d must be at least 1", gamma);
     if (!(o->p_min >= 0 && o->p_min <= 1))
         return sd_fail(e, "speculative: p_min %g is outside [0, 1]", o->p_min);
@@ -76,8 +76,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (total < 0) return -1;
     spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
-    sd_verify v = {.target = target, .drafter = drafter, .gamma = gamma,
-                   .skip_sample_adjustment = o->skip_sample_adjustment, .top_k = 1,
+    sd_verify v = {.target = target, .drafter = drafter, .o = &o->v, .top_k = 1,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
@@ -92,7 +91,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
-    if (o->first_target && cur < total)
+    if (o->v.first_target && cur < total)
         r = sd_verify_round(&v, cfg, seq, &cur, 0, 0, out, &count, st, e);
     while (r == 0 && cur < total) {
         int room = total - cur - 1 < gamma ? total - cur - 1 : gamma;

@@ -37,7 +37,7 @@
 #include "engine/decode/decode.h"
 
 int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e) {
-    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->gamma;
+    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->o->gamma;
     v->vocab = (int)V;
     v->ids = malloc((G + 1) * (size_t)v->top_k * sizeof *v->ids);
     if (!sd_fast_greedy(cfg)) {
@@ -115,7 +115,7 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *seq, int c,
     }
     *n = i;
     const float *dist = v->p + (size_t)i * V;
-    if (i < g && !v->skip_sample_adjustment)
+    if (i < g && !v->o->skip_sample_adjustment)
         dist = residual(dist, v->q ? v->q + (size_t)i * V : NULL, drafts[i], v->resid, v->vocab);
     return sd_dist_sample(cfg, cfg->sampler, dist, v->vocab, next, e);
 }

@@ -6,36 +6,6 @@
 #include <time.h>
 
 
-const int sd_strategy_order[SD_N_STRATEGIES] = {SD_STRAT_AR, SD_STRAT_SPEC, SD_STRAT_NASD,
-                                                SD_STRAT_BEAM, SD_STRAT_DRAFT};
-
-static const char *const strategy_names[SD_N_STRATEGIES] = {"ar", "spec", "nasd", "beam", "draft"};
-
-const char *sd_strategy_name(int bit) {
-    for (int i = 0; i < SD_N_STRATEGIES; i++)
-        if (sd_strategy_order[i] == bit) return strategy_names[i];
-    return "?";
-}
-
-int sd_parse_strategies(const char *list, int *bits, sd_err *e) {
-    int out = 0;
-    const char *p = list;
-    while (1) {
-        size_t n = strcspn(p, ",");
-        int i = 0;
-        for (; i < SD_N_STRATEGIES; i++)
-            if (strlen(strategy_names[i]) == n && !strncmp(p, strategy_names[i], n)) break;
-        if (i == SD_N_STRATEGIES)
-            return sd_fail(e, "unknown strategy '%.*s' (known: ar, spec, nasd, beam, draft)",
-                           (int)(n > 40 ? 40 : n), p);
-        out |= sd_strategy_order[i];
-        if (!p[n]) break;
-        p += n + 1;
-    }
-    *bits = out;
-    return 0;
-}
-
 void sd_config_defaults(sd_config *c) {
     memset(c, 0, sizeof *c);
     c->n_predict = 128;
@@ -235,12 +205,26 @@ int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, 
     return 0;
 }
 
-int sd_session_check_strategies(const sd_session *s, sd_err *e) {
-    if ((s->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
-        return sd_fail(e, "spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K "
-                          "in the interactive mode)");
-    if (s->c.strategies & SD_STRAT_BEAM) return sd_beam_check_sampler(s->sampler, e);
+/* 0 when the session can run every strategy in bits; -1 with the reason. */
+static int check_strategies(const sd_session *s, int bits, sd_err *e) {
+    if (sd_strategies_needing_drafter(bits) && !s->have_drafter) {
+        char names[64] = "";
+        for (int i = 0; i < SD_N_STRATEGIES; i++)
+            if (sd_strategies[i].needs_drafter)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         names[0] ? "/" : "", sd_strategies[i].name);
+        return sd_fail(e, "%s need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K in the "
+                          "interactive mode)", names);
+    }
+    for (int i = 0; i < SD_N_STRATEGIES; i++) {
+        const sd_strategy *t = &sd_strategies[i];
+        if ((bits & t->bit) && t->check && t->check(s, e)) return -1;
+    }
     return 0;
+}
+
+int sd_session_check_strategies(const sd_session *s, sd_err *e) {
+    return check_strategies(s, s->c.strategies, e);
 }
 
 int sd_session_warm_up(sd_session *s, const int32_t *ids, sd_err *e) {
@@ -266,35 +250,9 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
         cfg.ud = h->ud;
         cfg.cancel = h->cancel;
     }
-    int max = c->n_predict;
-    switch (strat) {
-    case SD_STRAT_AR:
-        return sd_autoregressive_generate_lm(ids, n_ids, &s->target_lm, max, &cfg, out, st, e);
-    case SD_STRAT_DRAFT:
-        if (!s->have_drafter) return sd_session_check_strategies(s, e);
-        if (set_draft_vocab(s, e)) return -1;
-        cfg.sampler = s->draft_sampler; /* the drafter alone, with its own instance */
-        cfg.draft_sampler = NULL;
-        return sd_autoregressive_generate_lm(ids, n_ids, &s->draft_lm, max, &cfg, out, st, e);
-    case SD_STRAT_SPEC: {
-        if (!s->have_drafter) return sd_session_check_strategies(s, e);
-        if (set_draft_vocab(s, e)) return -1;
-        sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target, c->draft_p_min};
-        return sd_speculative_generate(ids, n_ids, &s->draft_lm, &s->target_lm, &o, max, &cfg, out,
-                                       st, e);
-    }
-    case SD_STRAT_NASD: {
-        if (!c->keep_ngrams) sd_ngram_reset(s->store);
-        sd_nasd_opts o = {c->gamma, c->filler_top_k, c->stop_if_unknown,
-                          c->skip_sample_adjustment, !c->no_first_target};
-        return sd_ngram_assisted_generate(ids, n_ids, s->store, &s->target_lm, &o, max, &cfg, out,
-                                          st, e);
-    }
-    case SD_STRAT_BEAM: {
-        sd_beam_opts o = {c->beams, c->beam_top_k, c->min_length, c->alpha};
-        return sd_beam_search_generate(ids, n_ids, s->target, &o, max, &cfg, out, st, e);
-    }
-    default:
-        return sd_fail(e, "unknown strategy bit %d", strat);
-    }
+    const sd_strategy *t = sd_strategy_find(strat);
+    if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
+    if (check_strategies(s, strat, e) || (t->needs_drafter && set_draft_vocab(s, e))) return -1;
+    sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
+    return t->run(s, &r, e);
 }

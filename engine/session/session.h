@@ -12,26 +12,11 @@
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
 #include "engine/session/device.h"
+#include "engine/session/strategies.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 
 #define SD_MAX_LIST 32
-
-/* Strategies, as bits of sd_config.strategies. */
-enum {
-    SD_STRAT_AR = 1 << 0,
-    SD_STRAT_SPEC = 1 << 1,
-    SD_STRAT_NASD = 1 << 2,
-    SD_STRAT_BEAM = 1 << 3,
-    SD_STRAT_DRAFT = 1 << 4
-};
-/* Every strategy bit, in the order the CLI runs and reports them. */
-extern const int sd_strategy_order[5];
-#define SD_N_STRATEGIES 5
-
-const char *sd_strategy_name(int bit);
-/* "ar,spec,nasd" -> bits; -1 with a message naming the unknown entry. */
-int sd_parse_strategies(const char *list, int *bits, sd_err *e);
 
 typedef struct sd_config {
     const char *model;
@@ -134,8 +119,8 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e);
 int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
                           sd_err *e);
 /* Fails with a message naming the flags when an enabled strategy needs a
- * drafter and none is loaded, or when beam search is enabled with a
- * sampler it cannot apply. */
+ * drafter and none is loaded, or when its own check of the settings fails
+ * (beam search with a sampler it cannot apply). */
 int sd_session_check_strategies(const sd_session *s, sd_err *e);
 /* One untimed token through each model, so no strategy pays for thread
  * start-up or the first touch of the mapped weights. */
@@ -152,7 +137,7 @@ typedef struct sd_hooks {
     const volatile sig_atomic_t *cancel;
 } sd_hooks;
 
-/* Runs strategy strat (one SD_STRAT_* bit) on ids from empty caches, with
+/* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
  * the session's sampler and the rng reseeded from s->seed, so every
  * strategy sees the same random stream. out has room for c.n_predict ids.
  * Returns the count or -1. */
