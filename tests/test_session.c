@@ -1,11 +1,13 @@
 /* The session layer: the strategy registry (engine/session/strategies.h)
  * and every strategy run through sd_session_generate, as the CLI and the
- * benchmarks run them. */
+ * benchmarks run them; a drafter's context and vocabulary at opening. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/session/session.h"
+#include "tests/util/synth_model.h"
 
 #define MODELS "tests/data/models/"
 
@@ -94,4 +96,76 @@ Test(session, strategy_needing_a_drafter_without_one) {
     cr_assert(strstr(e.msg, "need a drafter") && strstr(e.msg, "--draft-layers"), "%s", e.msg);
     cr_assert_eq(sd_session_generate(&s, 0, ids, 2, NULL, out, &st, &e), -1);
     sd_session_close(&s);
+}
+
+/* ---- a drafter of a shorter context, or of another vocabulary ---------- */
+
+/* A synthetic model of context_length ctx and vocab tokens at a path of
+ * this process's own (the caller removes it). */
+static void synth_file(char *path, size_t cap, int ctx, int vocab, uint64_t seed) {
+    synth_cfg c = synth_default();
+    c.ctx = ctx;
+    c.vocab = vocab;
+    c.seed = seed;
+    snprintf(path, cap, "/tmp/sd_test_session_%d_%d_%d.gguf", (int)getpid(), ctx, vocab);
+    sd_err e = {{0}};
+    cr_assert_eq(synth_model_write(&c, path, &e), 0, "%s", e.msg);
+}
+
+static int try_open(sd_session *s, const char *target, const char *draft, int n_ctx, sd_err *e) {
+    sd_config c;
+    sd_config_defaults(&c);
+    c.model = target;
+    c.draft = draft;
+    c.n_ctx = n_ctx;
+    c.threads = 1;
+    return sd_session_open(s, &c, e);
+}
+
+Test(session, shorter_drafter_sets_the_context) {
+    char big[128], small[128];
+    synth_file(big, sizeof big, 2048, 320, 1);
+    synth_file(small, sizeof small, 1024, 320, 2);
+    static const int asked[] = {0, 2048};
+    for (int k = 0; k < 2; k++) {
+        sd_session s;
+        sd_err e = {{0}};
+        cr_assert_eq(try_open(&s, big, small, asked[k], &e), 0, "--ctx %d: %s", asked[k], e.msg);
+        cr_assert_eq(s.target->n_ctx, 1024);
+        cr_assert_eq(s.draft->n_ctx, 1024);
+        cr_assert(strstr(s.notice, "1024") && strstr(s.notice, "2048") && strstr(s.notice, "--ctx") &&
+                      strstr(s.notice, small), "%s", s.notice);
+        sd_session_close(&s);
+    }
+    /* a context both hold, or a drafter longer than the target: no notice */
+    sd_session s;
+    sd_err e = {{0}};
+    cr_assert_eq(try_open(&s, big, small, 512, &e), 0, "%s", e.msg);
+    cr_assert(s.target->n_ctx == 512 && s.draft->n_ctx == 512 && !s.notice[0], "%s", s.notice);
+    sd_session_close(&s);
+    cr_assert_eq(try_open(&s, small, big, 0, &e), 0, "%s", e.msg);
+    cr_assert(s.target->n_ctx == 1024 && s.draft->n_ctx == 1024 && !s.notice[0], "%s", s.notice);
+    sd_session_close(&s);
+    /* more than the target holds is still the target's error */
+    cr_assert_eq(try_open(&s, big, small, 4096, &e), -1);
+    cr_assert(strstr(e.msg, big) && strstr(e.msg, "4096"), "%s", e.msg);
+    remove(big);
+    remove(small);
+}
+
+/* The vocabulary is what makes a pair unusable, so it is named first,
+ * whatever the contexts. */
+Test(session, vocabulary_mismatch_is_reported_first) {
+    char target[128], draft[128];
+    synth_file(target, sizeof target, 2048, 320, 1);
+    synth_file(draft, sizeof draft, 1024, 300, 2);
+    sd_session s;
+    sd_err e = {{0}};
+    cr_assert_eq(try_open(&s, target, draft, 2048, &e), -1);
+    cr_assert(strstr(e.msg, "vocabulary") && !strstr(e.msg, "context"), "%s", e.msg);
+    remove(target);
+    remove(draft);
+    cr_assert_eq(try_open(&s, "models/SmolLM2-135M-Instruct.Q4_1.gguf", MODELS "stories260K.gguf", 0,
+                          &e), -1);
+    cr_assert(strstr(e.msg, "vocabulary") && !strstr(e.msg, "context"), "%s", e.msg);
 }

@@ -137,12 +137,34 @@ int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
     return set ? sd_session_open_with(s, c, set, e) : -1;
 }
 
+/* The context of a target and drafter pair: the target's (--ctx, or its
+ * default) unless the drafter's context_length is shorter, then the
+ * drafter's, said in s->notice. So the context never refuses a drafter,
+ * and a vocabulary it does not share is what the user hears of. */
+static int pair_ctx(sd_session *s, const sd_config *c, int *n_ctx, sd_err *e) {
+    sd_hparams t, d;
+    if (sd_model_hparams(c->model, &t, e) || sd_model_hparams(c->draft, &d, e)) return -1;
+    const int want = sd_model_ctx(&t, c->n_ctx);
+    *n_ctx = c->n_ctx;
+    if (want > d.ctx_train && want <= t.ctx_train) {
+        *n_ctx = d.ctx_train;
+        size_t used = strlen(s->notice);
+        snprintf(s->notice + used, sizeof s->notice - used,
+                 "%sthe context is %d positions, not %d: the drafter %s holds no more "
+                 "(context_length %d; --ctx sets it)", used ? "; " : "", d.ctx_train, want, c->draft,
+                 d.ctx_train);
+    }
+    return 0;
+}
+
 int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samplers,
                          sd_err *e) {
     memset(s, 0, sizeof *s);
     s->c = *c;
     s->samplers = samplers;
-    s->target = load(s, c->model, c->device, c->threads, c->n_ctx, e);
+    int n_ctx = c->n_ctx;
+    if (c->draft && pair_ctx(s, c, &n_ctx, e)) goto fail;
+    s->target = load(s, c->model, c->device, c->threads, n_ctx, e);
     if (!s->target) goto fail;
     s->target_lm = (sd_lm){s->target, s->target->kv, 0, 0};
     if (c->draft) {

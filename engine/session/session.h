@@ -75,7 +75,9 @@ typedef struct sd_session {
     sd_ngram *store;
     sd_rng rng;
     uint64_t seed;
-    char notice[512]; /* what the caller should tell the user (a backend fallback); "" if none */
+    /* what the caller should tell the user (a backend fallback, a context
+     * cut to the drafter's); "" if none */
+    char notice[512];
 } sd_session;
 
 /* Loads the model at path with its caches as o describes them (positions,
@@ -90,7 +92,10 @@ sd_model *sd_load_model(const char *path, int device, int threads, const sd_mode
  * the one plugin its sampler needs); NULL on out of memory. */
 sd_sampler_set *sd_session_plugins(const sd_config *c, sd_err *e);
 /* Opens the plugin search path, the models (each on the backend its device
- * setting names) and the sampler. Errors name the flag or file at fault. */
+ * setting names) and the sampler. With a drafter whose context_length is
+ * shorter than the target's context, both get the drafter's (said in
+ * notice); a drafter of another vocabulary is refused first. Errors name
+ * the flag or file at fault. */
 int sd_session_open(sd_session *s, const sd_config *c, sd_err *e);
 /* sd_session_open with a plugin set the caller opened (sd_session_plugins,
  * perhaps already holding the sampler's plugin); the session owns it from
