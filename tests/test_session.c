@@ -169,3 +169,25 @@ Test(session, vocabulary_mismatch_is_reported_first) {
                           &e), -1);
     cr_assert(strstr(e.msg, "vocabulary") && !strstr(e.msg, "context"), "%s", e.msg);
 }
+
+/* ---- draft-only generation is the drafter's ----------------------------- */
+
+Test(session, draft_only_counts_and_names_the_drafter) {
+    sd_session s;
+    open_session(&s, MODELS "stories260K.gguf", MODELS "stories260K-q8_0.gguf", 256);
+    sd_err e = {{0}};
+    int32_t *ids = NULL, out[24];
+    int n_ids = 0;
+    cr_assert_eq(sd_session_prompt_ids(&s, "Once upon a time", &ids, &n_ids, &e), 0, "%s", e.msg);
+    sd_gen_stats st;
+    int n = sd_session_generate(&s, SD_STRAT_DRAFT, ids, n_ids, NULL, out, &st, &e);
+    cr_assert(n > 0, "%s", e.msg);
+    cr_assert_eq(st.target_calls, 0);
+    cr_assert_eq(st.draft_calls, n, "one drafter call a token (greedy, cached)");
+    cr_assert(st.model && !strcmp(st.model, MODELS "stories260K-q8_0.gguf"), "%s", st.model);
+    n = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e);
+    cr_assert(n > 0 && st.target_calls == n && st.draft_calls == 0);
+    cr_assert(st.model && !strcmp(st.model, MODELS "stories260K.gguf"), "%s", st.model);
+    free(ids);
+    sd_session_close(&s);
+}

@@ -98,10 +98,12 @@ static int run_case(const bench_case *c) {
                                ? "identical to ar"
                                : "DIFFERS from ar";
         /* bytes copied from backend memory to the host per target call
-         * (a verification round, or an AR/beam step) */
+         * (a verification round, or an AR/beam step; draft-only: per
+         * drafter step, as it makes no target call) */
+        const long rounds = st.target_calls ? st.target_calls : st.draft_calls;
         printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %s\n", rows[k].name, n_out[k], med, med_dec,
                acc, st.target_calls + st.draft_calls,
-               st.target_calls ? (double)st.host_bytes / st.target_calls : 0.0, med / ar_tps,
+               rounds ? (double)st.host_bytes / rounds : 0.0, med / ar_tps,
                ar_dec > 0 ? med_dec / ar_dec : 0.0, same);
     }
     rc = 0;

@@ -83,7 +83,7 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
     sd_json_obj j;
     sd_json_begin(&j, out);
     sd_json_str(&j, "strategy", sd_strategy_name(strat));
-    sd_json_str(&j, "model", s->c.model);
+    sd_json_str(&j, "model", st->model);
     if (t->needs_drafter) {
         if (s->draft) sd_json_str(&j, "draft", s->c.draft);
         else sd_json_int(&j, "draft_layers", s->c.draft_layers);

@@ -25,6 +25,9 @@ typedef struct sd_gen_stats {
     long drafted, accepted;
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
+    /* The file of the model whose calls made the output (the drafter's for
+     * draft-only generation); set by the session, NULL from the strategies. */
+    const char *model;
 } sd_gen_stats;
 
 /* Called once per generated token, in order, as soon as it is final. */

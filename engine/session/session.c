@@ -276,5 +276,7 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
     if (check_strategies(s, strat, e) || (t->needs_drafter && set_draft_vocab(s, e))) return -1;
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
-    return t->run(s, &r, e);
+    const int n = t->run(s, &r, e);
+    if (!st->model) st->model = c->model;
+    return n;
 }

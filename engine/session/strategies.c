@@ -13,13 +13,19 @@ static int run_ar(sd_session *s, const sd_strategy_run *r, sd_err *e) {
                                          r->st, e);
 }
 
-/* The drafter alone, with its own sampler instance. */
+/* The drafter alone, with its own sampler instance: its calls are drafter
+ * calls, and its file (the target's for a self-speculative drafter) names
+ * the output's model. */
 static int run_draft(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     sd_gen_cfg cfg = *r->cfg;
     cfg.sampler = s->draft_sampler;
     cfg.draft_sampler = NULL;
-    return sd_autoregressive_generate_lm(r->ids, r->n_ids, &s->draft_lm, r->max, &cfg, r->out,
-                                         r->st, e);
+    int n = sd_autoregressive_generate_lm(r->ids, r->n_ids, &s->draft_lm, r->max, &cfg, r->out,
+                                          r->st, e);
+    r->st->draft_calls = r->st->target_calls;
+    r->st->target_calls = 0;
+    r->st->model = s->draft ? s->c.draft : s->c.model;
+    return n;
 }
 
 static int run_spec(sd_session *s, const sd_strategy_run *r, sd_err *e) {
