@@ -916,6 +916,45 @@ Test(stats, decode_rate_leaves_out_the_first_call) {
     cr_assert_eq(sd_gen_decode_tps(&st), 0);
 }
 
+/* The time split of verification runs: each part is non-negative and the
+ * four add up to the run; a model drafter has catch-up calls (the first
+ * draft of each round), an n-gram store none; other strategies leave the
+ * split at 0. */
+static void check_split(const sd_gen_stats *st, int catchup, const char *what) {
+    const double sum = st->draft_s + st->catchup_s + st->verify_s + st->host_s;
+    cr_assert(st->draft_s >= 0 && st->catchup_s >= 0 && st->verify_s > 0 && st->host_s >= 0,
+              "%s: %g %g %g %g", what, st->draft_s, st->catchup_s, st->verify_s, st->host_s);
+    cr_assert(catchup ? st->catchup_s > 0 : st->catchup_s == 0, "%s: catch-up %g", what,
+              st->catchup_s);
+    cr_assert(st->draft_s > 0, "%s: drafting %g", what, st->draft_s);
+    cr_assert(fabs(sum - st->total_s) <= 1e-9 + 1e-6 * st->total_s, "%s: %g of %g", what, sum,
+              st->total_s);
+}
+
+Test(stats, time_split_of_verification_runs) {
+    sd_model *t = load("stories260K.gguf"), *d = load("stories260K-q8_0.gguf");
+    sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d->kv, 0, 0};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    int32_t out[GEN];
+    sd_spec_opts so = {{4, 0, 1}, 0};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
+                 "%s", e.msg);
+    check_split(&st, 1, "spec");
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
+    cr_assert(store, "%s", e.msg);
+    sd_nasd_opts no = {{4, 0, 1}, 3, 0};
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, out, &st, &e),
+                 GEN, "%s", e.msg);
+    check_split(&st, 0, "nasd");
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, t, GEN, &cfg, out, &st, &e), GEN);
+    cr_assert(st.draft_s == 0 && st.catchup_s == 0 && st.verify_s == 0 && st.host_s == 0);
+    sd_ngram_free(store);
+    sd_model_free(d);
+    sd_model_free(t);
+}
+
 static double lsm(const float *x, int n, int i) {
     double mx = -INFINITY, s = 0;
     for (int j = 0; j < n; j++) mx = fmax(mx, x[j]);

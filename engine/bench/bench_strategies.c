@@ -1,12 +1,15 @@
 /* Strategy benchmark: one table per model of tokens/s, acceptance and
  * speedup over autoregressive decoding (over the whole call, and over the
  * decode phase: after the first forward call, the prompt's prefill, which
- * is the same for every strategy), each strategy on the same prompt
- * with greedy decoding, median of 3 runs, and whether its output equals the
- * autoregressive output. It runs the strategies through the session, the
- * same code path as the specdec binary. SmolLM2 gets an input-grounded prompt (repeat a
- * paragraph), where n-gram drafts shine; its drafter is the self-speculative
- * first 10 layers. stories260K drafts with its Q8_0 variant. */
+ * is the same for every strategy), each strategy on the same prompt with
+ * greedy decoding, median of 3 runs, whether its output equals the
+ * autoregressive output, and for the strategies with verification rounds
+ * the shares of the run spent drafting, in the drafter's catch-up,
+ * verifying and on the host (d/c/v/h, sd_gen_stats). It runs the
+ * strategies through the session, the same code path as the specdec
+ * binary. SmolLM2 gets an input-grounded prompt (repeat a paragraph), where
+ * n-gram drafts shine; its drafter is the self-speculative first 10 layers.
+ * stories260K drafts with its Q8_0 variant. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +44,19 @@ typedef struct bench_case {
     const char *prompt;
 } bench_case;
 
+/* A verification run's time split (sd_gen_stats) as whole percentages of
+ * the run: drafting/catch-up/verification/host; "-" for the strategies
+ * without rounds. */
+static void time_split(const sd_gen_stats *st, char *buf, size_t cap) {
+    if (!(st->verify_s > 0 && st->total_s > 0)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    const double k = 100.0 / st->total_s;
+    snprintf(buf, cap, "%.0f/%.0f/%.0f/%.0f", st->draft_s * k, st->catchup_s * k, st->verify_s * k,
+             st->host_s * k);
+}
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -71,8 +87,8 @@ static int run_case(const bench_case *c) {
     printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s\n", c->title,
            strrchr(c->target, '/') + 1, n_ids, c->gen, c->gamma,
            c->draft ? strrchr(c->draft, '/') + 1 : "self (first layers)");
-    printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %s\n", "", "tokens", "tok/s", "decode/s", "accept",
-           "calls", "host B/round", "vs ar", "dec vs ar", "output");
+    printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %13s %s\n", "", "tokens", "tok/s", "decode/s", "accept",
+           "calls", "host B/round", "vs ar", "dec vs ar", "d/c/v/h %", "output");
     double ar_tps = 0, ar_dec = 0;
     int n_out[N_ROWS];
     for (int k = 0; k < N_ROWS; k++) {
@@ -101,10 +117,12 @@ static int run_case(const bench_case *c) {
          * (a verification round, or an AR/beam step; draft-only: per
          * drafter step, as it makes no target call) */
         const long rounds = st.target_calls ? st.target_calls : st.draft_calls;
-        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %s\n", rows[k].name, n_out[k], med, med_dec,
-               acc, st.target_calls + st.draft_calls,
+        char split[32];
+        time_split(&st, split, sizeof split);
+        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %13s %s\n", rows[k].name, n_out[k], med,
+               med_dec, acc, st.target_calls + st.draft_calls,
                rounds ? (double)st.host_bytes / rounds : 0.0, med / ar_tps,
-               ar_dec > 0 ? med_dec / ar_dec : 0.0, same);
+               ar_dec > 0 ? med_dec / ar_dec : 0.0, split, same);
     }
     rc = 0;
 done:
@@ -172,6 +190,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         static const char *const rows[PAIR_SETS] = {"spec", "spec/v", "spec/vp", "nasd"};
         double lines[PAIR_SETS][MAX_GAMMA + 1][3]; /* tok/s, acceptance and decode tok/s of each row */
         long calls[PAIR_SETS][MAX_GAMMA + 1][2];
+        char split[PAIR_SETS][MAX_GAMMA + 1][32];
         int same[PAIR_SETS][MAX_GAMMA + 1], got[PAIR_SETS][MAX_GAMMA + 1];
         for (int strat = 0; strat <= PAIR_SETS; strat++) {
             int n = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, strat ? out : ar, &st, &e);
@@ -190,6 +209,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                 lines[strat][g][1] = st.drafted ? 100.0 * st.accepted / st.drafted : -1;
                 lines[strat][g][2] = sd_gen_decode_tps(&st);
                 calls[strat][g][0] = st.target_calls, calls[strat][g][1] = st.draft_calls;
+                time_split(&st, split[strat][g], sizeof split[strat][g]);
                 got[strat][g] = n;
                 same[strat][g] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
             }
@@ -202,8 +222,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar %.2f-%.2f tok/s, "
                "decode %.2f-%.2f tok/s (%d runs, one before each row set and one after the last)\n",
                pp[k].title, n_ids, n_ar, lo, hi, dlo, dhi, PAIR_SETS + 1);
-        printf("%-7s %5s %8s %9s %9s %8s %7s %6s %8s %9s %s\n", "", "gamma", "tokens", "tok/s", "decode/s",
-               "accept", "target", "draft", "vs ar", "dec vs ar", "output");
+        printf("%-7s %5s %8s %9s %9s %8s %7s %6s %8s %9s %13s %s\n", "", "gamma", "tokens", "tok/s",
+               "decode/s", "accept", "target", "draft", "vs ar", "dec vs ar", "d/c/v/h %", "output");
         for (int strat = 0; strat < PAIR_SETS; strat++)
             for (int g = 1; g <= MAX_GAMMA; g++) {
                 const double ref = (ar_tps[strat] + ar_tps[strat + 1]) / 2, tps = lines[strat][g][0];
@@ -214,9 +234,9 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                 }
                 char acc[16] = "-";
                 if (lines[strat][g][1] >= 0) snprintf(acc, sizeof acc, "%.1f%%", lines[strat][g][1]);
-                printf("%-7s %5d %8d %9.2f %9.2f %8s %7ld %6ld %7.2fx %8.2fx %s\n", rows[strat], g,
+                printf("%-7s %5d %8d %9.2f %9.2f %8s %7ld %6ld %7.2fx %8.2fx %13s %s\n", rows[strat], g,
                        got[strat][g], tps, dtps, acc, calls[strat][g][0], calls[strat][g][1], tps / ref,
-                       dtps / dref,
+                       dtps / dref, split[strat][g],
                        same[strat][g] ? "identical to ar" : "DIFFERS from ar");
             }
     }

@@ -25,6 +25,14 @@ typedef struct sd_gen_stats {
     long drafted, accepted;
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
+    /* Where a run of verification rounds (speculative decoding, NASD) spent
+     * its time; 0 for the other strategies. draft_s: the drafter's calls and
+     * draws after a round's first, or the n-gram lookups; catchup_s: a
+     * round's first drafter call, which also feeds the drafter what it has
+     * not seen (the prompt, then the previous round's last tokens);
+     * verify_s: the target's calls; host_s: the rest of total_s (acceptance
+     * tests, the target's sampling, emitting, the n-gram store). */
+    double draft_s, catchup_s, verify_s, host_s;
     /* The file of the model whose calls made the output (the drafter's for
      * draft-only generation); set by the session, NULL from the strategies. */
     const char *model;

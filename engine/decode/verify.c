@@ -80,7 +80,10 @@ static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_d
     int g = 0;
     while (g < max_drafts) {
         float *q = fast || v->one_hot ? NULL : v->q + (size_t)g * v->vocab;
+        const double t = sd_now();
         int r = v->draft(v->ud, seq, cur + g, q, st, e);
+        if (g == 0 && v->drafter) st->catchup_s += sd_now() - t;
+        else st->draft_s += sd_now() - t;
         if (r < 0) return -1;
         if (r == 0) break;
         g++;
@@ -133,10 +136,12 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     const int c = *cur, fast = !v->p;
     int g = draft_tokens(v, fast, seq, c, max_drafts, st, e);
     if (g < 0) return -1;
+    const double t = sd_now();
     if (fast ? sd_lm_extend_top_k(v->target, seq, c + g, cfg->use_cache, g + 1, v->top_k, v->ids,
                                   NULL, st, e)
              : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
+    st->verify_s += sd_now() - t;
     st->target_calls++;
     if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
 
