@@ -1,4 +1,4 @@
-/* Correctness plan items 3-5 for the strategies:
+/* What the decoding strategies must keep:
  *   - greedy speculative (draft model and self-speculative) and NASD output
  *     equal greedy autoregressive output token for token, gamma 1..8, cache
  *     on and off, on every stories260K variant;
@@ -6,7 +6,8 @@
  *   - stochastic speculative decoding preserves the target distribution
  *     (chi-square over seeded runs, two samplers);
  *   - beam search: one beam equals greedy; with every beam and candidate
- *     kept it finds the exhaustive optimum. */
+ *     kept it finds the exhaustive optimum;
+ *   - the stats: the decode rate, the time split of verification runs. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

@@ -144,8 +144,8 @@ done:
  * 1.5B's prefill is still 7-25% of its autoregressive call; speculative
  * decoding's own prefill of the drafter counts in its decode phase.
  *
- * This host's speed drifts over minutes (a stretch at half speed has been
- * seen), and one prompt's 32 rows take about two. So the autoregressive
+ * A shared host's speed can drift over minutes, and one prompt's 32 rows
+ * take about two. So the autoregressive
  * run is repeated before each row set and after the last (5 runs a
  * prompt), and a row's speedup is over the mean of the two runs around its
  * set; the header gives their range. */
