@@ -956,6 +956,46 @@ Test(stats, time_split_of_verification_runs) {
     sd_model_free(t);
 }
 
+/* The cost model on made-up costs: 10 rounds after the first, 6 of 3 rows
+ * (0.12 s each) and 4 of 5 rows (0.2 s each), 40 drafter calls of 0.03 s,
+ * 30 tokens after the first call, a one-row step of 0.1 s: tau = 3,
+ * c_v = 0.6 * 0.12 + 0.4 * 0.2 = 0.152, c_d = 4 * 0.03 = 0.12, so
+ * S = 3 * 0.1 / 0.272. No rounds or no step: no prediction. */
+Test(stats, cost_model_of_a_made_up_run) {
+    sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1, .draft_calls = 40,
+                       .draft_s = 0.8, .catchup_s = 0.4};
+    st.verify_calls_n[3] = 6, st.verify_s_n[3] = 0.72;
+    st.verify_calls_n[5] = 4, st.verify_s_n[5] = 0.8;
+    cr_assert_float_eq(sd_cost_speedup(&st, 0.1), 0.3 / 0.272, 1e-9);
+    cr_assert_eq(sd_cost_speedup(&st, 0), 0);
+    st.verify_calls_n[3] = st.verify_calls_n[5] = 0;
+    cr_assert_eq(sd_cost_speedup(&st, 0.1), 0);
+}
+
+/* A real run's verification widths add up to its target calls after the
+ * first, none wider than gamma + 1 rows, and their times to at most the
+ * verification time. */
+Test(stats, verification_widths_of_a_run) {
+    sd_model *t = load("stories260K.gguf"), *d = load("stories260K-q8_0.gguf");
+    sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d->kv, 0, 0};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    int32_t out[GEN];
+    sd_spec_opts so = {{4, 0, 1}, 0};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
+                 "%s", e.msg);
+    long calls = 0;
+    double s = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++) calls += st.verify_calls_n[n], s += st.verify_s_n[n];
+    cr_assert_eq(calls, st.target_calls - 1);
+    for (int n = 6; n < SD_COST_ROWS; n++) cr_assert_eq(st.verify_calls_n[n], 0, "gamma 4: %d rows", n);
+    cr_assert(s > 0 && s <= st.verify_s);
+    cr_assert(sd_cost_speedup(&st, 1e-3) > 0);
+    sd_model_free(d);
+    sd_model_free(t);
+}
+
 static double lsm(const float *x, int n, int i) {
     double mx = -INFINITY, s = 0;
     for (int j = 0; j < n; j++) mx = fmax(mx, x[j]);

@@ -124,6 +124,11 @@ double sd_gen_decode_tps(const sd_gen_stats *st) {
     return n > 0 && s > 0 ? n / s : 0;
 }
 
+double sd_gen_step_s(const sd_gen_stats *st) {
+    const double tps = sd_gen_decode_tps(st);
+    return tps > 0 ? 1 / tps : 0;
+}
+
 int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_cpu_top_k(x, n, k, idx); }
 
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {

@@ -13,6 +13,10 @@
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 
+/* Verification widths the stats time one by one (1..SD_COST_ROWS-1 rows;
+ * wider calls share the last slot). */
+#define SD_COST_ROWS 17
+
 typedef struct sd_gen_stats {
     int prompt_tokens;
     int new_tokens;
@@ -33,6 +37,16 @@ typedef struct sd_gen_stats {
      * verify_s: the target's calls; host_s: the rest of total_s (acceptance
      * tests, the target's sampling, emitting, the n-gram store). */
     double draft_s, catchup_s, verify_s, host_s;
+    /* The verification calls after the first (the first also feeds the
+     * prompt) by the rows they scored: verify_calls_n[n] calls of n rows
+     * took verify_s_n[n] seconds. With draft_s and catchup_s they are the
+     * run's measured costs for the cost model (sd_cost_speedup). */
+    long verify_calls_n[SD_COST_ROWS];
+    double verify_s_n[SD_COST_ROWS];
+    /* The target's one-row step the prediction used, and the speedup over
+     * autoregressive decoding (decode phase) the cost model predicts for
+     * this run; 0 when no step was known (the session fills both). */
+    double step_s, predicted_speedup;
     /* The file of the model whose calls made the output (the drafter's for
      * draft-only generation); set by the session, NULL from the strategies. */
     const char *model;
@@ -133,6 +147,14 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
  * tells strategies apart; a drafter's own prefill falls in it. */
 double sd_gen_decode_tps(const sd_gen_stats *st);
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
+/* The seconds per token of an autoregressive run's decode phase (its
+ * one-row target step); 0 when it decoded nothing. */
+double sd_gen_step_s(const sd_gen_stats *st);
+/* The decode-phase speedup over autoregressive decoding that the cost
+ * model (engine/decode/cost.c) predicts for a verification run from its
+ * measured costs and acceptance, given the target's one-row step step_s;
+ * 0 when the run had no rounds after its first or step_s is 0. */
+double sd_cost_speedup(const sd_gen_stats *st, double step_s);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The
  * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */

@@ -141,7 +141,13 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
                                   NULL, st, e)
              : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
-    st->verify_s += sd_now() - t;
+    const double dt = sd_now() - t;
+    st->verify_s += dt;
+    if (st->target_calls > 0) {
+        const int w = g + 1 < SD_COST_ROWS ? g + 1 : SD_COST_ROWS - 1;
+        st->verify_calls_n[w]++;
+        st->verify_s_n[w] += dt;
+    }
     st->target_calls++;
     if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
 

@@ -277,6 +277,12 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     if (check_strategies(s, strat, e) || (t->needs_drafter && set_draft_vocab(s, e))) return -1;
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
+    if (n < 0) return n;
     if (!st->model) st->model = c->model;
+    if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
+    if (st->verify_s > 0 && s->step_s > 0) {
+        st->step_s = s->step_s;
+        st->predicted_speedup = sd_cost_speedup(st, s->step_s);
+    }
     return n;
 }

@@ -78,6 +78,9 @@ typedef struct sd_session {
     /* what the caller should tell the user (a backend fallback, a context
      * cut to the drafter's); "" if none */
     char notice[512];
+    /* the target's one-row step, from the last autoregressive run (0 before
+     * one): the cost model's T1 (sd_gen_stats.predicted_speedup) */
+    double step_s;
 } sd_session;
 
 /* Loads the model at path with its caches as o describes them (positions,
@@ -145,7 +148,9 @@ typedef struct sd_hooks {
 /* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
  * the session's sampler and the rng reseeded from s->seed, so every
  * strategy sees the same random stream. out has room for c.n_predict ids.
- * Returns the count or -1. */
+ * An autoregressive run sets s->step_s; a verification run gets the cost
+ * model's prediction for that step (st->predicted_speedup) once one is
+ * known. Returns the count or -1. */
 int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         const sd_hooks *h, int32_t *out, sd_gen_stats *st, sd_err *e);
 
