@@ -67,7 +67,7 @@ Test(speculative, greedy_equals_autoregressive) {
             sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
             for (int cache = 0; cache < 2; cache++)
                 for (int g = 1; g <= 8; g++) {
-                    sd_spec_opts o = {{g, 0, g % 2}, 0};
+                    sd_spec_opts o = {{g, 0, g % 2, 0}, 0, 0};
                     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
                     sd_gen_stats st;
                     int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
@@ -90,10 +90,45 @@ Test(speculative, greedy_equals_autoregressive) {
     }
 }
 
+/* Adaptive rounds (stop_below) with any bound on the drafts and any
+ * threshold give the target's greedy output; a high threshold drafts less
+ * than the bound allows, and the widths the rounds verified show it. */
+Test(speculative, adaptive_rounds_equal_autoregressive) {
+    sd_model *target = load(files[0]);
+    int32_t want[GEN], got[GEN];
+    greedy_ar(target, 1, want);
+    for (int d = 1; d < 3; d++) {
+        sd_model *draft = load(files[d]);
+        sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+        static const double stops[] = {0.05, 0.5, 0.95};
+        for (int si = 0; si < 3; si++)
+            for (int g = 2; g <= 8; g += 3)
+                for (int cache = 0; cache < 2; cache++) {
+                    sd_spec_opts o = {{g, 0, 1, stops[si]}, 0, 0};
+                    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
+                    sd_gen_stats st;
+                    sd_err e;
+                    int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
+                    cr_assert_eq(n, GEN, "%s", e.msg);
+                    cr_assert_arr_eq(got, want, sizeof want, "draft %s gamma %d stop %g cache %d",
+                                     files[d], g, stops[si], cache);
+                    if (stops[si] == 0.95 && g == 8) {
+                        long short_rounds = 0;
+                        for (int w = 1; w < g + 1; w++) short_rounds += st.verify_calls_n[w];
+                        cr_assert(short_rounds > 0 && st.drafted < (long)g * (st.target_calls - 1),
+                                  "%ld short rounds, %ld drafts in %ld rounds", short_rounds,
+                                  st.drafted, st.target_calls - 1);
+                    }
+                }
+        sd_model_free(draft);
+    }
+    sd_model_free(target);
+}
+
 /* Greedy speculative decoding of GEN tokens after prompt (cache on, first
  * target step on): asserts the output is want, returns the stats. */
 static sd_gen_stats spec_greedy(sd_lm *dl, sd_lm *tl, int gamma, double p_min, const int32_t *want) {
-    sd_spec_opts o = {{gamma, 0, 1}, p_min};
+    sd_spec_opts o = {{gamma, 0, 1, 0}, p_min, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
@@ -177,7 +212,7 @@ Test(speculative, p_min_shortens_rounds_not_output) {
     sd_rng rng;
     sd_rng_seed(&rng, 3);
     sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
-    sd_spec_opts o = {{6, 0, 1}, 1};
+    sd_spec_opts o = {{6, 0, 1, 0}, 1, 0};
     sd_gen_cfg cfg = {.sampler = smp, .rng = &rng, .pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
@@ -231,7 +266,7 @@ Test(speculative, self_speculative_equals_autoregressive) {
             cr_assert(kv, "%s", e.msg);
             sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, k, 0};
             for (int g = 1; g <= 8; g++) {
-                sd_spec_opts o = {{g, 0, 1}, 0};
+                sd_spec_opts o = {{g, 0, 1, 0}, 0, 0};
                 sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
                 sd_gen_stats st;
                 cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN);
@@ -257,7 +292,7 @@ Test(nasd, greedy_equals_autoregressive) {
                         sd_err e;
                         sd_ngram *s = sd_ngram_create(kind, 2 + g % 3, 64, &e);
                         cr_assert(s, "%s", e.msg);
-                        sd_nasd_opts o = {{g, 0, (g + cache) % 2}, 3, stop};
+                        sd_nasd_opts o = {{g, 0, (g + cache) % 2, 0}, 3, stop};
                         sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
                         sd_gen_stats st;
                         int n = sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, GEN, &cfg, got, &st, &e);
@@ -307,7 +342,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
         sd_err e;
         sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, &e);
         cr_assert(s, "%s", e.msg);
-        sd_nasd_opts o = {{4, 0, 1}, k, 0};
+        sd_nasd_opts o = {{4, 0, 1, 0}, k, 0};
         sd_gen_stats st;
         bytes_probe p = {&st, 0, k > 1 ? k : 1, 0};
         sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1, .on_step = probe_step, .ud = &p};
@@ -321,7 +356,7 @@ Test(strategies, greedy_rounds_copy_ids_not_rows) {
     sd_kv *kv = sd_kv_create(m->be, 2, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
     cr_assert(kv);
     sd_lm dl = {m, kv, 2, 0};
-    sd_spec_opts so = {{4, 0, 1}, 0};
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
     sd_gen_stats st;
     sd_err e;
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
@@ -350,7 +385,7 @@ Test(nasd, accepts_drafts_on_repetitive_text) {
     sd_err e;
     sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
     int32_t out[200];
-    sd_nasd_opts o = {{4, 0, 1}, 3, 0};
+    sd_nasd_opts o = {{4, 0, 1, 0}, 3, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &o, 200, &cfg, out, &st, &e), 200);
@@ -380,7 +415,7 @@ Test(speculative, bad_gamma_and_context) {
     sd_model *m = load("stories260K.gguf");
     sd_lm tl = {m, m->kv, 0, 0};
     int32_t out[8];
-    sd_spec_opts o = {{0, 0, 1}, 0};
+    sd_spec_opts o = {{0, 0, 1, 0}, 0, 0};
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     sd_gen_stats st;
     sd_err e;
@@ -390,7 +425,7 @@ Test(speculative, bad_gamma_and_context) {
     cr_assert(strstr(e.msg, "gamma 0"), "%s", e.msg);
     static const double bad_p[] = {-0.5, 1.5, NAN};
     for (int k = 0; k < 3; k++) {
-        sd_spec_opts po = {{4, 0, 1}, bad_p[k]};
+        sd_spec_opts po = {{4, 0, 1, 0}, bad_p[k], 0};
         cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &po, 8, &cfg, out, &st, &e), -1);
         cr_assert(strstr(e.msg, "p_min") && strstr(e.msg, "[0, 1]"), "%s", e.msg);
     }
@@ -419,7 +454,7 @@ static double chi2_limit(int dof) {
     return dof * pow(1 - h + z * sqrt(h), 3);
 }
 
-enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED, P_MIN };
+enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED, P_MIN, ADAPTIVE };
 
 /* Chi-square of runs draws (count) against the law (law[i] * runs expected
  * of token i), cells under 5 pooled; asserts it is below the 0.999
@@ -460,14 +495,14 @@ static void run_drafted(int drafter, sd_ngram *store, int32_t best, const int32_
                         sd_gen_stats *st) {
     sd_err e;
     if (drafter == NGRAM) {
-        sd_nasd_opts o = {{3, 0, 0}, 0, 0};
+        sd_nasd_opts o = {{3, 0, 0, 0}, 0, 0};
         sd_ngram_reset(store);
         for (int k = 0; k < 3; k++)
             cr_assert_eq(sd_ngram_observe(store, pr, n_pr, best, &e), 0, "%s", e.msg);
         cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, tl, &o, n, cfg, out, st, &e), n,
                      "%s", e.msg);
     } else {
-        sd_spec_opts o = {{3, 0, 0}, drafter == P_MIN ? 0.2 : 0};
+        sd_spec_opts o = {{3, 0, 0, drafter == ADAPTIVE ? 0.01 : 0}, drafter == P_MIN ? 0.2 : 0, 0};
         cr_assert_eq(sd_speculative_generate(pr, n_pr, dl, tl, &o, n, cfg, out, st, &e), n, "%s",
                      e.msg);
     }
@@ -510,6 +545,20 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count);
     sd_lm tl = {t.m, t.m->kv, 0, 0}, dl = {d.m, d.m->kv, 0, drafter == TRIMMED ? V / 2 : 0};
+    /* adaptive rounds: the second token's law as well (summed over the
+     * first token), where the first round's length decides how it was drawn */
+    float *law2 = calloc((size_t)V, sizeof *law2), *cond = malloc((size_t)V * sizeof *cond);
+    long *count2 = calloc((size_t)V, sizeof *count2);
+    cr_assert(law2 && cond && count2);
+    for (int x = 0; drafter == ADAPTIVE && x < V; x++) {
+        if (probs[x] < 1e-6f) continue;
+        int32_t pr2[4];
+        memcpy(pr2, pr, (size_t)n_pr * sizeof *pr2);
+        pr2[n_pr] = x;
+        cr_assert_eq(sd_forward_ex(t.m, t.m->kv, pr2, n_pr + 1, 0, 0, logits, 1, &e), 0);
+        cr_assert_eq(sd_sampler_probs(p, logits, cond, 1, V, &e), 0);
+        for (int y = 0; y < V; y++) law2[y] += probs[x] * cond[y];
+    }
     long drafted = 0, accepted = 0;
     for (int r = 0; r < runs; r++) {
         sd_rng rng;
@@ -519,6 +568,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
         int32_t out[4];
         run_drafted(drafter, store, best, pr, n_pr, &dl, &tl, &cfg, 4, out, &st);
         count[out[0]]++;
+        count2[out[1]]++;
         drafted += st.drafted;
         accepted += st.accepted;
     }
@@ -527,6 +577,10 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     cr_assert(accepted < drafted, "the test needs rejections");
     cr_log_info("%s: chi2 %.1f, %d cells, acceptance %.2f", sampler, chi, cells,
                 (double)accepted / drafted);
+    if (drafter == ADAPTIVE) chi_square("second token", count2, law2, V, runs, &cells);
+    free(law2);
+    free(cond);
+    free(count2);
     free(count);
     free(logits);
     free(probs);
@@ -557,6 +611,13 @@ Test(speculative, preserves_distribution_with_a_drafter_of_another_shape) {
 Test(speculative, preserves_distribution_with_p_min) {
     const char *kv[] = {"temperature=1.0"};
     check_distribution("multinomial", kv, 1, P_MIN);
+}
+
+/* Adaptive rounds stop after one, two or three drafts as the drafter's
+ * probabilities fall: the first two tokens keep the target's law. */
+Test(speculative, preserves_distribution_with_adaptive_rounds) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1, ADAPTIVE);
 }
 
 Test(speculative, preserves_distribution_with_a_trimmed_drafter) {
@@ -601,7 +662,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_kv *kv = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, SD_F16, &e);
     cr_assert(kv, "%s", e.msg);
     sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv, m->hp.n_layers, 0};
-    sd_spec_opts so = {{4, 0, 1}, 0};
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
     cr_assert_arr_eq(got, want, sizeof want, "spec over an f16 cache");
@@ -609,7 +670,7 @@ Test(kv_f16, close_to_f32_and_every_strategy_lossless) {
     sd_kv_free(kv);
     sd_ngram *ng = sd_ngram_create(SD_NGRAM_MULTI, 2, 64, &e);
     cr_assert(ng, "%s", e.msg);
-    sd_nasd_opts no = {{4, 0, 0}, 3, 0};
+    sd_nasd_opts no = {{4, 0, 0, 0}, 3, 0};
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, ng, &tl, &no, GEN, &cfg, got, &st, &e), GEN,
                  "%s", e.msg);
     cr_assert_arr_eq(got, want, sizeof want, "nasd over an f16 cache");
@@ -676,7 +737,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
             sd_rng_seed(&rng, 5);
             sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .rng = &rng, .pad_id = -1,
                               .use_cache = 1};
-            sd_spec_opts o = {{4, 0, first}, 0};
+            sd_spec_opts o = {{4, 0, first, 0}, 0, 0};
             int32_t out[96];
             sd_gen_stats st;
             sd_err e;
@@ -691,7 +752,7 @@ Test(speculative, stateful_chains_accept_every_self_draft) {
         sd_rng rng;
         sd_rng_seed(&rng, 5);
         sd_gen_cfg shared = {.sampler = tp, .rng = &rng, .pad_id = -1, .use_cache = 1};
-        sd_spec_opts o = {{4, 0, 1}, 0};
+        sd_spec_opts o = {{4, 0, 1, 0}, 0, 0};
         int32_t out[8];
         sd_gen_stats st;
         sd_err e;
@@ -738,13 +799,13 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, want, &st, &e), GEN,
                          "%s", e.msg);
-            sd_spec_opts so = {{3, 0, 1}, 0};
+            sd_spec_opts so = {{3, 0, 1, 0}, 0, 0};
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e),
                          GEN, "%s", e.msg);
             cr_assert_arr_eq(got, want, sizeof want, "%s: spec differs from ar", k->spec);
             cr_assert_eq(st.accepted, st.drafted, "%s", k->spec);
-            sd_nasd_opts no = {{4, 0, 1}, 3, 0};
+            sd_nasd_opts no = {{4, 0, 1, 0}, 3, 0};
             sd_ngram_reset(store);
             sd_rng_seed(&rng, 9);
             cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, got, &st,
@@ -787,7 +848,7 @@ Test(speculative, stateful_chain_resets_between_generations) {
                               .use_cache = 1};
             const int32_t *pr = k == 1 ? other : prompt;
             int np = k == 1 ? 3 : NP;
-            sd_spec_opts o = {{4, 0, 1}, 0};
+            sd_spec_opts o = {{4, 0, 1, 0}, 0, 0};
             sd_gen_stats st;
             sd_err e;
             int n = strat ? sd_speculative_generate(pr, np, &dl, &tl, &o, GEN, &cfg, outs[k], &st, &e)
@@ -939,13 +1000,13 @@ Test(stats, time_split_of_verification_runs) {
     sd_gen_stats st;
     sd_err e = {{0}};
     int32_t out[GEN];
-    sd_spec_opts so = {{4, 0, 1}, 0};
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
                  "%s", e.msg);
     check_split(&st, 1, "spec");
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
     cr_assert(store, "%s", e.msg);
-    sd_nasd_opts no = {{4, 0, 1}, 3, 0};
+    sd_nasd_opts no = {{4, 0, 1, 0}, 3, 0};
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, out, &st, &e),
                  GEN, "%s", e.msg);
     check_split(&st, 0, "nasd");
@@ -982,7 +1043,7 @@ Test(stats, verification_widths_of_a_run) {
     sd_gen_stats st;
     sd_err e = {{0}};
     int32_t out[GEN];
-    sd_spec_opts so = {{4, 0, 1}, 0};
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
                  "%s", e.msg);
     long calls = 0;

@@ -176,11 +176,23 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
  * decoding and NASD: gamma drafts a round at most (at least 1); a rejection
  * resamples from p instead of norm(max(0, p - q)) when
  * skip_sample_adjustment is set; first_target runs the target alone on the
- * prompt first (prefill + first token) instead of a first drafted round. */
+ * prompt first (prefill + first token) instead of a first drafted round.
+ *
+ * stop_below > 0 makes the rounds adaptive: a round stops drafting once
+ * the estimated chance that all its drafts are accepted falls below it, so
+ * gamma is only the most a round drafts; 0 drafts gamma every round. The
+ * estimate is the product over the round's drafts of min(1, c a), c the
+ * drafter's confidence in each (its probability of the draft) and a the
+ * run's calibration: accepted drafts over the summed confidence of the
+ * drafts the target judged, both decayed per round so a recent change of
+ * acceptance shows. The stop depends on the drafter and on past rounds
+ * only, never on the target's rows of the round, so the output (greedy)
+ * and its distribution (sampled) stay the target's. */
 typedef struct sd_verify_opts {
     int gamma;
     int skip_sample_adjustment;
     int first_target;
+    double stop_below;
 } sd_verify_opts;
 
 /* One verification round, shared by speculative decoding and NASD
@@ -190,7 +202,8 @@ typedef struct sd_verify_opts {
  *
  * draft() proposes the token at seq[at] from seq[0..at): returns 1 with
  * seq[at] set (and, when q is not NULL, q = [vocab] the distribution it was
- * drawn from), 2 the same with this draft the round's last, 0 when it has
+ * drawn from; *conf its confidence in the draft, left at 1 when it has
+ * none), 2 the same with this draft the round's last, 0 when it has
  * none (drafting stops), -1 on error. A NULL q
  * means the greedy path, where only ids are compared. With one_hot set
  * the drafts are deterministic (q is one-hot at the draft; q is never
@@ -202,13 +215,16 @@ typedef struct sd_verify {
     const sd_verify_opts *o;
     int one_hot;
     int top_k; /* ids per verified row on the greedy path (>= 1) */
-    int (*draft)(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e);
+    int (*draft)(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                 sd_err *e);
     int (*verified)(void *ud, const int32_t *seq, int at, const int32_t *ids, int k, sd_err *e);
     void *ud;
     /* set by sd_verify_init */
     int vocab;
     int32_t *ids;              /* [gamma+1][top_k] */
     float *q, *p, *tlog, *resid; /* sampled path: [gamma][vocab], [gamma+1][vocab] x2, [vocab] */
+    float *conf;                 /* [gamma]: the round's confidences */
+    double judged_conf, judged_acc; /* adaptive rounds' calibration (decayed sums) */
     /* set by the caller before the first round */
     double t0; /* start of generation, for st->prefill_s */
 } sd_verify;
@@ -223,6 +239,10 @@ void sd_verify_free(sd_verify *v);
 int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
                     int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e);
 
+/* The adaptive rounds' default stop_below: a round goes on drafting while
+ * its drafts are more likely than not all accepted. */
+#define SD_STOP_BELOW_DEFAULT 0.5
+
 /* Speculative decoding (lossless rejection sampling): the drafter proposes
  * gamma tokens, one target call scores gamma+1 positions; draft i is kept
  * when r < p_i(x)/q_i(x); the first rejection resamples from
@@ -235,6 +255,7 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
 typedef struct sd_spec_opts {
     sd_verify_opts v;
     double p_min;
+    int ngram_n;
 } sd_spec_opts;
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,

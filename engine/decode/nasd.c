@@ -21,9 +21,10 @@ typedef struct nasd_ctx {
     const sd_nasd_opts *o;
 } nasd_ctx;
 
-static int nasd_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
+static int nasd_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                      sd_err *e) {
     nasd_ctx *s = ud;
-    (void)q, (void)st, (void)e;
+    (void)q, (void)conf, (void)st, (void)e;
     return sd_ngram_predict(s->store, seq, at, !s->o->stop_if_unknown, &seq[at], NULL);
 }
 
@@ -44,6 +45,8 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     st->prompt_tokens = n_inputs;
     int gamma = o->v.gamma;
     if (gamma < 1) return sd_fail(e, "nasd: gamma %d must be at least 1", gamma);
+    if (!(o->v.stop_below >= 0 && o->v.stop_below <= 1))
+        return sd_fail(e, "nasd: stop_below %g is outside [0, 1]", o->v.stop_below);
     if (o->filler_top_k < 0 || o->filler_top_k > SD_TOP_K_MAX)
         return sd_fail(e, "nasd: filler_top_k %d is outside [0, %d]", o->filler_top_k,
                        SD_TOP_K_MAX);

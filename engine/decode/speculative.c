@@ -14,8 +14,9 @@
  * drafter for two rows instead of one.
  *
  * With p_min set, a draft the drafter gave a probability below p_min is
- * the round's last. Sampled drafts read it from q; greedy drafts have the
- * backend compute it next to the argmax (top_k_rows' probabilities), so
+ * the round's last; with adaptive rounds (stop_below) that probability is
+ * the draft's confidence. Sampled drafts read it from q; greedy drafts have
+ * the backend compute it next to the argmax (top_k_rows' probabilities), so
  * one float crosses with the id instead of the logits row. */
 #include <stdlib.h>
 #include <string.h>
@@ -31,16 +32,18 @@ typedef struct spec_ctx {
     sd_sampler *smp; /* the drafter's instance */
     float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts */
     double p_min;
+    int want_p; /* greedy drafts: the backend also returns the draft's probability */
 } spec_ctx;
 
-static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
+static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                      sd_err *e) {
     spec_ctx *s = ud;
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
     if (!q) {
-        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], s->p_min > 0 ? &p : NULL,
-                               st, e))
+        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at],
+                               s->want_p ? &p : NULL, st, e))
             return -1;
     } else {
         int first = sd_token_need(s->smp, seq, at, e);
@@ -54,6 +57,7 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st
         p = q[seq[at]];
     }
     st->draft_calls++;
+    *conf = p;
     return p < s->p_min ? 2 : 1;
 }
 
@@ -64,6 +68,8 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     st->prompt_tokens = n_inputs;
     int gamma = o->v.gamma, vocab = target->m->hp.vocab;
     if (gamma < 1) return sd_fail(e, "speculative: gamma %d must be at least 1", gamma);
+    if (!(o->v.stop_below >= 0 && o->v.stop_below <= 1))
+        return sd_fail(e, "speculative: stop_below %g is outside [0, 1]", o->v.stop_below);
     if (!(o->p_min >= 0 && o->p_min <= 1))
         return sd_fail(e, "speculative: p_min %g is outside [0, 1]", o->p_min);
     if (n_inputs < 1) return sd_fail(e, "speculative: empty prompt");
@@ -74,7 +80,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
     int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
     if (total < 0) return -1;
-    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min};
+    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min, o->p_min > 0 || o->v.stop_below > 0};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     sd_verify v = {.target = target, .drafter = drafter, .o = &o->v, .top_k = 1,
                    .draft = spec_draft, .ud = &sc};

@@ -12,6 +12,7 @@ void sd_config_defaults(sd_config *c) {
     c->parse_special = 1;
     c->strategies = SD_STRAT_AR;
     c->gamma = 4;
+    c->stop_below = SD_STOP_BELOW_DEFAULT;
     c->ngram_n = 3;
     c->ngram_kind = SD_NGRAM_MULTI;
     c->filler_top_k = 3;

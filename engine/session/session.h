@@ -38,7 +38,11 @@ typedef struct sd_config {
     int have_seed;
     uint64_t seed;
     /* speculative and NASD */
-    int gamma;
+    int gamma; /* the most a round drafts; with fixed_gamma, what every round drafts */
+    /* 0: speculative rounds are adaptive (sd_verify_opts.stop_below, at
+     * stop_below); NASD's rounds always draft up to gamma */
+    int fixed_gamma;
+    double stop_below;
     double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
     int no_first_target;
