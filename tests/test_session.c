@@ -191,3 +191,43 @@ Test(session, draft_only_counts_and_names_the_drafter) {
     free(ids);
     sd_session_close(&s);
 }
+
+/* ---- the drafter's head cut, left to the session ------------------------- */
+
+/* Qwen2.5's 151936-token head is about a third of the 0.5B's step: left at
+ * auto, speculative decoding's drafter gets the cut, said in the notice,
+ * and draft-only generation keeps the whole head; --draft-vocab 0 keeps
+ * it whole for both. SmolLM2's 49152 tokens are too few for a cut. */
+Test(session, automatic_head_cut_when_it_pays) {
+    static const char q[] = "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+    cr_assert(access(q, R_OK) == 0, "%s missing (`make model-pair` fetches it)", q);
+    sd_config c;
+    sd_config_defaults(&c);
+    c.model = c.draft = q;
+    c.n_ctx = 64;
+    c.n_predict = 3;
+    sd_session s;
+    sd_err e = {{0}};
+    cr_assert_eq(sd_session_open(&s, &c, &e), 0, "%s", e.msg);
+    cr_assert(strstr(s.notice, "token ids below 32768 of 151936"), "%s", s.notice);
+    int32_t *ids = NULL, out[3];
+    int n_ids = 0;
+    sd_gen_stats st;
+    cr_assert_eq(sd_session_prompt_ids(&s, "int main(", &ids, &n_ids, &e), 0, "%s", e.msg);
+    for (int whole = 0; whole < 2; whole++) {
+        s.c.draft_vocab = whole ? 0 : SD_DRAFT_VOCAB_AUTO;
+        cr_assert_eq(sd_session_generate(&s, SD_STRAT_SPEC, ids, n_ids, NULL, out, &st, &e), 3, "%s", e.msg);
+        cr_assert_eq(s.draft_lm.vocab_limit, whole ? 0 : 32768);
+        cr_assert_eq(sd_session_generate(&s, SD_STRAT_DRAFT, ids, n_ids, NULL, out, &st, &e), 3, "%s", e.msg);
+        cr_assert_eq(s.draft_lm.vocab_limit, 0);
+    }
+    free(ids);
+    sd_session_close(&s);
+    c.model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    c.draft = NULL;
+    c.draft_layers = 10;
+    cr_assert_eq(sd_session_open(&s, &c, &e), 0, "%s", e.msg);
+    cr_assert_eq(s.draft_lm.vocab_limit, 0);
+    cr_assert_null(strstr(s.notice, "token ids below"), "%s", s.notice);
+    sd_session_close(&s);
+}

@@ -17,12 +17,15 @@
 #include "engine/sampling/sampler_host.h"
 
 #define SD_MAX_LIST 32
+#define SD_DRAFT_VOCAB_AUTO (-1)
 
 typedef struct sd_config {
     const char *model;
     const char *draft;
     int draft_layers;
-    int draft_vocab; /* > 0: the drafter's head covers token ids below it only */
+    /* > 0: the drafter's head covers token ids below it only; 0: the whole
+     * head; SD_DRAFT_VOCAB_AUTO: the session decides (sd_session_open) */
+    int draft_vocab;
     const char *system;
     int chat;
     int parse_special; /* prompt text (not a --chat message) may hold control tokens */
@@ -101,8 +104,11 @@ sd_sampler_set *sd_session_plugins(const sd_config *c, sd_err *e);
 /* Opens the plugin search path, the models (each on the backend its device
  * setting names) and the sampler. With a drafter whose context_length is
  * shorter than the target's context, both get the drafter's (said in
- * notice); a drafter of another vocabulary is refused first. Errors name
- * the flag or file at fault. */
+ * notice); a drafter of another vocabulary is refused first. With
+ * draft_vocab at SD_DRAFT_VOCAB_AUTO, speculative decoding's drafter head
+ * is cut to the first token ids when the files say it pays (said in notice;
+ * draft-only generation keeps the whole head). Errors name the flag or
+ * file at fault. */
 int sd_session_open(sd_session *s, const sd_config *c, sd_err *e);
 /* sd_session_open with a plugin set the caller opened (sd_session_plugins,
  * perhaps already holding the sampler's plugin); the session owns it from
