@@ -125,6 +125,38 @@ Test(speculative, adaptive_rounds_equal_autoregressive) {
     sd_model_free(target);
 }
 
+/* A hybrid drafter (n-gram store and model) gives the target's greedy
+ * output with and without adaptive rounds, the cache on and off, and its
+ * store drafts on a prompt that repeats itself. */
+Test(speculative, hybrid_drafter_equals_autoregressive) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    static const int32_t rep[] = {1, 403, 407, 261, 378, 403, 407, 261, 378, 403, 407};
+    const int n_rep = (int)(sizeof rep / sizeof rep[0]);
+    int32_t want[GEN], got[GEN];
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    long from_store = 0;
+    for (int n = 2; n <= 5; n++)
+        for (int k = 0; k < 4; k++) {
+            sd_spec_opts o = {{2 + 3 * (k & 1), 0, k & 1, k & 2 ? 0.5 : 0}, 0, n};
+            cfg.use_cache = n != 3;
+            cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
+                         "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "ngram_n %d case %d", n, k);
+            cr_assert(st.drafted_ngram <= st.drafted);
+            from_store += st.drafted_ngram;
+        }
+    cr_assert(from_store > 0, "the store never drafted");
+    sd_spec_opts bad = {{4, 0, 1, 0}, 0, 1};
+    cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &bad, GEN, &cfg, got, &st, &e), -1);
+    cr_assert(strstr(e.msg, "ngram_n 1"), "%s", e.msg);
+    sd_model_free(target);
+    sd_model_free(draft);
+}
+
 /* Greedy speculative decoding of GEN tokens after prompt (cache on, first
  * target step on): asserts the output is want, returns the stats. */
 static sd_gen_stats spec_greedy(sd_lm *dl, sd_lm *tl, int gamma, double p_min, const int32_t *want) {
@@ -454,7 +486,7 @@ static double chi2_limit(int dof) {
     return dof * pow(1 - h + z * sqrt(h), 3);
 }
 
-enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED, P_MIN, ADAPTIVE };
+enum { SAME_SHAPE, OTHER_SHAPE, NGRAM, TRIMMED, P_MIN, ADAPTIVE, HYBRID };
 
 /* Chi-square of runs draws (count) against the law (law[i] * runs expected
  * of token i), cells under 5 pooled; asserts it is below the 0.999
@@ -502,7 +534,8 @@ static void run_drafted(int drafter, sd_ngram *store, int32_t best, const int32_
         cr_assert_eq(sd_ngram_assisted_generate(pr, n_pr, store, tl, &o, n, cfg, out, st, &e), n,
                      "%s", e.msg);
     } else {
-        sd_spec_opts o = {{3, 0, 0, drafter == ADAPTIVE ? 0.01 : 0}, drafter == P_MIN ? 0.2 : 0, 0};
+        sd_spec_opts o = {{3, 0, 0, drafter == ADAPTIVE ? 0.01 : 0}, drafter == P_MIN ? 0.2 : 0,
+                          drafter == HYBRID ? 3 : 0};
         cr_assert_eq(sd_speculative_generate(pr, n_pr, dl, tl, &o, n, cfg, out, st, &e), n, "%s",
                      e.msg);
     }
@@ -535,8 +568,8 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     float *logits = malloc((size_t)V * sizeof *logits), *probs = malloc((size_t)V * sizeof *probs);
     /* NASD sees the prompt twice, so its store has a draft at once */
     static const int32_t twice[] = {1, 300, 301, 300, 301};
-    const int32_t *pr = drafter == NGRAM ? twice : synth_prompt;
-    const int n_pr = drafter == NGRAM ? 5 : 3;
+    const int32_t *pr = drafter == NGRAM || drafter == HYBRID ? twice : synth_prompt;
+    const int n_pr = drafter == NGRAM || drafter == HYBRID ? 5 : 3;
     cr_assert_eq(sd_forward_ex(t.m, t.m->kv, pr, n_pr, 0, 0, logits, 1, &e), 0);
     cr_assert_eq(sd_sampler_probs(p, logits, probs, 1, V, &e), 0);
     int32_t best = 0;
@@ -545,14 +578,16 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     const int runs = 4000;
     long *count = calloc((size_t)V, sizeof *count);
     sd_lm tl = {t.m, t.m->kv, 0, 0}, dl = {d.m, d.m->kv, 0, drafter == TRIMMED ? V / 2 : 0};
-    /* adaptive rounds: the second token's law as well (summed over the
-     * first token), where the first round's length decides how it was drawn */
+    /* adaptive rounds and hybrid drafts: the second token's law as well
+     * (summed over the first token), where the first round's length or the
+     * second draft's source decides how it was drawn */
+    const int second = drafter == ADAPTIVE || drafter == HYBRID;
     float *law2 = calloc((size_t)V, sizeof *law2), *cond = malloc((size_t)V * sizeof *cond);
     long *count2 = calloc((size_t)V, sizeof *count2);
     cr_assert(law2 && cond && count2);
-    for (int x = 0; drafter == ADAPTIVE && x < V; x++) {
+    for (int x = 0; second && x < V; x++) {
         if (probs[x] < 1e-6f) continue;
-        int32_t pr2[4];
+        int32_t pr2[8];
         memcpy(pr2, pr, (size_t)n_pr * sizeof *pr2);
         pr2[n_pr] = x;
         cr_assert_eq(sd_forward_ex(t.m, t.m->kv, pr2, n_pr + 1, 0, 0, logits, 1, &e), 0);
@@ -577,7 +612,7 @@ static void check_distribution(const char *sampler, const char *const *kv, int n
     cr_assert(accepted < drafted, "the test needs rejections");
     cr_log_info("%s: chi2 %.1f, %d cells, acceptance %.2f", sampler, chi, cells,
                 (double)accepted / drafted);
-    if (drafter == ADAPTIVE) chi_square("second token", count2, law2, V, runs, &cells);
+    if (second) chi_square("second token", count2, law2, V, runs, &cells);
     free(law2);
     free(cond);
     free(count2);
@@ -618,6 +653,13 @@ Test(speculative, preserves_distribution_with_p_min) {
 Test(speculative, preserves_distribution_with_adaptive_rounds) {
     const char *kv[] = {"temperature=1.0"};
     check_distribution("multinomial", kv, 1, ADAPTIVE);
+}
+
+/* The store knows the prompt's continuation: the first draft is the
+ * store's (one-hot), the next ones the model's or the store's. */
+Test(speculative, preserves_distribution_with_a_hybrid_drafter) {
+    const char *kv[] = {"temperature=1.0"};
+    check_distribution("multinomial", kv, 1, HYBRID);
 }
 
 Test(speculative, preserves_distribution_with_a_trimmed_drafter) {

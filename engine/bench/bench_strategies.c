@@ -143,7 +143,8 @@ done:
 /* The real pair: Qwen2.5-Coder 0.5B drafting for the 1.5B, greedy, one
  * table per prompt: the 1.5B's own autoregressive run, then each row of
  * pair_rows (speculative decoding with the session's defaults and with
- * flags set by hand, NASD), with its speedup over the autoregressive run
+ * flags set by hand, NASD; "ngram": drafts from the hybrid drafter's
+ * store), with its speedup over the autoregressive run
  * in the decode phase (after the first forward call; the drafter's own
  * prefill counts in it) next to the speedup the cost model predicts from
  * the run's own measured costs (sd_gen_stats.predicted_speedup) and their
@@ -160,18 +161,28 @@ typedef struct pair_prompt {
     int chat, edit;
 } pair_prompt;
 
-/* A row: the settings it changes from the session's defaults. */
+/* A row: the settings it changes from the session's defaults (KEEP: that
+ * setting's default). "spec/old" is speculative decoding as it was by
+ * default before the rounds, the head cut and the n-gram drafts became
+ * automatic (gamma 4 every round, the whole head, the model alone);
+ * "spec/best" the best flags of that version (--draft-vocab 32768
+ * --draft-p-min 0.9); "spec/model" today's defaults with the model alone,
+ * "spec" today's defaults, "spec/g8" with up to 8 drafts a round. */
+#define KEEP (-100)
+
 typedef struct pair_row {
     const char *name;
-    int bit, gamma, draft_vocab; /* gamma, draft_vocab: 0 keeps the default */
+    int bit, gamma, fixed_gamma, draft_vocab, hybrid_n;
     double p_min;
 } pair_row;
 
 static const pair_row pair_rows[] = {
-    {"spec", SD_STRAT_SPEC, 0, 0, 0},
-    {"spec/v", SD_STRAT_SPEC, 4, 32768, 0},
-    {"spec/vp", SD_STRAT_SPEC, 4, 32768, 0.9},
-    {"nasd", SD_STRAT_NASD, 0, 0, 0},
+    {"spec/old", SD_STRAT_SPEC, 4, 1, 0, 0, 0},
+    {"spec/best", SD_STRAT_SPEC, 4, 1, 32768, 0, 0.9},
+    {"spec/model", SD_STRAT_SPEC, KEEP, KEEP, KEEP, 0, KEEP},
+    {"spec", SD_STRAT_SPEC, KEEP, KEEP, KEEP, KEEP, KEEP},
+    {"spec/g8", SD_STRAT_SPEC, 8, KEEP, KEEP, KEEP, KEEP},
+    {"nasd", SD_STRAT_NASD, KEEP, KEEP, KEEP, KEEP, KEEP},
 };
 #define N_PAIR_ROWS (int)(sizeof pair_rows / sizeof pair_rows[0])
 
@@ -211,9 +222,11 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             const pair_row *w = &pair_rows[r];
             s.c = cfg;
             s.c.chat = pp[k].chat;
-            if (w->gamma) s.c.gamma = w->gamma;
-            if (w->draft_vocab) s.c.draft_vocab = w->draft_vocab;
-            s.c.draft_p_min = w->p_min;
+            if (w->gamma != KEEP) s.c.gamma = w->gamma;
+            if (w->fixed_gamma != KEEP) s.c.fixed_gamma = w->fixed_gamma;
+            if (w->draft_vocab != KEEP) s.c.draft_vocab = w->draft_vocab;
+            if (w->hybrid_n != KEEP) s.c.hybrid_n = w->hybrid_n;
+            if (w->p_min != KEEP) s.c.draft_p_min = w->p_min;
             int n = sd_session_generate(&s, w->bit, ids, n_ids, NULL, out, &rs[r], &e);
             if (n < 0) goto done;
             got[r] = n;
@@ -227,8 +240,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar decode "
                "%.2f-%.2f tok/s (before and after the rows)\n",
                pp[k].title, n_ids, n_ar, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]));
-        printf("%-9s %8s %9s %8s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
-               "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
+        printf("%-10s %8s %9s %8s %6s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
+               "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
             const sd_gen_stats *q = &rs[r];
             const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
@@ -236,8 +249,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             char acc[16] = "-", split[32];
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
             time_split(q, split, sizeof split);
-            printf("%-9s %8d %9.2f %8s %7ld %6ld %8.2fx %8.2fx %10.2f %13s %s\n", pair_rows[r].name,
-                   got[r], sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls, real, pred,
+            printf("%-10s %8d %9.2f %8s %6ld %7ld %6ld %8.2fx %8.2fx %10.2f %13s %s\n", pair_rows[r].name,
+                   got[r], sd_gen_decode_tps(q), acc, q->drafted_ngram, q->target_calls, q->draft_calls, real, pred,
                    real > 0 ? pred / real : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
         n_kind[pp[k].edit]++;

@@ -27,6 +27,7 @@ typedef struct sd_gen_stats {
     double total_s; /* whole call, prefill included */
     long target_calls, draft_calls;
     long drafted, accepted;
+    long drafted_ngram; /* of drafted: from a hybrid drafter's n-gram store */
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
     /* Where a run of verification rounds (speculative decoding, NASD) spent
@@ -251,7 +252,15 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
  * target must share the vocabulary. p_min > 0 ends a round's drafting
  * after a draft the drafter gave a probability below p_min (the draft
  * itself is verified: its cost is paid); the output is unchanged, only the
- * rounds' lengths move. */
+ * rounds' lengths move.
+ *
+ * ngram_n >= 2 makes the drafter hybrid: an n-gram store of that order
+ * (ngram.h, one level) learns the prompt and every final token, and where
+ * the last ngram_n - 1 tokens were seen before, their continuation is the
+ * draft (one-hot, costing a lookup) instead of the model's; the model
+ * feeds what it did not draft on its next call. 0: the model alone.
+ * Sampled chains whose drafter instance keeps history draft from the
+ * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {
     sd_verify_opts v;
     double p_min;

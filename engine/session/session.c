@@ -14,6 +14,7 @@ void sd_config_defaults(sd_config *c) {
     c->draft_vocab = SD_DRAFT_VOCAB_AUTO;
     c->gamma = 4;
     c->stop_below = SD_STOP_BELOW_DEFAULT;
+    c->hybrid_n = 4;
     c->ngram_n = 3;
     c->ngram_kind = SD_NGRAM_MULTI;
     c->filler_top_k = 3;

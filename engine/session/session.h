@@ -46,6 +46,9 @@ typedef struct sd_config {
      * stop_below); NASD's rounds always draft up to gamma */
     int fixed_gamma;
     double stop_below;
+    /* speculative decoding's n-gram drafts (sd_spec_opts.ngram_n): the
+     * order of the store; 0: the draft model alone */
+    int hybrid_n;
     double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
     int no_first_target;

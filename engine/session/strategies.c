@@ -32,7 +32,7 @@ static int run_spec(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     const sd_config *c = &s->c;
     sd_spec_opts o = {{c->gamma, c->skip_sample_adjustment, !c->no_first_target,
                        c->fixed_gamma ? 0 : c->stop_below},
-                      c->draft_p_min, 0};
+                      c->draft_p_min, c->hybrid_n};
     return sd_speculative_generate(r->ids, r->n_ids, &s->draft_lm, &s->target_lm, &o, r->max,
                                    r->cfg, r->out, r->st, e);
 }

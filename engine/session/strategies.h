@@ -25,7 +25,7 @@ enum {
 /* The settings of sd_config a strategy reads, as bits of sd_strategy.options. */
 enum {
     SD_OPT_GAMMA = 1 << 0,       /* gamma, skip_sample_adjustment, no_first_target
-                                    (speculative: fixed_gamma, stop_below) */
+                                    (speculative: fixed_gamma, stop_below, hybrid_n) */
     SD_OPT_P_MIN = 1 << 1,       /* draft_p_min */
     SD_OPT_DRAFT_VOCAB = 1 << 2, /* draft_vocab */
     SD_OPT_NGRAM = 1 << 3,       /* ngram_n, ngram_kind, filler_top_k, stop_if_unknown, keep_ngrams */
