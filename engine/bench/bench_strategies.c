@@ -6,8 +6,10 @@
  * autoregressive output, and for the strategies with verification rounds
  * the shares of the run spent drafting, in the drafter's catch-up,
  * verifying and on the host (d/c/v/h, sd_gen_stats) with the speedup the
- * cost model predicts from the run's own costs (engine/decode/cost.c) and
- * its ratio to the realised decode-phase speedup. It runs the
+ * cost model predicts from the run's own costs (engine/decode/cost.c; its
+ * one-row step is the autoregressive row's decode time per token, the one
+ * the realised speedup divides by) and its ratio to the realised
+ * decode-phase speedup. It runs the
  * strategies through the session, the same code path as the specdec
  * binary. SmolLM2 gets an input-grounded prompt (repeat a paragraph), where
  * n-gram drafts shine; its drafter is the self-speculative first 10 layers.
@@ -123,9 +125,10 @@ static int run_case(const bench_case *c) {
         char split[32], pred[16] = "-", ratio[16] = "-";
         time_split(&st, split, sizeof split);
         const double real = ar_dec > 0 ? med_dec / ar_dec : 0.0;
-        if (st.predicted_speedup > 0 && real > 0) {
-            snprintf(pred, sizeof pred, "%.2fx", st.predicted_speedup);
-            snprintf(ratio, sizeof ratio, "%.2f", st.predicted_speedup / real);
+        const double predicted = ar_dec > 0 ? sd_cost_speedup(&st, 1 / ar_dec) : 0;
+        if (predicted > 0 && real > 0) {
+            snprintf(pred, sizeof pred, "%.2fx", predicted);
+            snprintf(ratio, sizeof ratio, "%.2f", predicted / real);
         }
         printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %9s %10s %13s %s\n", rows[k].name, n_out[k],
                med, med_dec, acc, st.target_calls + st.draft_calls,
@@ -147,8 +150,9 @@ done:
  * store), with its speedup over the autoregressive run
  * in the decode phase (after the first forward call; the drafter's own
  * prefill counts in it) next to the speedup the cost model predicts from
- * the run's own measured costs (sd_gen_stats.predicted_speedup) and their
- * ratio. Then the mean decode-phase speedup of each row over the code
+ * the run's own measured costs (sd_cost_speedup, with the mean decode step
+ * of the two autoregressive runs as the one-row step, the same reference
+ * the realised speedup has) and their ratio. Then the mean decode-phase speedup of each row over the code
  * prompts (completion, chat request) and on the edit prompt.
  *
  * A shared host's speed can drift over minutes, so the autoregressive run
@@ -244,7 +248,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
             const sd_gen_stats *q = &rs[r];
-            const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
+            const double real = sd_gen_decode_tps(q) / dref, pred = sd_cost_speedup(q, 1 / dref);
             mean[pp[k].edit][r] += real;
             char acc[16] = "-", split[32];
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
