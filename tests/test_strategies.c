@@ -460,6 +460,9 @@ Test(speculative, bad_gamma_and_context) {
         sd_spec_opts po = {{4, 0, 1, 0}, bad_p[k], 0};
         cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &po, 8, &cfg, out, &st, &e), -1);
         cr_assert(strstr(e.msg, "p_min") && strstr(e.msg, "[0, 1]"), "%s", e.msg);
+        sd_spec_opts so = {{4, 0, 1, bad_p[k]}, 0, 0};
+        cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, 8, &cfg, out, &st, &e), -1);
+        cr_assert(strstr(e.msg, "stop_below") && strstr(e.msg, "[0, 1]"), "%s", e.msg);
     }
     /* a context of 256: the run stops at the limit and says so */
     o.v.gamma = 5;
