@@ -20,7 +20,7 @@
 #include "kernels/common/fp16.h"
 #include "engine/format/gguf.h"
 #include "tests/util/test_util.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 #include "tests/util/synth_model.h"
 
 #define MODEL_DIR "tests/data/models/"
@@ -365,6 +365,63 @@ Test(writer, zero_tensors) {
     cr_assert_null(gguf_find_tensor(f, "a.weight"));
     gguf_close(f);
     free(bytes);
+}
+
+/* Tensors streamed through gw_write_with's fill give the file gw_bytes
+ * makes from the same data, odd sizes and an alignment of 64 included. */
+static const uint8_t *stream_src[3];
+
+static int stream_fill(void *ud, size_t idx, uint8_t *buf) {
+    int *calls = ud;
+    (*calls)++;
+    memcpy(buf, stream_src[idx], idx == 0 ? 40 : idx == 1 ? 7 : 300);
+    return 0;
+}
+
+static int stream_fail(void *ud, size_t idx, uint8_t *buf) {
+    (void)ud, (void)idx, (void)buf;
+    return -1;
+}
+
+Test(writer, streamed_tensors_equal_in_memory) {
+    static const size_t sizes[3] = {40, 7, 300};
+    static uint8_t data[3][300];
+    for (int t = 0; t < 3; t++) {
+        for (size_t i = 0; i < sizes[t]; i++) data[t][i] = (uint8_t)(t * 31 + i * 7 + 1);
+        stream_src[t] = data[t];
+    }
+    gw *mem = gw_new(3), *later = gw_new(3);
+    gw *both[2] = {mem, later};
+    for (int k = 0; k < 2; k++) {
+        gw_alignment(both[k], 64);
+        gw_str(both[k], "general.architecture", "llama");
+        for (int t = 0; t < 3; t++) {
+            char name[16];
+            snprintf(name, sizeof name, "t%d", t);
+            uint64_t ne[1] = {sizes[t]};
+            if (k == 0) gw_tensor(mem, name, 0, 1, ne, data[t], sizes[t]);
+            else gw_tensor_later(later, name, 0, 1, ne, sizes[t]);
+        }
+    }
+    uint8_t *want;
+    size_t n_want;
+    serialise(mem, &want, &n_want);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/sd_test_gguf_stream_%d.gguf", (int)getpid());
+    int calls = 0;
+    cr_assert_eq(gw_write_with(later, path, stream_fill, &calls), 0);
+    cr_assert_eq(calls, 3);
+    char *got = tu_slurp(path);
+    struct stat sb;
+    cr_assert(got && stat(path, &sb) == 0);
+    cr_assert_eq((size_t)sb.st_size, n_want);
+    cr_assert_arr_eq(got, want, n_want);
+    cr_assert_eq(gw_write_with(later, path, stream_fail, NULL), -1, "a failing fill fails the write");
+    remove(path);
+    free(got);
+    free(want);
+    gw_free(mem);
+    gw_free(later);
 }
 
 /* Every value type, the extremes of each integer width, and nested arrays. */

@@ -230,7 +230,7 @@ Test(golden_greedy, qwen_pair_speculative_equals_target, .timeout = 900) {
         cr_assert_eq(sd_autoregressive_generate(prompt, np, t, ng, &cfg, ar, &st, &e), ng, "%s",
                      e.msg);
         sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d->kv, 0, 0};
-        sd_spec_opts o = {4, 0, 1, 0};
+        sd_spec_opts o = {{4, 0, 1, 0}, 0, 0};
         cr_assert_eq(sd_speculative_generate(prompt, np, &dl, &tl, &o, ng, &cfg, sp, &st, &e), ng,
                      "%s", e.msg);
         cr_assert(st.accepted > 0 && st.target_calls < ng, "acceptance %ld/%ld in %ld calls",

@@ -16,7 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/session/device.h"
 #include "engine/sampling/sampler_host.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 #include "tests/util/json.h"
 #include "tests/util/test_util.h"
 #include "tests/util/synth_model.h"
@@ -65,12 +65,12 @@ Test(limits, prompt_longer_than_the_context) {
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
     cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, 4, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "prompt of 5 tokens is longer than the context (4)"), "%s", e.msg);
-    sd_spec_opts so = {2, 0, 1, 0};
+    sd_spec_opts so = {{2, 0, 1, 0}, 0, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &lm, &lm, &so, 4, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "longer than the context"), "%s", e.msg);
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 4, &e);
     cr_assert(store, "%s", e.msg);
-    sd_nasd_opts no = {2, 1, 0, 0, 1};
+    sd_nasd_opts no = {{2, 0, 1, 0}, 1, 0};
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &lm, &no, 4, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "longer than the context"), "%s", e.msg);
     sd_beam_opts bo = {2, 2, 5.0, 1.2};
@@ -131,12 +131,12 @@ Test(limits, gamma_beams_and_ngram_order) {
     sd_gen_stats st;
     int32_t out[4];
     sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
-    sd_spec_opts so = {0, 0, 1, 0};
+    sd_spec_opts so = {{0, 0, 1, 0}, 0, 0};
     cr_assert_eq(sd_speculative_generate(prompt, NP, &lm, &lm, &so, 4, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "gamma 0 must be at least 1"), "%s", e.msg);
     sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 64, &e);
     cr_assert(store, "%s", e.msg);
-    sd_nasd_opts no = {0, 1, 0, 0, 1};
+    sd_nasd_opts no = {{0, 0, 1, 0}, 1, 0};
     cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &lm, &no, 4, &cfg, out, &st, &e), -1);
     cr_assert(strstr(e.msg, "gamma 0 must be at least 1"), "%s", e.msg);
     sd_ngram_free(store);

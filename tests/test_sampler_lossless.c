@@ -101,11 +101,11 @@ static void generate(rig *r, int strategy, int32_t seed, const sd_gen_cfg *cfg, 
     if (strategy == AR) {
         got = sd_autoregressive_generate(prompt, NP, r->m, n, cfg, out, st, &e);
     } else if (strategy == SPEC) {
-        sd_spec_opts o = {.gamma = 3};
+        sd_spec_opts o = {.v = {.gamma = 3}};
         got = sd_speculative_generate(prompt, NP, &r->drafter, &r->target, &o, n, cfg, out, st,
                                       &e);
     } else {
-        sd_nasd_opts o = {.gamma = 3};
+        sd_nasd_opts o = {.v = {.gamma = 3}};
         sd_ngram_reset(r->store);
         for (int k = 0; seed >= 0 && k < 3; k++)
             cr_assert_eq(sd_ngram_observe(r->store, prompt, NP, seed, &e), 0, "%s", e.msg);

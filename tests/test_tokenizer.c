@@ -20,7 +20,7 @@
  *   being what the model's own chat template renders for one user message. `make test` fetches both
  *   files (`make model-pair`); a missing one fails these tests, it does not
  *   skip them. Only the tokenizer metadata is read.
- * - Synthetic vocabularies written with tests/util/gguf_writer: merge order,
+ * - Synthetic vocabularies written with engine/format/gguf_writer: merge order,
  *   special tokens, llama3 ignore_merges, invalid UTF-8, chat templates and
  *   malformed metadata that must be refused with a message naming the key. */
 #include <criterion/criterion.h>
@@ -35,7 +35,7 @@
 #include "engine/format/gguf.h"
 #include "engine/text/tokenizer.h"
 #include "tests/util/test_util.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 #include "tests/util/json.h"
 
 #define DATA_DIR "tests/data/"

@@ -1,12 +1,19 @@
 /* Strategy benchmark: one table per model of tokens/s, acceptance and
  * speedup over autoregressive decoding (over the whole call, and over the
  * decode phase: after the first forward call, the prompt's prefill, which
- * is the same for every strategy), each strategy on the same prompt
- * with greedy decoding, median of 3 runs, and whether its output equals the
- * autoregressive output. It runs the strategies through the session, the
- * same code path as the specdec binary. SmolLM2 gets an input-grounded prompt (repeat a
- * paragraph), where n-gram drafts shine; its drafter is the self-speculative
- * first 10 layers. stories260K drafts with its Q8_0 variant. */
+ * is the same for every strategy), each strategy on the same prompt with
+ * greedy decoding, median of 3 runs, whether its output equals the
+ * autoregressive output, and for the strategies with verification rounds
+ * the shares of the run spent drafting, in the drafter's catch-up,
+ * verifying and on the host (d/c/v/h, sd_gen_stats) with the speedup the
+ * cost model predicts from the run's own costs (engine/decode/cost.c; its
+ * one-row step is the autoregressive row's decode time per token, the one
+ * the realised speedup divides by) and its ratio to the realised
+ * decode-phase speedup. It runs the
+ * strategies through the session, the same code path as the specdec
+ * binary. SmolLM2 gets an input-grounded prompt (repeat a paragraph), where
+ * n-gram drafts shine; its drafter is the self-speculative first 10 layers.
+ * stories260K drafts with its Q8_0 variant. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +23,43 @@
 
 #define RUNS 3
 
-/* NASD2 is NASD with twice the gamma: with high acceptance, longer drafts
- * pay for the wider verification call. */
-enum { AR, SPEC, NASD, NASD2, BEAM, DRAFT, N_STRAT };
-static const char *names[] = {"ar", "spec", "nasd", "nasd2g", "beam", "draft"};
-static const int strat_bit[] = {SD_STRAT_AR,   SD_STRAT_SPEC, SD_STRAT_NASD,
-                                SD_STRAT_NASD, SD_STRAT_BEAM, SD_STRAT_DRAFT};
+/* The rows: every strategy of the registry in its order (ar first), and
+ * after NASD "nasd2g", NASD with twice the gamma: with high acceptance,
+ * longer drafts pay for the wider verification call. */
+#define N_ROWS (SD_N_STRATEGIES + 1)
+
+typedef struct row {
+    const sd_strategy *t;
+    int gamma_x; /* the case's gamma times this */
+    const char *name;
+} row;
+
+static void make_rows(row *r) {
+    for (int i = 0, k = 0; i < SD_N_STRATEGIES; i++) {
+        const sd_strategy *t = &sd_strategies[i];
+        r[k++] = (row){t, 1, t->name};
+        if (t->bit == SD_STRAT_NASD) r[k++] = (row){t, 2, "nasd2g"};
+    }
+}
 
 typedef struct bench_case {
     const char *title, *target, *draft;
     int draft_layers, chat, gen, gamma;
     const char *prompt;
 } bench_case;
+
+/* A verification run's time split (sd_gen_stats) as whole percentages of
+ * the run: drafting/catch-up/verification/host; "-" for the strategies
+ * without rounds. */
+static void time_split(const sd_gen_stats *st, char *buf, size_t cap) {
+    if (!(st->verify_s > 0 && st->total_s > 0)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    const double k = 100.0 / st->total_s;
+    snprintf(buf, cap, "%.0f/%.0f/%.0f/%.0f", st->draft_s * k, st->catchup_s * k, st->verify_s * k,
+             st->host_s * k);
+}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -51,23 +83,26 @@ static int run_case(const bench_case *c) {
         return -1;
     }
     int rc = -1, n_ids = 0;
-    int32_t *ids = NULL, *out[N_STRAT] = {0};
+    int32_t *ids = NULL, *out[N_ROWS] = {0};
+    row rows[N_ROWS];
+    make_rows(rows);
     if (sd_session_prompt_ids(&s, c->prompt, &ids, &n_ids, &e) || sd_session_warm_up(&s, ids, &e))
         goto done;
     printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s\n", c->title,
            strrchr(c->target, '/') + 1, n_ids, c->gen, c->gamma,
            c->draft ? strrchr(c->draft, '/') + 1 : "self (first layers)");
-    printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %s\n", "", "tokens", "tok/s", "decode/s", "accept",
-           "calls", "host B/round", "vs ar", "dec vs ar", "output");
+    printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %9s %10s %13s %s\n", "", "tokens", "tok/s", "decode/s",
+           "accept", "calls", "host B/round", "vs ar", "dec vs ar", "predicted", "pred/real", "d/c/v/h %",
+           "output");
     double ar_tps = 0, ar_dec = 0;
-    int n_out[N_STRAT];
-    for (int k = 0; k < N_STRAT; k++) {
+    int n_out[N_ROWS];
+    for (int k = 0; k < N_ROWS; k++) {
         if (!(out[k] = malloc((size_t)c->gen * sizeof(int32_t)))) goto done;
         double tps[RUNS], dec[RUNS];
         sd_gen_stats st;
-        s.c.gamma = k == NASD2 ? 2 * c->gamma : c->gamma;
+        s.c.gamma = rows[k].gamma_x * c->gamma;
         for (int r = 0; r < RUNS; r++) {
-            int n = sd_session_generate(&s, strat_bit[k], ids, n_ids, NULL, out[k], &st, &e);
+            int n = sd_session_generate(&s, rows[k].t->bit, ids, n_ids, NULL, out[k], &st, &e);
             if (n < 0) goto done;
             n_out[k] = n;
             tps[r] = st.total_s > 0 ? n / st.total_s : 0;
@@ -76,55 +111,84 @@ static int run_case(const bench_case *c) {
         qsort(tps, RUNS, sizeof *tps, cmp);
         qsort(dec, RUNS, sizeof *dec, cmp);
         const double med = tps[RUNS / 2], med_dec = dec[RUNS / 2];
-        if (k == AR) ar_tps = med, ar_dec = med_dec;
+        if (k == 0) ar_tps = med, ar_dec = med_dec;
         char acc[16] = "-";
         if (st.drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * st.accepted / st.drafted);
-        const char *same = k == AR ? "" : k == BEAM || k == DRAFT ? "(not lossless)"
-                           : n_out[k] == n_out[AR] && !memcmp(out[k], out[AR], (size_t)n_out[k] * 4)
+        const char *same = k == 0 ? "" : !rows[k].t->lossless ? "(not lossless)"
+                           : n_out[k] == n_out[0] && !memcmp(out[k], out[0], (size_t)n_out[k] * 4)
                                ? "identical to ar"
                                : "DIFFERS from ar";
         /* bytes copied from backend memory to the host per target call
-         * (a verification round, or an AR/beam step) */
-        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %s\n", names[k], n_out[k], med, med_dec,
-               acc, st.target_calls + st.draft_calls,
-               st.target_calls ? (double)st.host_bytes / st.target_calls : 0.0, med / ar_tps,
-               ar_dec > 0 ? med_dec / ar_dec : 0.0, same);
+         * (a verification round, or an AR/beam step; draft-only: per
+         * drafter step, as it makes no target call) */
+        const long rounds = st.target_calls ? st.target_calls : st.draft_calls;
+        char split[32], pred[16] = "-", ratio[16] = "-";
+        time_split(&st, split, sizeof split);
+        const double real = ar_dec > 0 ? med_dec / ar_dec : 0.0;
+        const double predicted = ar_dec > 0 ? sd_cost_speedup(&st, 1 / ar_dec) : 0;
+        if (predicted > 0 && real > 0) {
+            snprintf(pred, sizeof pred, "%.2fx", predicted);
+            snprintf(ratio, sizeof ratio, "%.2f", predicted / real);
+        }
+        printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %9s %10s %13s %s\n", rows[k].name, n_out[k],
+               med, med_dec, acc, st.target_calls + st.draft_calls,
+               rounds ? (double)st.host_bytes / rounds : 0.0, med / ar_tps, real, pred, ratio, split, same);
     }
     rc = 0;
 done:
     if (rc) fprintf(stderr, "bench_strategies: %s\n", e.msg);
-    for (int k = 0; k < N_STRAT; k++) free(out[k]);
+    for (int k = 0; k < N_ROWS; k++) free(out[k]);
     free(ids);
     sd_session_close(&s);
     return rc;
 }
 
-/* The real pair: Qwen2.5-Coder 0.5B drafting for the 1.5B, greedy, on code
- * prompts, one table per prompt with the speedup of speculative decoding
- * (the drafter's whole head; its head cut to the first PAIR_VOCAB token
- * ids: "spec/v"; that head with rounds ended at a draft below PAIR_P_MIN:
- * "spec/vp") and NASD over the 1.5B's own autoregressive run for gamma
- * 1..8 (one run each), then the gamma with the best mean speculative
- * speedup over the prompts, per drafter setting, over the whole call and
- * over the decode phase. The prompts are short (21-73 tokens) but the
- * 1.5B's prefill is still 7-25% of its autoregressive call; speculative
- * decoding's own prefill of the drafter counts in its decode phase.
+/* The real pair: Qwen2.5-Coder 0.5B drafting for the 1.5B, greedy, one
+ * table per prompt: the 1.5B's own autoregressive run, then each row of
+ * pair_rows (speculative decoding with the session's defaults and with
+ * flags set by hand, NASD; "ngram": drafts from the hybrid drafter's
+ * store), with its speedup over the autoregressive run
+ * in the decode phase (after the first forward call; the drafter's own
+ * prefill counts in it) next to the speedup the cost model predicts from
+ * the run's own measured costs (sd_cost_speedup, with the mean decode step
+ * of the two autoregressive runs as the one-row step, the same reference
+ * the realised speedup has) and their ratio. Then the mean decode-phase speedup of each row over the code
+ * prompts (completion, chat request) and on the edit prompt.
  *
- * This host's speed drifts over minutes (a stretch at half speed has been
- * seen), and one prompt's 32 rows take about two. So the autoregressive
- * run is repeated before each row set and after the last (5 runs a
- * prompt), and a row's speedup is over the mean of the two runs around its
- * set; the header gives their range. */
-#define PAIR_GEN 64
-#define MAX_GAMMA 8
-#define PAIR_VOCAB 32768
-#define PAIR_P_MIN 0.9
-#define PAIR_SETS 4
+ * A shared host's speed can drift over minutes, so the autoregressive run
+ * is repeated after the last row and a row's speedup is over the mean of
+ * the two runs; the header gives their range. */
+#define PAIR_GEN 128
 
 typedef struct pair_prompt {
     const char *title, *text;
-    int chat;
+    int chat, edit;
 } pair_prompt;
+
+/* A row: the settings it changes from the session's defaults (KEEP: that
+ * setting's default). "spec/old" is speculative decoding as it was by
+ * default before the rounds, the head cut and the n-gram drafts became
+ * automatic (gamma 4 every round, the whole head, the model alone);
+ * "spec/best" the best flags of that version (--draft-vocab 32768
+ * --draft-p-min 0.9); "spec/model" today's defaults with the model alone,
+ * "spec" today's defaults, "spec/g8" with up to 8 drafts a round. */
+#define KEEP (-100)
+
+typedef struct pair_row {
+    const char *name;
+    int bit, gamma, fixed_gamma, draft_vocab, hybrid_n;
+    double p_min;
+} pair_row;
+
+static const pair_row pair_rows[] = {
+    {"spec/old", SD_STRAT_SPEC, 4, 1, 0, 0, 0},
+    {"spec/best", SD_STRAT_SPEC, 4, 1, 32768, 0, 0.9},
+    {"spec/model", SD_STRAT_SPEC, KEEP, KEEP, KEEP, 0, KEEP},
+    {"spec", SD_STRAT_SPEC, KEEP, KEEP, KEEP, KEEP, KEEP},
+    {"spec/g8", SD_STRAT_SPEC, 8, KEEP, KEEP, KEEP, KEEP},
+    {"nasd", SD_STRAT_NASD, KEEP, KEEP, KEEP, KEEP, KEEP},
+};
+#define N_PAIR_ROWS (int)(sizeof pair_rows / sizeof pair_rows[0])
 
 static int run_pair(const pair_prompt *pp, int n_pp) {
     sd_err e = {{0}};
@@ -139,9 +203,11 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         fprintf(stderr, "bench_strategies: %s\n", e.msg);
         return -1;
     }
+    if (s.notice[0]) printf("\nsession: %s\n", s.notice);
     int rc = -1;
     int32_t *ids = NULL, ar[PAIR_GEN], out[PAIR_GEN];
-    double speedup[2][3][MAX_GAMMA + 1] = {{{0}}}; /* [whole call, decode phase][head][gamma] */
+    double mean[2][N_PAIR_ROWS] = {{0}}; /* [code prompts, edit prompt][row] */
+    int n_kind[2] = {0, 0};
     for (int k = 0; k < n_pp; k++) {
         int n_ids = 0;
         s.c.chat = pp[k].chat;
@@ -150,72 +216,57 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         if (sd_session_prompt_ids(&s, pp[k].text, &ids, &n_ids, &e) ||
             sd_session_warm_up(&s, ids, &e))
             goto done;
-        sd_gen_stats st;
-        double ar_tps[PAIR_SETS + 1], ar_dec[PAIR_SETS + 1];
-        int n_ar = 0;
-        static const char *const rows[PAIR_SETS] = {"spec", "spec/v", "spec/vp", "nasd"};
-        double lines[PAIR_SETS][MAX_GAMMA + 1][3]; /* tok/s, acceptance and decode tok/s of each row */
-        long calls[PAIR_SETS][MAX_GAMMA + 1][2];
-        int same[PAIR_SETS][MAX_GAMMA + 1], got[PAIR_SETS][MAX_GAMMA + 1];
-        for (int strat = 0; strat <= PAIR_SETS; strat++) {
-            int n = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, strat ? out : ar, &st, &e);
+        sd_gen_stats st, rs[N_PAIR_ROWS];
+        int got[N_PAIR_ROWS], same[N_PAIR_ROWS];
+        double ar_dec[2];
+        int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
+        if (n_ar < 0) goto done;
+        ar_dec[0] = sd_gen_decode_tps(&st);
+        for (int r = 0; r < N_PAIR_ROWS; r++) {
+            const pair_row *w = &pair_rows[r];
+            s.c = cfg;
+            s.c.chat = pp[k].chat;
+            if (w->gamma != KEEP) s.c.gamma = w->gamma;
+            if (w->fixed_gamma != KEEP) s.c.fixed_gamma = w->fixed_gamma;
+            if (w->draft_vocab != KEEP) s.c.draft_vocab = w->draft_vocab;
+            if (w->hybrid_n != KEEP) s.c.hybrid_n = w->hybrid_n;
+            if (w->p_min != KEEP) s.c.draft_p_min = w->p_min;
+            int n = sd_session_generate(&s, w->bit, ids, n_ids, NULL, out, &rs[r], &e);
             if (n < 0) goto done;
-            if (!strat) n_ar = n;
-            ar_tps[strat] = st.total_s > 0 ? n / st.total_s : 0;
-            ar_dec[strat] = sd_gen_decode_tps(&st);
-            for (int g = 1; strat < PAIR_SETS && g <= MAX_GAMMA; g++) {
-                s.c.gamma = g;
-                s.c.draft_vocab = strat == 1 || strat == 2 ? PAIR_VOCAB : 0;
-                s.c.draft_p_min = strat == 2 ? PAIR_P_MIN : 0;
-                int bit = strat == 3 ? SD_STRAT_NASD : SD_STRAT_SPEC;
-                n = sd_session_generate(&s, bit, ids, n_ids, NULL, out, &st, &e);
-                if (n < 0) goto done;
-                lines[strat][g][0] = st.total_s > 0 ? n / st.total_s : 0;
-                lines[strat][g][1] = st.drafted ? 100.0 * st.accepted / st.drafted : -1;
-                lines[strat][g][2] = sd_gen_decode_tps(&st);
-                calls[strat][g][0] = st.target_calls, calls[strat][g][1] = st.draft_calls;
-                got[strat][g] = n;
-                same[strat][g] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
-            }
+            got[r] = n;
+            same[r] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
         }
-        double lo = ar_tps[0], hi = ar_tps[0], dlo = ar_dec[0], dhi = ar_dec[0];
-        for (int r = 1; r <= PAIR_SETS; r++) {
-            lo = fmin(lo, ar_tps[r]), hi = fmax(hi, ar_tps[r]);
-            dlo = fmin(dlo, ar_dec[r]), dhi = fmax(dhi, ar_dec[r]);
+        s.c = cfg;
+        s.c.chat = pp[k].chat;
+        if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
+        ar_dec[1] = sd_gen_decode_tps(&st);
+        const double dref = (ar_dec[0] + ar_dec[1]) / 2;
+        printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar decode "
+               "%.2f-%.2f tok/s (before and after the rows)\n",
+               pp[k].title, n_ids, n_ar, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]));
+        printf("%-10s %8s %9s %8s %6s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
+               "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
+        for (int r = 0; r < N_PAIR_ROWS; r++) {
+            const sd_gen_stats *q = &rs[r];
+            const double real = sd_gen_decode_tps(q) / dref, pred = sd_cost_speedup(q, 1 / dref);
+            mean[pp[k].edit][r] += real;
+            char acc[16] = "-", split[32];
+            if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
+            time_split(q, split, sizeof split);
+            printf("%-10s %8d %9.2f %8s %6ld %7ld %6ld %8.2fx %8.2fx %10.2f %13s %s\n", pair_rows[r].name,
+                   got[r], sd_gen_decode_tps(q), acc, q->drafted_ngram, q->target_calls, q->draft_calls, real, pred,
+                   real > 0 ? pred / real : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
-        printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar %.2f-%.2f tok/s, "
-               "decode %.2f-%.2f tok/s (%d runs, one before each row set and one after the last)\n",
-               pp[k].title, n_ids, n_ar, lo, hi, dlo, dhi, PAIR_SETS + 1);
-        printf("%-7s %5s %8s %9s %9s %8s %7s %6s %8s %9s %s\n", "", "gamma", "tokens", "tok/s", "decode/s",
-               "accept", "target", "draft", "vs ar", "dec vs ar", "output");
-        for (int strat = 0; strat < PAIR_SETS; strat++)
-            for (int g = 1; g <= MAX_GAMMA; g++) {
-                const double ref = (ar_tps[strat] + ar_tps[strat + 1]) / 2, tps = lines[strat][g][0];
-                const double dref = (ar_dec[strat] + ar_dec[strat + 1]) / 2, dtps = lines[strat][g][2];
-                if (strat < 3) {
-                    speedup[0][strat][g] += tps / ref / n_pp;
-                    speedup[1][strat][g] += dtps / dref / n_pp;
-                }
-                char acc[16] = "-";
-                if (lines[strat][g][1] >= 0) snprintf(acc, sizeof acc, "%.1f%%", lines[strat][g][1]);
-                printf("%-7s %5d %8d %9.2f %9.2f %8s %7ld %6ld %7.2fx %8.2fx %s\n", rows[strat], g,
-                       got[strat][g], tps, dtps, acc, calls[strat][g][0], calls[strat][g][1], tps / ref,
-                       dtps / dref,
-                       same[strat][g] ? "identical to ar" : "DIFFERS from ar");
-            }
+        n_kind[pp[k].edit]++;
     }
-    for (int ph = 0; ph < 2; ph++)
-        for (int h = 0; h < 3; h++) {
-            int best = 1;
-            for (int g = 2; g <= MAX_GAMMA; g++)
-                if (speedup[ph][h][g] > speedup[ph][h][best]) best = g;
-            char head[64] = "whole";
-            if (h) snprintf(head, sizeof head, "ids below %d%s", PAIR_VOCAB, h == 2 ? ", p_min " : "");
-            if (h == 2) snprintf(head + strlen(head), sizeof head - strlen(head), "%g", PAIR_P_MIN);
-            printf("%sbest gamma for speculative decoding, drafter head %s: %d (mean speedup %.2fx over %d "
-                   "prompts, %s)\n", h ? "" : "\n", head, best, speedup[ph][h][best], n_pp,
-                   ph ? "decode phase" : "whole call");
-        }
+    for (int kind = 0; kind < 2; kind++) {
+        if (!n_kind[kind]) continue;
+        printf("\nmean decode-phase speedup over ar, %s (%d prompt%s):", kind ? "edit" : "code",
+               n_kind[kind], n_kind[kind] > 1 ? "s" : "");
+        for (int r = 0; r < N_PAIR_ROWS; r++)
+            printf(" %s %.2fx%s", pair_rows[r].name, mean[kind][r] / n_kind[kind],
+                   r + 1 < N_PAIR_ROWS ? "," : "\n");
+    }
     rc = 0;
 done:
     if (rc) fprintf(stderr, "bench_strategies: %s\n", e.msg);
@@ -224,7 +275,18 @@ done:
     return rc;
 }
 
-int main(void) {
+/* Which parts run: "small" (SmolLM2 and stories260K), "pair" (the Qwen
+ * pair); both when no argument names one. */
+int main(int argc, char **argv) {
+    int small = argc < 2, pair = argc < 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "small")) small = 1;
+        else if (!strcmp(argv[i], "pair")) pair = 1;
+        else {
+            fprintf(stderr, "bench_strategies: unknown part '%s' (known: small, pair)\n", argv[i]);
+            return 2;
+        }
+    }
     static const char paragraph[] =
         "The lighthouse keeper climbed the one hundred and twelve steps every evening at dusk. "
         "He polished the great lens, trimmed the wick, and wrote the weather in a leather book: "
@@ -239,15 +301,44 @@ int main(void) {
          "Once upon a time"},
     };
     int rc = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) rc |= run_case(&cases[i]);
-    static const pair_prompt pair[] = {
-        {"completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0},
-        {"chat request", "Write a C function that reverses a singly linked list in place.", 1},
-        {"edit (repeat with a change)",
-         "Rename the variable total to sum in this function and print the whole function again:\n\n"
-         "def mean(values):\n    total = 0\n    for v in values:\n        total += v\n"
-         "    return total / len(values)\n", 1},
+    for (size_t i = 0; small && i < sizeof cases / sizeof cases[0]; i++) rc |= run_case(&cases[i]);
+    static const pair_prompt prompts[] = {
+        {"completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0, 0},
+        {"chat request (fresh code)", "Write a C function that reverses a singly linked list in place.", 1, 0},
+        {"edit (rename a variable in a 30-line function)",
+         "Rename the variable total to acc in this function and print the whole function again:\n\n"
+         "def summarize(orders, tax_rate=0.2):\n"
+         "    \"\"\"Sum the orders per customer and return a report.\"\"\"\n"
+         "    total = 0\n"
+         "    per_customer = {}\n"
+         "    for order in orders:\n"
+         "        customer = order[\"customer\"]\n"
+         "        amount = order[\"amount\"]\n"
+         "        if amount <= 0:\n"
+         "            continue\n"
+         "        total += amount\n"
+         "        per_customer[customer] = per_customer.get(customer, 0) + amount\n"
+         "    tax = total * tax_rate\n"
+         "    lines = []\n"
+         "    for customer, amount in sorted(per_customer.items()):\n"
+         "        share = amount / total if total else 0\n"
+         "        lines.append(f\"{customer}: {amount:.2f} ({share:.0%})\")\n"
+         "    lines.append(f\"total: {total:.2f}\")\n"
+         "    lines.append(f\"tax: {tax:.2f}\")\n"
+         "    lines.append(f\"with tax: {total + tax:.2f}\")\n"
+         "    if total > 1000:\n"
+         "        lines.append(\"large account\")\n"
+         "    elif total > 100:\n"
+         "        lines.append(\"medium account\")\n"
+         "    else:\n"
+         "        lines.append(\"small account\")\n"
+         "    report = \"\\n\".join(lines)\n"
+         "    return {\n"
+         "        \"total\": total,\n"
+         "        \"tax\": tax,\n"
+         "        \"report\": report,\n"
+         "    }\n", 1, 1},
     };
-    rc |= run_pair(pair, (int)(sizeof pair / sizeof pair[0]));
+    if (pair) rc |= run_pair(prompts, (int)(sizeof prompts / sizeof prompts[0]));
     return rc ? 1 : 0;
 }

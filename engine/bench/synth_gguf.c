@@ -12,10 +12,11 @@
  * every lowercase word of 1..4 letters in order, as many as the preset's
  * vocabulary needs (each such piece is an earlier piece plus a letter).
  *
- * The file is streamed: header and tensor table first, then each tensor as
- * it is generated (OpenMP over chunks, each chunk seeded from the tensor and
- * chunk index), so a 2.5 GB model needs one tensor's memory and the same
- * seed gives the same bytes whatever the thread count.
+ * The file is streamed through the GGUF writer (engine/format/gguf_writer.h,
+ * gw_write_with): header and tensor table first, then each tensor as it is
+ * generated (on the kernels' worker pool over chunks, each chunk seeded from
+ * the tensor and chunk index), so a 2.5 GB model needs one tensor's memory
+ * and the same seed gives the same bytes whatever the thread count.
  *
  *   usage: synth_gguf PRESET OUT.gguf [--layers N] [--vocab N] [--seed S]
  *          synth_gguf --list
@@ -26,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
 #include "kernels/bench/rand_blocks.h"
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
@@ -80,51 +81,16 @@ static int piece(int id, char buf[PIECE_MAX]) {
     return 0;
 }
 
-/* ---- streaming GGUF writer ----------------------------------------------- */
+/* ---- tensors ------------------------------------------------------------ */
 
 #define ALIGN 32
-
-typedef struct out {
-    FILE *f;
-    int err;
-} out;
-
-static void put(out *o, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, o->f) != n) o->err = 1;
-}
-static void put_u32(out *o, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put(o, b, 4);
-}
-static void put_u64(out *o, uint64_t v) {
-    put_u32(o, (uint32_t)v);
-    put_u32(o, (uint32_t)(v >> 32));
-}
-static void put_f32(out *o, float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    put_u32(o, u);
-}
-static void put_str(out *o, const char *s) {
-    put_u64(o, strlen(s));
-    put(o, s, strlen(s));
-}
-static void kv_u32(out *o, const char *k, uint32_t v) {
-    put_str(o, k), put_u32(o, GGUF_UINT32), put_u32(o, v);
-}
-static void kv_f32(out *o, const char *k, float v) {
-    put_str(o, k), put_u32(o, GGUF_FLOAT32), put_f32(o, v);
-}
-static void kv_str(out *o, const char *k, const char *v) {
-    put_str(o, k), put_u32(o, GGUF_STRING), put_str(o, v);
-}
 
 typedef struct tensor {
     char name[48];
     uint32_t type;
     int n_dims;
     uint64_t ne[2];
-    uint64_t bytes, offset;
+    uint64_t bytes;
     int kind; /* 0 matrix, 1 norm, 2 bias */
 } tensor;
 
@@ -183,11 +149,6 @@ static void make_plan(const preset *c, plan *p) {
         add(p, T("ffn_down.weight"), td, (uint64_t)c->ffn, (uint64_t)c->dim, 0);
 #undef T
     }
-    uint64_t off = 0;
-    for (int i = 0; i < p->n; i++) {
-        p->t[i].offset = off;
-        off = (off + p->t[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
-    }
 }
 
 static uint64_t mix(uint64_t a, uint64_t b) {
@@ -239,84 +200,82 @@ static void fill(sd_pool *pool, const tensor *t, uint8_t *dst, uint64_t seed) {
     sd_pool_run(pool, fill_chunk, &j, (int64_t)((j.n + CHUNK - 1) / CHUNK), 1);
 }
 
+typedef struct fill_ctx {
+    const plan *p;
+    sd_pool *pool;
+    uint64_t seed;
+} fill_ctx;
+
+/* gw_write_with's source of tensor idx's bytes. */
+static int fill_tensor(void *ud, size_t idx, uint8_t *buf) {
+    const fill_ctx *f = ud;
+    fill(f->pool, &f->p->t[idx], buf, mix(f->seed, (uint64_t)idx + 1));
+    return 0;
+}
+
+/* The vocabulary's pieces, in one block of vocab x PIECE_MAX bytes. */
+static int add_vocab(gw *w, int vocab) {
+    char *text = malloc((size_t)vocab * PIECE_MAX);
+    const char **pieces = malloc((size_t)vocab * sizeof *pieces);
+    float *scores = malloc((size_t)vocab * sizeof *scores);
+    int32_t *types = malloc((size_t)vocab * sizeof *types);
+    int rc = text && pieces && scores && types ? 0 : -1;
+    for (int i = 0; !rc && i < vocab; i++) {
+        pieces[i] = text + (size_t)i * PIECE_MAX;
+        piece(i, text + (size_t)i * PIECE_MAX);
+        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+    }
+    if (!rc) {
+        gw_str(w, "tokenizer.ggml.model", "llama");
+        gw_arr_str(w, "tokenizer.ggml.tokens", pieces, (size_t)vocab);
+        gw_arr_f32(w, "tokenizer.ggml.scores", scores, (size_t)vocab);
+        gw_arr_i32(w, "tokenizer.ggml.token_type", types, (size_t)vocab);
+    }
+    free(text);
+    free(pieces);
+    free(scores);
+    free(types);
+    return rc;
+}
+
 static int write_model(const preset *c, const char *path, uint64_t seed) {
     plan p = {0};
     make_plan(c, &p);
-    out o = {fopen(path, "wb"), 0};
-    if (!o.f) {
-        fprintf(stderr, "synth_gguf: cannot write %s\n", path);
-        free(p.t);
-        return -1;
-    }
-    put(&o, "GGUF", 4);
-    put_u32(&o, 3);
-    put_u64(&o, (uint64_t)p.n);
-    put_u64(&o, 19); /* the kv entries below */
+    gw *w = gw_new(3);
     char k[64];
     int hd = c->dim / c->n_heads;
 #define K(s) (snprintf(k, sizeof k, "%s.%s", c->arch, s), k)
-    kv_str(&o, "general.architecture", c->arch);
-    kv_str(&o, "general.name", c->what);
-    kv_u32(&o, "general.alignment", ALIGN);
-    kv_u32(&o, K("context_length"), (uint32_t)c->ctx);
-    kv_u32(&o, K("embedding_length"), (uint32_t)c->dim);
-    kv_u32(&o, K("block_count"), (uint32_t)c->n_layers);
-    kv_u32(&o, K("feed_forward_length"), (uint32_t)c->ffn);
-    kv_u32(&o, K("attention.head_count"), (uint32_t)c->n_heads);
-    kv_u32(&o, K("attention.head_count_kv"), (uint32_t)c->n_kv);
-    kv_u32(&o, K("rope.dimension_count"), (uint32_t)hd);
-    kv_f32(&o, K("rope.freq_base"), c->rope_base);
-    kv_f32(&o, K("attention.layer_norm_rms_epsilon"), c->eps);
+    gw_str(w, "general.architecture", c->arch);
+    gw_str(w, "general.name", c->what);
+    gw_alignment(w, ALIGN);
+    gw_u32(w, K("context_length"), (uint32_t)c->ctx);
+    gw_u32(w, K("embedding_length"), (uint32_t)c->dim);
+    gw_u32(w, K("block_count"), (uint32_t)c->n_layers);
+    gw_u32(w, K("feed_forward_length"), (uint32_t)c->ffn);
+    gw_u32(w, K("attention.head_count"), (uint32_t)c->n_heads);
+    gw_u32(w, K("attention.head_count_kv"), (uint32_t)c->n_kv);
+    gw_u32(w, K("rope.dimension_count"), (uint32_t)hd);
+    gw_f32(w, K("rope.freq_base"), c->rope_base);
+    gw_f32(w, K("attention.layer_norm_rms_epsilon"), c->eps);
 #undef K
-    kv_str(&o, "tokenizer.ggml.model", "llama");
-    /* tokens, scores, types: three arrays of vocab entries */
-    put_str(&o, "tokenizer.ggml.tokens");
-    put_u32(&o, GGUF_ARRAY), put_u32(&o, GGUF_STRING), put_u64(&o, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++) {
-        char b[PIECE_MAX];
-        piece(i, b);
-        put_str(&o, b);
-    }
-    put_str(&o, "tokenizer.ggml.scores");
-    put_u32(&o, GGUF_ARRAY), put_u32(&o, GGUF_FLOAT32), put_u64(&o, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++) put_f32(&o, i < 259 ? 0.0f : -(float)(i - 259));
-    put_str(&o, "tokenizer.ggml.token_type");
-    put_u32(&o, GGUF_ARRAY), put_u32(&o, GGUF_INT32), put_u64(&o, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++) put_u32(&o, i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1);
-    kv_u32(&o, "tokenizer.ggml.unknown_token_id", 0);
-    kv_u32(&o, "tokenizer.ggml.bos_token_id", 1);
-    kv_u32(&o, "tokenizer.ggml.eos_token_id", 2);
-    for (int i = 0; i < p.n; i++) {
-        put_str(&o, p.t[i].name);
-        put_u32(&o, (uint32_t)p.t[i].n_dims);
-        for (int d = 0; d < p.t[i].n_dims; d++) put_u64(&o, p.t[i].ne[d]);
-        put_u32(&o, p.t[i].type);
-        put_u64(&o, p.t[i].offset);
-    }
-    static const uint8_t zeros[ALIGN];
-    long at = ftell(o.f);
-    if (at < 0) o.err = 1;
-    put(&o, zeros, (size_t)((ALIGN - at % ALIGN) % ALIGN));
-    uint64_t biggest = 0, written = 0;
+    int rc = add_vocab(w, c->vocab);
+    gw_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gw_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gw_u32(w, "tokenizer.ggml.eos_token_id", 2);
     for (int i = 0; i < p.n; i++)
-        if (p.t[i].bytes > biggest) biggest = p.t[i].bytes;
-    uint8_t *buf = malloc(biggest + ALIGN);
+        gw_tensor_later(w, p.t[i].name, p.t[i].type, p.t[i].n_dims, p.t[i].ne, p.t[i].bytes);
     sd_err e;
-    sd_pool *pool = sd_pool_create(sd_cpu_physical_cores(), &e);
-    for (int i = 0; buf && pool && !o.err && i < p.n; i++) {
-        put(&o, zeros, (size_t)(p.t[i].offset - written));
-        fill(pool, &p.t[i], buf, mix(seed, (uint64_t)i + 1));
-        put(&o, buf, p.t[i].bytes);
-        written = p.t[i].offset + p.t[i].bytes;
+    fill_ctx f = {&p, sd_pool_create(sd_cpu_physical_cores(), &e), seed};
+    if (!f.pool) {
+        fprintf(stderr, "synth_gguf: %s\n", e.msg);
+        rc = -1;
+    } else if (rc || !w || gw_write_with(w, path, fill_tensor, &f)) {
+        fprintf(stderr, "synth_gguf: cannot write %s (out of memory or an I/O error)\n", path);
+        rc = -1;
     }
-    put(&o, zeros, (size_t)((ALIGN - written % ALIGN) % ALIGN));
-    int rc = (!buf || !pool || o.err) ? -1 : 0;
-    if (fclose(o.f) != 0) rc = -1;
-    if (rc)
-        fprintf(stderr, "synth_gguf: %s while writing %s\n",
-                !pool ? e.msg : buf ? "I/O error" : "out of memory", path);
-    sd_pool_destroy(pool);
-    free(buf);
+    sd_pool_destroy(f.pool);
+    gw_free(w);
     free(p.t);
     return rc;
 }

@@ -96,8 +96,9 @@ int sd_args_parse(sd_args *a, int argc, char **argv, sd_err *e) {
         return sd_fail(e, "-f - reads the prompt from stdin, where -i reads its lines: give one");
     if (a->c.system && !a->c.chat) return sd_fail(e, "--system needs --chat");
     if (a->c.draft && a->c.draft_layers) return sd_fail(e, "give either -d or --draft-layers, not both");
-    if ((a->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !a->c.draft && !a->c.draft_layers)
-        return sd_fail(e, "--strategy spec/draft needs a drafter (-d DRAFT or --draft-layers K)");
+    const sd_strategy *needs = sd_strategies_needing_drafter(a->c.strategies);
+    if (needs && !a->c.draft && !a->c.draft_layers)
+        return sd_fail(e, "--strategy %s needs a drafter (-d DRAFT or --draft-layers K)", needs->name);
     if (a->c.n_sampler_args && !a->c.sampler) return sd_fail(e, "--sampler-arg needs --sampler NAME");
     if ((a->c.strategies & SD_STRAT_BEAM) && a->c.sampler && strcmp(a->c.sampler, "greedy"))
         return sd_fail(e, "--strategy beam applies no sampler (it ranks beams by the model's "

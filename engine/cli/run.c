@@ -8,7 +8,6 @@
 #include "engine/cli/settings.h"
 
 #define N_ORDER SD_N_STRATEGIES
-#define order sd_strategy_order
 
 int sd_cli_list_samplers(sd_sampler_set *set, FILE *out, sd_err *e) {
     if (sd_samplers_probe_all(set, e)) return -1;
@@ -140,20 +139,22 @@ static double decode_speedup(const result *r, const result *ar) {
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar, const steps *k) {
     const sd_gen_stats *st = &r->st;
+    const sd_strategy *t = sd_strategy_find(strat);
     char desc[256];
     /* beam search applies no sampler (a chain it cannot apply is refused) */
-    if (strat == SD_STRAT_BEAM) snprintf(desc, sizeof desc, "none (beam search)");
+    if (!(t->options & SD_OPT_SAMPLER)) snprintf(desc, sizeof desc, "none (%s)", t->title);
     else if (s->sampler) sd_sampler_describe(s->sampler, desc, sizeof desc);
     else snprintf(desc, sizeof desc, "greedy");
     sd_json_obj j;
     sd_json_begin(&j, out);
     sd_json_str(&j, "strategy", sd_strategy_name(strat));
-    sd_json_str(&j, "model", s->c.model);
-    if (strat == SD_STRAT_SPEC || strat == SD_STRAT_DRAFT) {
+    sd_json_str(&j, "model", st->model);
+    if (t->needs_drafter) {
         if (s->draft) sd_json_str(&j, "draft", s->c.draft);
         else sd_json_int(&j, "draft_layers", s->c.draft_layers);
-        sd_json_int(&j, "draft_vocab", s->c.draft_vocab ? sd_head_rows(s->draft_lm.m, s->c.draft_vocab)
-                                                         : s->target->hp.vocab);
+        sd_json_int(&j, "draft_vocab", s->draft_lm.vocab_limit
+                                           ? sd_head_rows(s->draft_lm.m, s->draft_lm.vocab_limit)
+                                           : s->target->hp.vocab);
     }
     sd_json_str(&j, "sampler", desc);
     sd_json_u64(&j, "seed", s->seed);
@@ -182,8 +183,8 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
         sd_json_num(&j, "speedup_vs_ar", NAN);
         sd_json_num(&j, "decode_speedup_vs_ar", NAN);
     }
-    if (strat == SD_STRAT_SPEC || strat == SD_STRAT_NASD) sd_json_int(&j, "gamma", s->c.gamma);
-    if (strat == SD_STRAT_SPEC) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
+    if (t->options & SD_OPT_GAMMA) sd_json_int(&j, "gamma", s->c.gamma);
+    if (t->options & SD_OPT_P_MIN) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);
     sd_json_int(&j, "hit_context", st->hit_context);
     if (k) json_steps(&j, k);
@@ -216,9 +217,9 @@ static void print_summary(const result *res) {
                            : (ar->n == r->n && !memcmp(ar->ids, r->ids, (size_t)r->n * 4))
                                ? "same as ar"
                                : "differs from ar";
-        fprintf(stderr, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n",
-                sd_strategy_name(order[i]), st->new_tokens, st->total_s, tp, dtp, acc,
-                st->target_calls, st->draft_calls, sp, dsp, same);
+        fprintf(stderr, "%-6s %7d %9.3f %9s %9s %8s %7ld %7ld %8s %9s %s\n", sd_strategies[i].name,
+                st->new_tokens, st->total_s, tp, dtp, acc, st->target_calls, st->draft_calls, sp, dsp,
+                same);
     }
 }
 
@@ -291,14 +292,14 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
      * the echoed prompt. */
     if (sd_session_check_strategies(s, e) || sd_session_prompt_ids(s, prompt, &ids, &n_ids, e))
         return -1;
-    for (int i = 0; i < N_ORDER; i++) n_runs += (a->strategies & order[i]) != 0;
+    for (int i = 0; i < N_ORDER; i++) n_runs += (a->strategies & sd_strategies[i].bit) != 0;
     if (sd_session_warm_up(s, ids, e)) {
         free(ids);
         return -1;
     }
     if (cli->json) document_head(cli, out);
     for (int i = 0; i < N_ORDER; i++) {
-        int strat = order[i];
+        int strat = sd_strategies[i].bit;
         if (!(a->strategies & strat)) continue;
         result *r = &res[i];
         r->ids = malloc(((size_t)a->n_predict + 1) * sizeof *r->ids);
@@ -389,6 +390,8 @@ void sd_cli_describe(const sd_cli *cli, FILE *out) {
             s->draft ? s->draft->be->name : "");
     fprintf(out, "drafter: %s\n",
             s->draft ? a->draft : s->have_drafter ? "self (first layers of the target)" : "none");
-    if (s->have_drafter && a->draft_vocab)
+    if (s->have_drafter && a->draft_vocab > 0)
         fprintf(out, "draft vocabulary: token ids below %d\n", sd_head_rows(s->draft_lm.m, a->draft_vocab));
+    else if (s->have_drafter && a->draft_vocab == SD_DRAFT_VOCAB_AUTO)
+        fprintf(out, "draft vocabulary: cut where it saves the drafter's reads (speculative only)\n");
 }

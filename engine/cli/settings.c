@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/session/strategies.h"
+
 #define OFF(f) offsetof(sd_args, f)
 
 /* Why a setting has no interactive command. */
@@ -38,12 +40,12 @@ const sd_setting sd_settings[] = {
         NULL, LOADED, 1, SD_SEC_MODEL),
     INT("--draft-layers", 0, c.draft_layers, 1, 1024, "K",
         "self-speculative drafter: the target's first K layers", "none", NULL, SD_SEC_MODEL),
-    INT("--draft-vocab", 0, c.draft_vocab, 0, 1 << 24, "N",
+    INT("--draft-vocab", 0, c.draft_vocab, -1, 1 << 24, "N",
         "the drafter proposes only token ids below N (rounded up\n"
         "to 16): its output head reads that share of its rows; the\n"
         "target verifies, so speculative output is unchanged;\n"
-        "0: the whole vocabulary",
-        NULL, NULL, SD_SEC_MODEL),
+        "0: the whole vocabulary; -1: cut where it saves reads",
+        "-1", NULL, SD_SEC_MODEL),
     STR("--prompt", 'p', prompt, "TEXT", "prompt text", NULL,
         "in the interactive mode a line that is not a /command is a prompt", 0, SD_SEC_MODEL),
     STR("--file", 'f', prompt_file, "PATH", "read the prompt from a file (-: from stdin)", NULL,
@@ -83,7 +85,20 @@ const sd_setting sd_settings[] = {
     CHOICE("--draft-device", c.draft_device, device_words, "D", "backend of the draft model",
            "as --device", LOADED, SD_SEC_GEN),
     /* speculative decoding and NASD */
-    INT("--gamma", 0, c.gamma, 1, 256, "G", "drafts per verification", NULL, NULL, SD_SEC_SPEC),
+    INT("--gamma", 0, c.gamma, 1, 256, "G",
+        "the most drafts per verification (with --fixed-gamma:\n"
+        "the drafts of every round)", NULL, NULL, SD_SEC_SPEC),
+    BOOL("--fixed-gamma", 0, SD_SET_ON, c.fixed_gamma,
+         "speculative: every round drafts gamma tokens (default:\n"
+         "a round stops at --stop-below)", NULL, 1, SD_SEC_SPEC),
+    NUM("--stop-below", c.stop_below, 0, 1, "P",
+        "speculative: a round stops drafting once its estimated\n"
+        "chance that every draft passes falls below P (0: off)",
+        SD_SEC_SPEC),
+    INT("--hybrid-n", 0, c.hybrid_n, 0, 16, "N",
+        "speculative: draft from an n-gram store of the prompt and\n"
+        "output where its last N-1 tokens were seen, from the\n"
+        "drafter elsewhere (0: the drafter alone; 1 is refused)", NULL, NULL, SD_SEC_SPEC),
     NUM("--draft-p-min", c.draft_p_min, 0, 1, "P",
         "speculative: a draft the drafter gives a probability\n"
         "below P ends its round early (0: off)",
@@ -331,9 +346,9 @@ const char *sd_setting_format(const sd_setting *s, const sd_args *a, char *buf, 
     case SD_SET_STRATEGIES: {
         size_t used = 0;
         for (int i = 0; i < SD_N_STRATEGIES && used < cap; i++)
-            if (*(const int *)field & sd_strategy_order[i])
+            if (*(const int *)field & sd_strategies[i].bit)
                 used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? "," : "",
-                                         sd_strategy_name(sd_strategy_order[i]));
+                                         sd_strategies[i].name);
         break;
     }
     }

@@ -109,6 +109,10 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
                   int max_gen_len) {
     st->total_s = sd_now() - t0;
     st->new_tokens = count;
+    if (st->verify_s > 0) {
+        const double rest = st->total_s - st->draft_s - st->catchup_s - st->verify_s;
+        st->host_s = rest > 0 ? rest : 0;
+    }
     if (cfg->pad_id >= 0)
         for (int i = count; i < max_gen_len; i++) out[i] = cfg->pad_id;
     return count;
@@ -118,6 +122,11 @@ double sd_gen_decode_tps(const sd_gen_stats *st) {
     const int n = st->new_tokens - st->prefill_new_tokens;
     const double s = st->total_s - st->prefill_s;
     return n > 0 && s > 0 ? n / s : 0;
+}
+
+double sd_gen_step_s(const sd_gen_stats *st) {
+    const double tps = sd_gen_decode_tps(st);
+    return tps > 0 ? 1 / tps : 0;
 }
 
 int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_cpu_top_k(x, n, k, idx); }

@@ -13,6 +13,10 @@
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 
+/* Verification widths the stats time one by one (1..SD_COST_ROWS-1 rows;
+ * wider calls share the last slot). */
+#define SD_COST_ROWS 17
+
 typedef struct sd_gen_stats {
     int prompt_tokens;
     int new_tokens;
@@ -23,8 +27,30 @@ typedef struct sd_gen_stats {
     double total_s; /* whole call, prefill included */
     long target_calls, draft_calls;
     long drafted, accepted;
+    long drafted_ngram; /* of drafted: from a hybrid drafter's n-gram store */
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
+    /* Where a run of verification rounds (speculative decoding, NASD) spent
+     * its time; 0 for the other strategies. draft_s: the drafter's calls and
+     * draws after a round's first, or the n-gram lookups; catchup_s: a
+     * round's first drafter call, which also feeds the drafter what it has
+     * not seen (the prompt, then the previous round's last tokens);
+     * verify_s: the target's calls; host_s: the rest of total_s (acceptance
+     * tests, the target's sampling, emitting, the n-gram store). */
+    double draft_s, catchup_s, verify_s, host_s;
+    /* The verification calls after the first (the first also feeds the
+     * prompt) by the rows they scored: verify_calls_n[n] calls of n rows
+     * took verify_s_n[n] seconds. With draft_s and catchup_s they are the
+     * run's measured costs for the cost model (sd_cost_speedup). */
+    long verify_calls_n[SD_COST_ROWS];
+    double verify_s_n[SD_COST_ROWS];
+    /* The target's one-row step the prediction used, and the speedup over
+     * autoregressive decoding (decode phase) the cost model predicts for
+     * this run; 0 when no step was known (the session fills both). */
+    double step_s, predicted_speedup;
+    /* The file of the model whose calls made the output (the drafter's for
+     * draft-only generation); set by the session, NULL from the strategies. */
+    const char *model;
 } sd_gen_stats;
 
 /* Called once per generated token, in order, as soon as it is final. */
@@ -122,6 +148,14 @@ int sd_gen_finish(const sd_gen_cfg *cfg, sd_gen_stats *st, double t0, int32_t *o
  * tells strategies apart; a drafter's own prefill falls in it. */
 double sd_gen_decode_tps(const sd_gen_stats *st);
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e);
+/* The seconds per token of an autoregressive run's decode phase (its
+ * one-row target step); 0 when it decoded nothing. */
+double sd_gen_step_s(const sd_gen_stats *st);
+/* The decode-phase speedup over autoregressive decoding that the cost
+ * model (engine/decode/cost.c) predicts for a verification run from its
+ * measured costs and acceptance, given the target's one-row step step_s;
+ * 0 when the run had no rounds after its first or step_s is 0. */
+double sd_cost_speedup(const sd_gen_stats *st, double step_s);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The
  * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */
@@ -139,6 +173,29 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
                                   const sd_gen_cfg *cfg, int32_t *out, sd_gen_stats *st,
                                   sd_err *e);
 
+/* The settings of the verification rounds, the same for speculative
+ * decoding and NASD: gamma drafts a round at most (at least 1); a rejection
+ * resamples from p instead of norm(max(0, p - q)) when
+ * skip_sample_adjustment is set; first_target runs the target alone on the
+ * prompt first (prefill + first token) instead of a first drafted round.
+ *
+ * stop_below > 0 makes the rounds adaptive: a round stops drafting once
+ * the estimated chance that all its drafts are accepted falls below it, so
+ * gamma is only the most a round drafts; 0 drafts gamma every round. The
+ * estimate is the product over the round's drafts of min(1, c a), c the
+ * drafter's confidence in each (its probability of the draft) and a the
+ * run's calibration: accepted drafts over the summed confidence of the
+ * drafts the target judged, both decayed per round so a recent change of
+ * acceptance shows. The stop depends on the drafter and on past rounds
+ * only, never on the target's rows of the round, so the output (greedy)
+ * and its distribution (sampled) stay the target's. */
+typedef struct sd_verify_opts {
+    int gamma;
+    int skip_sample_adjustment;
+    int first_target;
+    double stop_below;
+} sd_verify_opts;
+
 /* One verification round, shared by speculative decoding and NASD
  * (engine/decode/verify.c): a drafter proposes up to gamma tokens, one
  * target call scores them, the accepted ones and the token that ends the
@@ -146,7 +203,8 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
  *
  * draft() proposes the token at seq[at] from seq[0..at): returns 1 with
  * seq[at] set (and, when q is not NULL, q = [vocab] the distribution it was
- * drawn from), 2 the same with this draft the round's last, 0 when it has
+ * drawn from; *conf its confidence in the draft, left at 1 when it has
+ * none), 2 the same with this draft the round's last, 0 when it has
  * none (drafting stops), -1 on error. A NULL q
  * means the greedy path, where only ids are compared. With one_hot set
  * the drafts are deterministic (q is one-hot at the draft; q is never
@@ -155,17 +213,19 @@ int sd_autoregressive_generate_lm(const int32_t *inputs, int n_inputs, sd_lm *lm
 typedef struct sd_verify {
     sd_lm *target;
     sd_lm *drafter; /* its cache rolls back with the target's; NULL: none */
-    int gamma;
-    int skip_sample_adjustment;
+    const sd_verify_opts *o;
     int one_hot;
     int top_k; /* ids per verified row on the greedy path (>= 1) */
-    int (*draft)(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e);
+    int (*draft)(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                 sd_err *e);
     int (*verified)(void *ud, const int32_t *seq, int at, const int32_t *ids, int k, sd_err *e);
     void *ud;
     /* set by sd_verify_init */
     int vocab;
     int32_t *ids;              /* [gamma+1][top_k] */
     float *q, *p, *tlog, *resid; /* sampled path: [gamma][vocab], [gamma+1][vocab] x2, [vocab] */
+    float *conf;                 /* [gamma]: the round's confidences */
+    double judged_conf, judged_acc; /* adaptive rounds' calibration (decayed sums) */
     /* set by the caller before the first round */
     double t0; /* start of generation, for st->prefill_s */
 } sd_verify;
@@ -180,21 +240,35 @@ void sd_verify_free(sd_verify *v);
 int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,
                     int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e);
 
+/* The adaptive rounds' default stop_below: a round drafts on while its
+ * drafts are estimated at least 90% likely to be all accepted. On a CPU a
+ * model draft costs about a third of a target step and each further
+ * verified row a fifth to a quarter, so a draft rejected one time in ten
+ * already costs about what it brings; store drafts are near free, and
+ * their calibrated acceptance lets edit-like text run long rounds. */
+#define SD_STOP_BELOW_DEFAULT 0.9
+
 /* Speculative decoding (lossless rejection sampling): the drafter proposes
  * gamma tokens, one target call scores gamma+1 positions; draft i is kept
  * when r < p_i(x)/q_i(x); the first rejection resamples from
- * norm(max(0, p - q)) (from p when skip_sample_adjustment); when all pass,
- * one bonus token comes from the target's last row. first_target runs the
- * target on the prompt first (prefill + first token). Caches roll back with
- * sd_kv_truncate. Drafter and target must share the vocabulary.
- * p_min > 0 ends a round's drafting after a draft the drafter gave a
- * probability below p_min (the draft itself is verified: its cost is
- * paid); the output is unchanged, only the rounds' lengths move. */
+ * norm(max(0, p - q)); when all pass, one bonus token comes from the
+ * target's last row. Caches roll back with sd_kv_truncate. Drafter and
+ * target must share the vocabulary. p_min > 0 ends a round's drafting
+ * after a draft the drafter gave a probability below p_min (the draft
+ * itself is verified: its cost is paid); the output is unchanged, only the
+ * rounds' lengths move.
+ *
+ * ngram_n >= 2 makes the drafter hybrid: an n-gram store of that order
+ * (ngram.h, one level) learns the prompt and every final token, and where
+ * the last ngram_n - 1 tokens were seen before, their continuation is the
+ * draft (one-hot, costing a lookup) instead of the model's; the model
+ * feeds what it did not draft on its next call. 0: the model alone.
+ * Sampled chains whose drafter instance keeps history draft from the
+ * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {
-    int gamma;
-    int skip_sample_adjustment;
-    int first_target;
+    sd_verify_opts v;
     double p_min;
+    int ngram_n;
 } sd_spec_opts;
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
@@ -206,11 +280,9 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
  * otherwise the store's overall most frequent token fills in. */
 typedef struct sd_ngram sd_ngram;
 typedef struct sd_nasd_opts {
-    int gamma;
+    sd_verify_opts v;
     int filler_top_k;
     int stop_if_unknown;
-    int skip_sample_adjustment;
-    int first_target;
 } sd_nasd_opts;
 
 int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *store, sd_lm *target,

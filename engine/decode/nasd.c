@@ -21,9 +21,10 @@ typedef struct nasd_ctx {
     const sd_nasd_opts *o;
 } nasd_ctx;
 
-static int nasd_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
+static int nasd_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                      sd_err *e) {
     nasd_ctx *s = ud;
-    (void)q, (void)st, (void)e;
+    (void)q, (void)conf, (void)st, (void)e;
     return sd_ngram_predict(s->store, seq, at, !s->o->stop_if_unknown, &seq[at], NULL);
 }
 
@@ -42,8 +43,10 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
                                int32_t *out, sd_gen_stats *st, sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
-    int gamma = o->gamma;
+    int gamma = o->v.gamma;
     if (gamma < 1) return sd_fail(e, "nasd: gamma %d must be at least 1", gamma);
+    if (!(o->v.stop_below >= 0 && o->v.stop_below <= 1))
+        return sd_fail(e, "nasd: stop_below %g is outside [0, 1]", o->v.stop_below);
     if (o->filler_top_k < 0 || o->filler_top_k > SD_TOP_K_MAX)
         return sd_fail(e, "nasd: filler_top_k %d is outside [0, %d]", o->filler_top_k,
                        SD_TOP_K_MAX);
@@ -54,8 +57,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     nasd_ctx nc = {store, o};
     int k = o->filler_top_k > 1 ? o->filler_top_k : 1;
     if (k > target->m->hp.vocab) k = target->m->hp.vocab;
-    sd_verify v = {.target = target, .gamma = gamma,
-                   .skip_sample_adjustment = o->skip_sample_adjustment, .one_hot = 1, .top_k = k,
+    sd_verify v = {.target = target, .o = &o->v, .one_hot = 1, .top_k = k,
                    .draft = nasd_draft, .verified = nasd_fillers, .ud = &nc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
@@ -70,7 +72,7 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
         goto done;
     target->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
-    for (int first = o->first_target; r == 0 && cur < total; first = 0) {
+    for (int first = o->v.first_target; r == 0 && cur < total; first = 0) {
         int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, from = cur;
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
         for (int i = from; r >= 0 && i < cur; i++)

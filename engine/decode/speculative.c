@@ -14,13 +14,15 @@
  * drafter for two rows instead of one.
  *
  * With p_min set, a draft the drafter gave a probability below p_min is
- * the round's last. Sampled drafts read it from q; greedy drafts have the
- * backend compute it next to the argmax (top_k_rows' probabilities), so
+ * the round's last; with adaptive rounds (stop_below) that probability is
+ * the draft's confidence. Sampled drafts read it from q; greedy drafts have
+ * the backend compute it next to the argmax (top_k_rows' probabilities), so
  * one float crosses with the id instead of the logits row. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/decode/decode.h"
+#include "engine/decode/ngram.h"
 
 /* Rows of drafter logits one draft may need (see above). */
 #define DRAFT_ROWS 2
@@ -31,16 +33,32 @@ typedef struct spec_ctx {
     sd_sampler *smp; /* the drafter's instance */
     float *dlog;     /* [DRAFT_ROWS][vocab], sampled drafts */
     double p_min;
+    int want_p; /* greedy drafts: the backend also returns the draft's probability */
+    sd_ngram *store; /* hybrid drafting; NULL: the model alone */
 } spec_ctx;
 
-static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st, sd_err *e) {
+/* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
+ * context (q, when asked for, one-hot at the draft), else 0. */
+static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats *st) {
+    if (!s->store || !sd_ngram_predict(s->store, seq, at, 0, &seq[at], NULL)) return 0;
+    if (q) {
+        memset(q, 0, (size_t)s->drafter->m->hp.vocab * sizeof *q);
+        q[seq[at]] = 1;
+    }
+    st->drafted_ngram++;
+    return 1;
+}
+
+static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
+                      sd_err *e) {
     spec_ctx *s = ud;
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
+    if (store_draft(s, seq, at, q, st)) return 1;
     if (!q) {
-        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at], s->p_min > 0 ? &p : NULL,
-                               st, e))
+        if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at],
+                               s->want_p ? &p : NULL, st, e))
             return -1;
     } else {
         int first = sd_token_need(s->smp, seq, at, e);
@@ -54,6 +72,7 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, sd_gen_stats *st
         p = q[seq[at]];
     }
     st->draft_calls++;
+    *conf = p;
     return p < s->p_min ? 2 : 1;
 }
 
@@ -62,10 +81,15 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
                             int32_t *out, sd_gen_stats *st, sd_err *e) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_inputs;
-    int gamma = o->gamma, vocab = target->m->hp.vocab;
+    int gamma = o->v.gamma, vocab = target->m->hp.vocab;
     if (gamma < 1) return sd_fail(e, "speculative: gamma %d must be at least 1", gamma);
+    if (!(o->v.stop_below >= 0 && o->v.stop_below <= 1))
+        return sd_fail(e, "speculative: stop_below %g is outside [0, 1]", o->v.stop_below);
     if (!(o->p_min >= 0 && o->p_min <= 1))
         return sd_fail(e, "speculative: p_min %g is outside [0, 1]", o->p_min);
+    if (o->ngram_n && (o->ngram_n < 2 || o->ngram_n > SD_NGRAM_MAX_N))
+        return sd_fail(e, "speculative: ngram_n %d is outside [2, %d] (0: no n-gram drafts)",
+                       o->ngram_n, SD_NGRAM_MAX_N);
     if (n_inputs < 1) return sd_fail(e, "speculative: empty prompt");
     if (max_gen_len < 0) return sd_fail(e, "speculative: max_gen_len %d < 0", max_gen_len);
     if (drafter->m->hp.vocab != vocab)
@@ -74,14 +98,16 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
     int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
     if (total < 0) return -1;
-    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min};
+    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min, o->p_min > 0 || o->v.stop_below > 0, NULL};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
-    sd_verify v = {.target = target, .drafter = drafter, .gamma = gamma,
-                   .skip_sample_adjustment = o->skip_sample_adjustment, .top_k = 1,
+    const int sampled = !sd_fast_greedy(cfg);
+    if (o->ngram_n && !(sampled && sc.smp && sd_sampler_keeps_history(sc.smp)) &&
+        !(sc.store = sd_ngram_create(SD_NGRAM_ONE, o->ngram_n, total, e)))
+        return -1;
+    sd_verify v = {.target = target, .drafter = drafter, .o = &o->v, .top_k = 1,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
-    const int sampled = !sd_fast_greedy(cfg);
     if (sampled) sc.dlog = malloc(DRAFT_ROWS * (size_t)vocab * sizeof *sc.dlog);
     if (sd_verify_init(&v, cfg, e)) goto done;
     if (!seq || (sampled && !sc.dlog)) {
@@ -92,15 +118,16 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
-    if (o->first_target && cur < total)
-        r = sd_verify_round(&v, cfg, seq, &cur, 0, 0, out, &count, st, e);
-    while (r == 0 && cur < total) {
-        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma;
-        r = sd_verify_round(&v, cfg, seq, &cur, room, 1, out, &count, st, e);
+    if (sc.store && sd_ngram_observe_seq(sc.store, seq, 0, n_inputs, e)) goto done;
+    for (int first = o->v.first_target; r == 0 && cur < total; first = 0) {
+        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, from = cur;
+        r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
+        if (r >= 0 && sc.store && sd_ngram_observe_seq(sc.store, seq, from, cur, e)) r = -1;
     }
     if (r >= 0) rc = sd_gen_finish(cfg, st, v.t0, out, count, max_gen_len);
 done:
     sd_verify_free(&v);
+    sd_ngram_free(sc.store);
     free(sc.dlog);
     free(seq);
     return rc;

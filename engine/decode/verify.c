@@ -37,9 +37,12 @@
 #include "engine/decode/decode.h"
 
 int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e) {
-    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->gamma;
+    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->o->gamma;
     v->vocab = (int)V;
     v->ids = malloc((G + 1) * (size_t)v->top_k * sizeof *v->ids);
+    v->conf = malloc(G * sizeof *v->conf);
+    v->judged_conf = v->judged_acc = 0;
+    if (!v->conf) return sd_fail(e, "out of memory");
     if (!sd_fast_greedy(cfg)) {
         v->q = v->one_hot ? NULL : malloc(G * V * sizeof *v->q);
         v->p = malloc((G + 1) * V * sizeof *v->p);
@@ -53,6 +56,7 @@ int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e) {
 
 void sd_verify_free(sd_verify *v) {
     free(v->ids);
+    free(v->conf);
     free(v->q);
     free(v->p);
     free(v->tlog);
@@ -74,20 +78,47 @@ static const float *residual(const float *p, const float *q, int32_t x, float *o
     return out;
 }
 
+/* The adaptive rounds' calibration (sd_verify_opts): accepted drafts over
+ * the judged drafts' summed confidence, starting from PRIOR drafts judged
+ * as confident as accepted, each round's weight DECAY times the next's. */
+#define PRIOR 2.0
+#define DECAY 0.9
+
+static double calibration(const sd_verify *v) {
+    return (v->judged_acc + PRIOR) / (v->judged_conf + PRIOR);
+}
+
 /* Drafts up to max_drafts tokens at seq[cur..); returns how many, or -1. */
 static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_drafts,
                         sd_gen_stats *st, sd_err *e) {
+    const double stop = v->o->stop_below, a = calibration(v);
+    double chance = 1;
     int g = 0;
     while (g < max_drafts) {
         float *q = fast || v->one_hot ? NULL : v->q + (size_t)g * v->vocab;
-        int r = v->draft(v->ud, seq, cur + g, q, st, e);
+        const double t = sd_now();
+        v->conf[g] = 1;
+        int r = v->draft(v->ud, seq, cur + g, q, &v->conf[g], st, e);
+        if (g == 0 && v->drafter) st->catchup_s += sd_now() - t;
+        else st->draft_s += sd_now() - t;
         if (r < 0) return -1;
         if (r == 0) break;
+        const double c = v->conf[g] * a;
+        chance *= c < 1 ? c : 1;
         g++;
-        if (r == 2) break;
+        if (r == 2 || (stop > 0 && chance < stop)) break;
     }
     st->drafted += g;
     return g;
+}
+
+/* Adds a round of g drafts with n accepted to the calibration: the target
+ * judged the accepted ones and the first rejected one. */
+static void calibrate(sd_verify *v, int g, int n) {
+    double c = 0;
+    for (int i = 0; i < n + (n < g); i++) c += v->conf[i];
+    v->judged_conf = DECAY * v->judged_conf + c;
+    v->judged_acc = DECAY * v->judged_acc + n;
 }
 
 /* Scores the g drafts at seq[c..c+g): the number accepted and the token
@@ -115,7 +146,7 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *seq, int c,
     }
     *n = i;
     const float *dist = v->p + (size_t)i * V;
-    if (i < g && !v->skip_sample_adjustment)
+    if (i < g && !v->o->skip_sample_adjustment)
         dist = residual(dist, v->q ? v->q + (size_t)i * V : NULL, drafts[i], v->resid, v->vocab);
     return sd_dist_sample(cfg, cfg->sampler, dist, v->vocab, next, e);
 }
@@ -133,10 +164,18 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     const int c = *cur, fast = !v->p;
     int g = draft_tokens(v, fast, seq, c, max_drafts, st, e);
     if (g < 0) return -1;
+    const double t = sd_now();
     if (fast ? sd_lm_extend_top_k(v->target, seq, c + g, cfg->use_cache, g + 1, v->top_k, v->ids,
                                   NULL, st, e)
              : sd_lm_extend(v->target, seq, c + g, cfg->use_cache, v->tlog, g + 1, st, e))
         return -1;
+    const double dt = sd_now() - t;
+    st->verify_s += dt;
+    if (st->target_calls > 0) {
+        const int w = g + 1 < SD_COST_ROWS ? g + 1 : SD_COST_ROWS - 1;
+        st->verify_calls_n[w]++;
+        st->verify_s_n[w] += dt;
+    }
     st->target_calls++;
     if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
 
@@ -144,6 +183,7 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     int32_t x, buf[SD_TOP_K_MAX];
     if (judge(v, cfg, seq, c, g, &n, &x, e)) return -1;
     st->accepted += n;
+    calibrate(v, g, n);
     int32_t rejected = n < g ? seq[c + n] : -1;
     if (v->verified)
         for (int i = 0; i <= n; i++)

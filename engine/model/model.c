@@ -259,7 +259,7 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
     if (for_each_weight(m, upload_one, "loading", e)) goto fail;
     if (hp->tied_output) m->output = m->tok_embd;
 
-    m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (hp->ctx_train < 4096 ? hp->ctx_train : 4096);
+    m->n_ctx = sd_model_ctx(hp, o ? o->n_ctx : 0);
     if (m->n_ctx > hp->ctx_train) {
         sd_fail(e, "context %d is larger than the model's context_length %d", m->n_ctx,
                 hp->ctx_train);
@@ -279,6 +279,10 @@ sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *
 fail:
     sd_model_free(m);
     return NULL;
+}
+
+int sd_model_ctx(const sd_hparams *hp, int n_ctx) {
+    return n_ctx > 0 ? n_ctx : (hp->ctx_train < 4096 ? hp->ctx_train : 4096);
 }
 
 int sd_model_hparams(const char *path, sd_hparams *hp, sd_err *e) {

@@ -74,6 +74,10 @@ sd_model *sd_model_load(const char *path, sd_backend *be, const sd_model_opts *o
 /* Same from an already-open file (takes ownership of f and be, also on
  * failure). */
 sd_model *sd_model_from_gguf(gguf_file *f, sd_backend *be, const sd_model_opts *o, sd_err *e);
+/* The positions a model of hp gets for a requested n_ctx (<= 0: the
+ * default, min(context_length, 4096)); sd_model_load refuses more than its
+ * context_length. */
+int sd_model_ctx(const sd_hparams *hp, int n_ctx);
 /* The hyper-parameters of the model at path, without loading it (what a
  * caller needs to pick a backend); errors read "<path>: <reason>". */
 int sd_model_hparams(const char *path, sd_hparams *hp, sd_err *e);

@@ -6,42 +6,15 @@
 #include <time.h>
 
 
-const int sd_strategy_order[SD_N_STRATEGIES] = {SD_STRAT_AR, SD_STRAT_SPEC, SD_STRAT_NASD,
-                                                SD_STRAT_BEAM, SD_STRAT_DRAFT};
-
-static const char *const strategy_names[SD_N_STRATEGIES] = {"ar", "spec", "nasd", "beam", "draft"};
-
-const char *sd_strategy_name(int bit) {
-    for (int i = 0; i < SD_N_STRATEGIES; i++)
-        if (sd_strategy_order[i] == bit) return strategy_names[i];
-    return "?";
-}
-
-int sd_parse_strategies(const char *list, int *bits, sd_err *e) {
-    int out = 0;
-    const char *p = list;
-    while (1) {
-        size_t n = strcspn(p, ",");
-        int i = 0;
-        for (; i < SD_N_STRATEGIES; i++)
-            if (strlen(strategy_names[i]) == n && !strncmp(p, strategy_names[i], n)) break;
-        if (i == SD_N_STRATEGIES)
-            return sd_fail(e, "unknown strategy '%.*s' (known: ar, spec, nasd, beam, draft)",
-                           (int)(n > 40 ? 40 : n), p);
-        out |= sd_strategy_order[i];
-        if (!p[n]) break;
-        p += n + 1;
-    }
-    *bits = out;
-    return 0;
-}
-
 void sd_config_defaults(sd_config *c) {
     memset(c, 0, sizeof *c);
     c->n_predict = 128;
     c->parse_special = 1;
     c->strategies = SD_STRAT_AR;
+    c->draft_vocab = SD_DRAFT_VOCAB_AUTO;
     c->gamma = 4;
+    c->stop_below = SD_STOP_BELOW_DEFAULT;
+    c->hybrid_n = 4;
     c->ngram_n = 3;
     c->ngram_kind = SD_NGRAM_MULTI;
     c->filler_top_k = 3;
@@ -92,16 +65,59 @@ int sd_session_reset_store(sd_session *s, sd_err *e) {
     return 0;
 }
 
-/* The drafter's head limit (engine/model/model.h sd_forward_head): token
- * ids below draft_vocab only, so each draft reads that share of the head's
- * rows. Verification is the target's, so the output does not change. */
-static int set_draft_vocab(sd_session *s, sd_err *e) {
+/* The automatic head cut. A drafter's step reads its layers and its
+ * output head; with a large vocabulary the head is a big share of those
+ * bytes (Qwen2.5 0.5B: 151936 x 896, about a third of its step), and the
+ * token ids of a BPE vocabulary run roughly from frequent to rare, so a
+ * head over the first AUTO_VOCAB ids drafts almost every token the whole
+ * head would while reading a fraction of its rows. The cut pays when it
+ * removes at least AUTO_SAVING of the drafter's weight bytes; drafts it
+ * cannot propose are only rejections, the target decides every token. */
+#define AUTO_VOCAB 32768
+#define AUTO_SAVING 0.1
+
+/* The head limit SD_DRAFT_VOCAB_AUTO stands for: AUTO_VOCAB or 0 (whole);
+ * *saving gets the share of the drafter's weight bytes the cut saves. */
+static int auto_draft_vocab(const sd_session *s, double *saving) {
+    const sd_model *m = s->draft_lm.m;
+    *saving = 0;
+    if (!m || m->hp.vocab <= 2 * AUTO_VOCAB) return 0;
+    const double head = (double)m->output.row_bytes * m->output.rows;
+    *saving = head * (1 - (double)sd_head_rows(m, AUTO_VOCAB) / m->hp.vocab) /
+              (double)sd_model_weight_bytes(m);
+    return *saving >= AUTO_SAVING ? AUTO_VOCAB : 0;
+}
+
+/* The drafter's head limit for strategy strat (engine/model/model.h
+ * sd_forward_head): token ids below draft_vocab only, so each draft reads
+ * that share of the head's rows. Verification is the target's, so the
+ * output does not change; draft-only output would, so the automatic cut
+ * is speculative decoding's alone. */
+static int set_draft_vocab(sd_session *s, int strat, sd_err *e) {
     const int v = s->c.draft_vocab, vocab = s->target->hp.vocab;
+    double saving;
+    if (v == SD_DRAFT_VOCAB_AUTO) {
+        s->draft_lm.vocab_limit = strat == SD_STRAT_SPEC ? auto_draft_vocab(s, &saving) : 0;
+        return 0;
+    }
     if (v < 0 || v > vocab)
         return sd_fail(e, "--draft-vocab %d: the vocabulary has %d tokens (1 to %d, 0 for all)", v, vocab,
                        vocab);
     s->draft_lm.vocab_limit = v;
     return 0;
+}
+
+/* Says in s->notice when speculative decoding's drafter gets the automatic cut. */
+static void note_auto_vocab(sd_session *s) {
+    double saving;
+    const int v = s->c.draft_vocab == SD_DRAFT_VOCAB_AUTO && s->have_drafter
+                      ? auto_draft_vocab(s, &saving) : 0;
+    if (!v) return;
+    size_t used = strlen(s->notice);
+    snprintf(s->notice + used, sizeof s->notice - used,
+             "%sspeculative decoding drafts from token ids below %d of %d: the cut saves %.0f%% "
+             "of the drafter's weight reads (--draft-vocab 0 keeps the whole head)",
+             used ? "; " : "", v, s->draft_lm.m->hp.vocab, 100 * saving);
 }
 
 int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
@@ -112,7 +128,7 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     if (!kv) return -1;
     sd_kv_free(s->self_kv);
     s->self_kv = kv;
-    s->draft_lm = (sd_lm){s->target, kv, k, s->c.draft_vocab};
+    s->draft_lm = (sd_lm){s->target, kv, k, s->c.draft_vocab > 0 ? s->c.draft_vocab : 0};
     s->c.draft_layers = k;
     s->have_drafter = 1;
     return 0;
@@ -166,12 +182,34 @@ int sd_session_open(sd_session *s, const sd_config *c, sd_err *e) {
     return set ? sd_session_open_with(s, c, set, e) : -1;
 }
 
+/* The context of a target and drafter pair: the target's (--ctx, or its
+ * default) unless the drafter's context_length is shorter, then the
+ * drafter's, said in s->notice. So the context never refuses a drafter,
+ * and a vocabulary it does not share is what the user hears of. */
+static int pair_ctx(sd_session *s, const sd_config *c, int *n_ctx, sd_err *e) {
+    sd_hparams t, d;
+    if (sd_model_hparams(c->model, &t, e) || sd_model_hparams(c->draft, &d, e)) return -1;
+    const int want = sd_model_ctx(&t, c->n_ctx);
+    *n_ctx = c->n_ctx;
+    if (want > d.ctx_train && want <= t.ctx_train) {
+        *n_ctx = d.ctx_train;
+        size_t used = strlen(s->notice);
+        snprintf(s->notice + used, sizeof s->notice - used,
+                 "%sthe context is %d positions, not %d: the drafter %s holds no more "
+                 "(context_length %d; --ctx sets it)", used ? "; " : "", d.ctx_train, want, c->draft,
+                 d.ctx_train);
+    }
+    return 0;
+}
+
 int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samplers,
                          sd_err *e) {
     memset(s, 0, sizeof *s);
     s->c = *c;
     s->samplers = samplers;
-    s->target = load(s, c->model, c->device, c->threads, c->n_ctx, e);
+    int n_ctx = c->n_ctx;
+    if (c->draft && pair_ctx(s, c, &n_ctx, e)) goto fail;
+    s->target = load(s, c->model, c->device, c->threads, n_ctx, e);
     if (!s->target) goto fail;
     s->target_lm = (sd_lm){s->target, s->target->kv, 0, 0};
     if (c->draft) {
@@ -188,7 +226,8 @@ int sd_session_open_with(sd_session *s, const sd_config *c, sd_sampler_set *samp
         sd_wrap(e, "--draft-layers");
         goto fail;
     }
-    if (set_draft_vocab(s, e)) goto fail;
+    if (set_draft_vocab(s, SD_STRAT_SPEC, e)) goto fail;
+    note_auto_vocab(s);
     if (c->sampler && sd_session_set_sampler(s, c->sampler, c->sampler_args, c->n_sampler_args, e))
         goto fail;
     if (sd_session_reset_store(s, e)) goto fail;
@@ -234,12 +273,26 @@ int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, 
     return 0;
 }
 
-int sd_session_check_strategies(const sd_session *s, sd_err *e) {
-    if ((s->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && !s->have_drafter)
-        return sd_fail(e, "spec/draft need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K "
-                          "in the interactive mode)");
-    if (s->c.strategies & SD_STRAT_BEAM) return sd_beam_check_sampler(s->sampler, e);
+/* 0 when the session can run every strategy in bits; -1 with the reason. */
+static int check_strategies(const sd_session *s, int bits, sd_err *e) {
+    if (sd_strategies_needing_drafter(bits) && !s->have_drafter) {
+        char names[64] = "";
+        for (int i = 0; i < SD_N_STRATEGIES; i++)
+            if (sd_strategies[i].needs_drafter)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         names[0] ? "/" : "", sd_strategies[i].name);
+        return sd_fail(e, "%s need a drafter (-d DRAFT, --draft-layers K, or /draft_layers K in the "
+                          "interactive mode)", names);
+    }
+    for (int i = 0; i < SD_N_STRATEGIES; i++) {
+        const sd_strategy *t = &sd_strategies[i];
+        if ((bits & t->bit) && t->check && t->check(s, e)) return -1;
+    }
     return 0;
+}
+
+int sd_session_check_strategies(const sd_session *s, sd_err *e) {
+    return check_strategies(s, s->c.strategies, e);
 }
 
 int sd_session_warm_up(sd_session *s, const int32_t *ids, sd_err *e) {
@@ -265,35 +318,17 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
         cfg.ud = h->ud;
         cfg.cancel = h->cancel;
     }
-    int max = c->n_predict;
-    switch (strat) {
-    case SD_STRAT_AR:
-        return sd_autoregressive_generate_lm(ids, n_ids, &s->target_lm, max, &cfg, out, st, e);
-    case SD_STRAT_DRAFT:
-        if (!s->have_drafter) return sd_session_check_strategies(s, e);
-        if (set_draft_vocab(s, e)) return -1;
-        cfg.sampler = s->draft_sampler; /* the drafter alone, with its own instance */
-        cfg.draft_sampler = NULL;
-        return sd_autoregressive_generate_lm(ids, n_ids, &s->draft_lm, max, &cfg, out, st, e);
-    case SD_STRAT_SPEC: {
-        if (!s->have_drafter) return sd_session_check_strategies(s, e);
-        if (set_draft_vocab(s, e)) return -1;
-        sd_spec_opts o = {c->gamma, c->skip_sample_adjustment, !c->no_first_target, c->draft_p_min};
-        return sd_speculative_generate(ids, n_ids, &s->draft_lm, &s->target_lm, &o, max, &cfg, out,
-                                       st, e);
+    const sd_strategy *t = sd_strategy_find(strat);
+    if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
+    if (check_strategies(s, strat, e) || (t->needs_drafter && set_draft_vocab(s, strat, e))) return -1;
+    sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
+    const int n = t->run(s, &r, e);
+    if (n < 0) return n;
+    if (!st->model) st->model = c->model;
+    if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
+    if (st->verify_s > 0 && s->step_s > 0) {
+        st->step_s = s->step_s;
+        st->predicted_speedup = sd_cost_speedup(st, s->step_s);
     }
-    case SD_STRAT_NASD: {
-        if (!c->keep_ngrams) sd_ngram_reset(s->store);
-        sd_nasd_opts o = {c->gamma, c->filler_top_k, c->stop_if_unknown,
-                          c->skip_sample_adjustment, !c->no_first_target};
-        return sd_ngram_assisted_generate(ids, n_ids, s->store, &s->target_lm, &o, max, &cfg, out,
-                                          st, e);
-    }
-    case SD_STRAT_BEAM: {
-        sd_beam_opts o = {c->beams, c->beam_top_k, c->min_length, c->alpha};
-        return sd_beam_search_generate(ids, n_ids, s->target, &o, max, &cfg, out, st, e);
-    }
-    default:
-        return sd_fail(e, "unknown strategy bit %d", strat);
-    }
+    return n;
 }

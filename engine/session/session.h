@@ -12,32 +12,20 @@
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
 #include "engine/session/device.h"
+#include "engine/session/strategies.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 
 #define SD_MAX_LIST 32
-
-/* Strategies, as bits of sd_config.strategies. */
-enum {
-    SD_STRAT_AR = 1 << 0,
-    SD_STRAT_SPEC = 1 << 1,
-    SD_STRAT_NASD = 1 << 2,
-    SD_STRAT_BEAM = 1 << 3,
-    SD_STRAT_DRAFT = 1 << 4
-};
-/* Every strategy bit, in the order the CLI runs and reports them. */
-extern const int sd_strategy_order[5];
-#define SD_N_STRATEGIES 5
-
-const char *sd_strategy_name(int bit);
-/* "ar,spec,nasd" -> bits; -1 with a message naming the unknown entry. */
-int sd_parse_strategies(const char *list, int *bits, sd_err *e);
+#define SD_DRAFT_VOCAB_AUTO (-1)
 
 typedef struct sd_config {
     const char *model;
     const char *draft;
     int draft_layers;
-    int draft_vocab; /* > 0: the drafter's head covers token ids below it only */
+    /* > 0: the drafter's head covers token ids below it only; 0: the whole
+     * head; SD_DRAFT_VOCAB_AUTO: the session decides (sd_session_open) */
+    int draft_vocab;
     const char *system;
     int chat;
     int parse_special; /* prompt text (not a --chat message) may hold control tokens */
@@ -53,7 +41,14 @@ typedef struct sd_config {
     int have_seed;
     uint64_t seed;
     /* speculative and NASD */
-    int gamma;
+    int gamma; /* the most a round drafts; with fixed_gamma, what every round drafts */
+    /* 0: speculative rounds are adaptive (sd_verify_opts.stop_below, at
+     * stop_below); NASD's rounds always draft up to gamma */
+    int fixed_gamma;
+    double stop_below;
+    /* speculative decoding's n-gram drafts (sd_spec_opts.ngram_n): the
+     * order of the store; 0: the draft model alone */
+    int hybrid_n;
     double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
     int no_first_target;
@@ -94,7 +89,12 @@ typedef struct sd_session {
     sd_ngram *store;
     sd_rng rng;
     uint64_t seed;
-    char notice[512]; /* what the caller should tell the user (a backend fallback); "" if none */
+    /* what the caller should tell the user (a backend fallback, a context
+     * cut to the drafter's); "" if none */
+    char notice[512];
+    /* the target's one-row step, from the last autoregressive run (0 before
+     * one): the cost model's T1 (sd_gen_stats.predicted_speedup) */
+    double step_s;
 } sd_session;
 
 /* Loads the model at path with its caches as o describes them (positions,
@@ -109,7 +109,13 @@ sd_model *sd_load_model(const char *path, int device, int threads, const sd_mode
  * the one plugin its sampler needs); NULL on out of memory. */
 sd_sampler_set *sd_session_plugins(const sd_config *c, sd_err *e);
 /* Opens the plugin search path, the models (each on the backend its device
- * setting names) and the sampler. Errors name the flag or file at fault. */
+ * setting names) and the sampler. With a drafter whose context_length is
+ * shorter than the target's context, both get the drafter's (said in
+ * notice); a drafter of another vocabulary is refused first. With
+ * draft_vocab at SD_DRAFT_VOCAB_AUTO, speculative decoding's drafter head
+ * is cut to the first token ids when the files say it pays (said in notice;
+ * draft-only generation keeps the whole head). Errors name the flag or
+ * file at fault. */
 int sd_session_open(sd_session *s, const sd_config *c, sd_err *e);
 /* sd_session_open with a plugin set the caller opened (sd_session_plugins,
  * perhaps already holding the sampler's plugin); the session owns it from
@@ -138,8 +144,8 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e);
 int sd_session_prompt_ids(const sd_session *s, const char *text, int32_t **ids, int *n,
                           sd_err *e);
 /* Fails with a message naming the flags when an enabled strategy needs a
- * drafter and none is loaded, or when beam search is enabled with a
- * sampler it cannot apply. */
+ * drafter and none is loaded, or when its own check of the settings fails
+ * (beam search with a sampler it cannot apply). */
 int sd_session_check_strategies(const sd_session *s, sd_err *e);
 /* One untimed token through each model, so no strategy pays for thread
  * start-up or the first touch of the mapped weights. */
@@ -156,10 +162,12 @@ typedef struct sd_hooks {
     const volatile sig_atomic_t *cancel;
 } sd_hooks;
 
-/* Runs strategy strat (one SD_STRAT_* bit) on ids from empty caches, with
+/* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
  * the session's sampler and the rng reseeded from s->seed, so every
  * strategy sees the same random stream. out has room for c.n_predict ids.
- * Returns the count or -1. */
+ * An autoregressive run sets s->step_s; a verification run gets the cost
+ * model's prediction for that step (st->predicted_speedup) once one is
+ * known. Returns the count or -1. */
 int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         const sd_hooks *h, int32_t *out, sd_gen_stats *st, sd_err *e);
 

@@ -120,7 +120,7 @@ static void check_strategies(twin *t, sd_model *drafter, const char *what) {
         if (drafter) { /* another model as the drafter */
             sd_lm dl = {drafter, drafter->kv, 0, 0};
             for (int pm = 0; pm <= (g == 4); pm++) {
-                sd_spec_opts o = {g, 0, g % 2, pm ? 0.5 : 0};
+                sd_spec_opts o = {{g, 0, g % 2, 0}, pm ? 0.5 : 0, 0};
                 cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
                 cr_expect_arr_eq(got, want, sizeof want, "%s: speculative gamma %d p_min %g", what, g, o.p_min);
                 if (pm) cr_expect_lt(st.drafted, 4 * (st.target_calls - 1), "%s: p_min 0.5 never ended a round early", what);
@@ -129,13 +129,13 @@ static void check_strategies(twin *t, sd_model *drafter, const char *what) {
         sd_kv *kv = sd_kv_create(m->be, 1, m->kv->kv_dim, m->n_ctx, m->kv_type, &e);
         cr_assert(kv, "%s", e.msg);
         sd_lm sl = {m, kv, 1, 0};
-        sd_spec_opts o = {g, 0, 1, 0};
+        sd_spec_opts o = {{g, 0, 1, 0}, 0, 0};
         cr_assert_eq(sd_speculative_generate(prompt, NP, &sl, &tl, &o, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
         cr_expect_arr_eq(got, want, sizeof want, "%s: self-speculative gamma %d", what, g);
         sd_kv_free(kv);
         sd_ngram *s = sd_ngram_create(0, 2, 64, &e);
         cr_assert(s, "%s", e.msg);
-        sd_nasd_opts no = {g, 3, 0, 0, 1};
+        sd_nasd_opts no = {{g, 0, 1, 0}, 3, 0};
         cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, s, &tl, &no, GEN, &cfg, got, &st, &e), GEN, "%s", e.msg);
         cr_expect_arr_eq(got, want, sizeof want, "%s: nasd gamma %d", what, g);
         sd_ngram_free(s);

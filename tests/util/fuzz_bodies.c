@@ -14,7 +14,7 @@
 #include "engine/session/device.h"
 #include "engine/sampling/sampler_host.h"
 #include "engine/text/tokenizer_int.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 
 /* Setting up a fixture is not fuzzing: a missing file is a broken checkout,
  * reported loudly instead of silently fuzzing nothing. */

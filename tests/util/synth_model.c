@@ -9,7 +9,7 @@
 #include "kernels/bench/rand_blocks.h"
 #include "engine/session/device.h"
 #include "kernels/cpu/cpu.h"
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 
 /* ---- vocabulary -----------------------------------------------------------
  * Hand-picked pieces first (each splits into two earlier ones), then every

@@ -1,17 +1,18 @@
-/* In-memory GGUF builder for tests.
+/* A GGUF writer: keys and tensors are appended in call order and
+ * serialised by gw_bytes / gw_write / gw_write_with in the layout
+ * engine/format/gguf.h describes (v2 and v3 share it). The writer checks
+ * nothing about what it is given: duplicate keys or tensor names, odd
+ * alignments, unknown types, more than four dims and forged counts or
+ * offsets are all written as asked, so the same builder makes the tests'
+ * good files and their malformed ones. Models at real shapes (the GPU
+ * check's generator, engine/bench/synth_gguf.c) stream their tensors
+ * through gw_write_with, one tensor in memory at a time.
  *
- * Keys and tensors are appended in call order and serialised by gw_bytes /
- * gw_write in the layout engine/gguf.h describes (v2 and v3 share it). The
- * writer checks nothing about what it is given: duplicate keys or tensor
- * names, odd alignments, unknown types, more than four dims and forged
- * counts or offsets are all written as asked, so the same builder makes the
- * good files and the malformed ones.
- *
- * Allocation failure is sticky: the builder stops recording and gw_bytes /
- * gw_write return -1. Every function accepts a NULL builder (what gw_new
+ * Allocation failure is sticky: the builder stops recording and the
+ * serialisers return -1. Every function accepts a NULL builder (what gw_new
  * returns when out of memory) and then does nothing. */
-#ifndef SD_TEST_GGUF_WRITER_H
-#define SD_TEST_GGUF_WRITER_H
+#ifndef SD_GGUF_WRITER_H
+#define SD_GGUF_WRITER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,11 @@ void gw_raw_kv(gw *w, const void *bytes, size_t n);
 void gw_tensor(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
                const void *data, size_t nbytes);
 
+/* Appends a tensor of nbytes whose data gw_write_with asks its fill
+ * callback for; gw_bytes and gw_write write zeros for it. */
+void gw_tensor_later(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
+                     size_t nbytes);
+
 /* Forging hooks. The header counts, and the offset written in the info of
  * tensor idx (call order), replace the true ones; the data itself stays
  * where it would be. */
@@ -78,5 +84,12 @@ int gw_layout(const gw *w, size_t *tensor_info_at, size_t *data_at);
 /* Serialises into a malloc'd buffer the caller frees. 0 or -1. */
 int gw_bytes(gw *w, uint8_t **out, size_t *len);
 int gw_write(gw *w, const char *path);
+/* Streams the file to path: header and tables, then each tensor's data,
+ * where a gw_tensor_later tensor's comes from fill(ud, idx, buf) (idx: its
+ * place in call order; buf: room for its nbytes; 0 or -1). 0, or -1 when
+ * the builder failed, memory ran out, fill failed or the file could not be
+ * written. */
+int gw_write_with(gw *w, const char *path, int (*fill)(void *ud, size_t idx, uint8_t *buf),
+                  void *ud);
 
 #endif

@@ -1,4 +1,4 @@
-#include "tests/util/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@ typedef struct gw_tinfo {
     uint64_t ne[GW_MAX_DIMS];
     uint8_t *data;
     size_t nbytes;
+    int later;         /* 1: gw_write_with's fill supplies the data */
     int forged_offset; /* 1: write `offset` instead of the real one */
     uint64_t offset;
 } gw_tinfo;
@@ -194,8 +195,8 @@ void gw_raw_kv(gw *w, const void *bytes, size_t n) {
     w->n_kv++;
 }
 
-void gw_tensor(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
-               const void *data, size_t nbytes) {
+static void add_tensor(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
+                       const void *data, size_t nbytes, int later) {
     if (!w || w->failed) return;
     if (n_dims < 0 || n_dims > GW_MAX_DIMS) {
         w->failed = 1;
@@ -216,16 +217,27 @@ void gw_tensor(gw *w, const char *name, uint32_t type, int n_dims, const uint64_
     ti.n_dims = n_dims;
     for (int d = 0; d < n_dims; d++) ti.ne[d] = ne[d];
     ti.nbytes = nbytes;
+    ti.later = later;
     ti.name = strdup(name);
-    ti.data = nbytes ? malloc(nbytes) : NULL;
-    if (!ti.name || (nbytes && !ti.data)) {
+    ti.data = nbytes && !later ? malloc(nbytes) : NULL;
+    if (!ti.name || (nbytes && !later && !ti.data)) {
         free(ti.name);
         free(ti.data);
         w->failed = 1;
         return;
     }
-    if (nbytes) memcpy(ti.data, data, nbytes);
+    if (ti.data) memcpy(ti.data, data, nbytes);
     w->t[w->n_t++] = ti;
+}
+
+void gw_tensor(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
+               const void *data, size_t nbytes) {
+    add_tensor(w, name, type, n_dims, ne, data, nbytes, 0);
+}
+
+void gw_tensor_later(gw *w, const char *name, uint32_t type, int n_dims, const uint64_t *ne,
+                     size_t nbytes) {
+    add_tensor(w, name, type, n_dims, ne, NULL, nbytes, 1);
 }
 
 void gw_set_n_tensors(gw *w, uint64_t n) {
@@ -263,62 +275,104 @@ int gw_layout(const gw *w, size_t *tensor_info_at, size_t *data_at) {
     return 0;
 }
 
-int gw_bytes(gw *w, uint8_t **out, size_t *len) {
-    size_t data_at;
-    if (gw_layout(w, NULL, &data_at) < 0) return -1;
-
-    /* Data offsets first: each tensor starts aligned, and the section ends
-     * padded, as ggml writes it. */
-    uint64_t *off = malloc((w->n_t ? w->n_t : 1) * sizeof *off);
-    if (!off) {
+/* The data section's layout: each tensor starts aligned, and the section
+ * ends padded, as ggml writes it. *off ([n_t], malloc'd) gets the offsets,
+ * *size the section's length. */
+static int data_layout(gw *w, uint64_t **off, uint64_t *size) {
+    *off = malloc((w->n_t ? w->n_t : 1) * sizeof **off);
+    if (!*off) {
         w->failed = 1;
         return -1;
     }
     uint64_t end = 0;
     for (size_t i = 0; i < w->n_t; i++) {
-        off[i] = align_up(end, w->align);
-        end = off[i] + w->t[i].nbytes;
+        (*off)[i] = align_up(end, w->align);
+        end = (*off)[i] + w->t[i].nbytes;
     }
-    end = align_up(end, w->align);
+    *size = align_up(end, w->align);
+    return 0;
+}
 
+/* Header, kv entries and tensor table. */
+static void put_head(gw *w, gwbuf *b, const uint64_t *off) {
+    put(w, b, "GGUF", 4);
+    put_le(w, b, w->version, 4);
+    put_le(w, b, w->forged_n_tensors ? w->n_tensors_hdr : w->n_t, 8);
+    put_le(w, b, w->forged_n_kv ? w->n_kv_hdr : w->n_kv, 8);
+    put(w, b, w->kv.p, w->kv.n);
+    for (size_t i = 0; i < w->n_t; i++) {
+        const gw_tinfo *t = &w->t[i];
+        put_str(w, b, t->name);
+        put_le(w, b, (uint32_t)t->n_dims, 4);
+        for (int d = 0; d < t->n_dims; d++) put_le(w, b, t->ne[d], 8);
+        put_le(w, b, t->type, 4);
+        put_le(w, b, t->forged_offset ? t->offset : off[i], 8);
+    }
+}
+
+int gw_bytes(gw *w, uint8_t **out, size_t *len) {
+    size_t data_at;
+    uint64_t *off, end;
+    if (gw_layout(w, NULL, &data_at) < 0 || data_layout(w, &off, &end) < 0) return -1;
     gwbuf b = {0};
     if (buf_reserve(w, &b, data_at + (size_t)end) < 0) {
         free(off);
         return -1;
     }
-    put(w, &b, "GGUF", 4);
-    put_le(w, &b, w->version, 4);
-    put_le(w, &b, w->forged_n_tensors ? w->n_tensors_hdr : w->n_t, 8);
-    put_le(w, &b, w->forged_n_kv ? w->n_kv_hdr : w->n_kv, 8);
-    put(w, &b, w->kv.p, w->kv.n);
-    for (size_t i = 0; i < w->n_t; i++) {
-        const gw_tinfo *t = &w->t[i];
-        put_str(w, &b, t->name);
-        put_le(w, &b, (uint32_t)t->n_dims, 4);
-        for (int d = 0; d < t->n_dims; d++) put_le(w, &b, t->ne[d], 8);
-        put_le(w, &b, t->type, 4);
-        put_le(w, &b, t->forged_offset ? t->offset : off[i], 8);
-    }
+    put_head(w, &b, off);
     /* The whole file was reserved above, so these never reallocate. */
     memset(b.p + b.n, 0, data_at + (size_t)end - b.n);
     for (size_t i = 0; i < w->n_t; i++)
-        if (w->t[i].nbytes) memcpy(b.p + data_at + off[i], w->t[i].data, w->t[i].nbytes);
+        if (w->t[i].data) memcpy(b.p + data_at + off[i], w->t[i].data, w->t[i].nbytes);
     free(off);
     *out = b.p;
     *len = data_at + (size_t)end;
     return 0;
 }
 
-int gw_write(gw *w, const char *path) {
-    uint8_t *bytes;
-    size_t len;
-    if (gw_bytes(w, &bytes, &len) < 0) return -1;
-    FILE *fp = fopen(path, "wb");
-    int rc = -1;
-    if (fp) {
-        size_t put_n = fwrite(bytes, 1, len, fp);
-        rc = (fclose(fp) == 0 && put_n == len) ? 0 : -1;
+/* n zero bytes to fp; 0 or -1. */
+static int put_zeros(FILE *fp, uint64_t n) {
+    static const uint8_t zeros[4096];
+    while (n) {
+        size_t k = n < sizeof zeros ? (size_t)n : sizeof zeros;
+        if (fwrite(zeros, 1, k, fp) != k) return -1;
+        n -= k;
     }
-    free(bytes);
+    return 0;
+}
+
+int gw_write_with(gw *w, const char *path, int (*fill)(void *ud, size_t idx, uint8_t *buf),
+                  void *ud) {
+    size_t data_at, biggest = 0;
+    uint64_t *off, end;
+    if (gw_layout(w, NULL, &data_at) < 0 || data_layout(w, &off, &end) < 0) return -1;
+    gwbuf head = {0};
+    put_head(w, &head, off);
+    for (size_t i = 0; i < w->n_t; i++)
+        if (w->t[i].later && fill && w->t[i].nbytes > biggest) biggest = w->t[i].nbytes;
+    uint8_t *buf = biggest ? malloc(biggest) : NULL;
+    FILE *fp = w->failed || (biggest && !buf) ? NULL : fopen(path, "wb");
+    int rc = fp && fwrite(head.p, 1, head.n, fp) == head.n &&
+             !put_zeros(fp, data_at - head.n) ? 0 : -1;
+    uint64_t written = 0;
+    for (size_t i = 0; !rc && i < w->n_t; i++) {
+        const gw_tinfo *t = &w->t[i];
+        const uint8_t *src = t->data;
+        if (t->later && fill) {
+            if (fill(ud, i, buf)) rc = -1;
+            src = buf;
+        }
+        if (rc || put_zeros(fp, off[i] - written) ||
+            (src ? fwrite(src, 1, t->nbytes, fp) != t->nbytes : put_zeros(fp, t->nbytes)))
+            rc = -1;
+        written = off[i] + t->nbytes;
+    }
+    if (!rc && put_zeros(fp, end - written)) rc = -1;
+    if (fp && fclose(fp) != 0) rc = -1;
+    free(buf);
+    free(head.p);
+    free(off);
     return rc;
 }
+
+int gw_write(gw *w, const char *path) { return gw_write_with(w, path, NULL, NULL); }

@@ -1,0 +1,194 @@
+/* Verification rounds beyond their fixed form: adaptive lengths
+ * (sd_verify_opts.stop_below) and a hybrid drafter (sd_spec_opts.ngram_n)
+ * keep the target's greedy output; and the stats of verification runs:
+ * the decode rate, the time split, the verification widths and the cost
+ * model over them (engine/decode/cost.c). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decode/decode.h"
+#include "engine/decode/ngram.h"
+#include "engine/session/device.h"
+
+#define MODELS "tests/data/models/"
+#define GEN 48
+
+static const char *files[] = {"stories260K.gguf", "stories260K-f16.gguf", "stories260K-q8_0.gguf"};
+static const int32_t prompt[] = {1, 403, 407, 261, 378}; /* "Once upon a time" */
+#define NP 5
+
+static sd_model *load(const char *file) {
+    char path[256];
+    snprintf(path, sizeof path, MODELS "%s", file);
+    sd_err e = {{0}};
+    sd_model_opts o = {.n_ctx = 256};
+    sd_model *m = sd_model_load(path, sd_backend_open(SD_DEVICE_CPU, 1, &e), &o, &e);
+    cr_assert(m, "%s", e.msg);
+    return m;
+}
+
+static void greedy_ar(sd_model *m, int32_t *out) {
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, out, &st, &e), GEN, "%s", e.msg);
+}
+
+/* Adaptive rounds (stop_below) with any bound on the drafts and any
+ * threshold give the target's greedy output; a high threshold drafts less
+ * than the bound allows, and the widths the rounds verified show it. */
+Test(speculative, adaptive_rounds_equal_autoregressive) {
+    sd_model *target = load(files[0]);
+    int32_t want[GEN], got[GEN];
+    greedy_ar(target, want);
+    for (int d = 1; d < 3; d++) {
+        sd_model *draft = load(files[d]);
+        sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+        static const double stops[] = {0.05, 0.5, 0.95};
+        for (int si = 0; si < 3; si++)
+            for (int g = 2; g <= 8; g += 3)
+                for (int cache = 0; cache < 2; cache++) {
+                    sd_spec_opts o = {{g, 0, 1, stops[si]}, 0, 0};
+                    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = cache};
+                    sd_gen_stats st;
+                    sd_err e;
+                    int n = sd_speculative_generate(prompt, NP, &dl, &tl, &o, GEN, &cfg, got, &st, &e);
+                    cr_assert_eq(n, GEN, "%s", e.msg);
+                    cr_assert_arr_eq(got, want, sizeof want, "draft %s gamma %d stop %g cache %d",
+                                     files[d], g, stops[si], cache);
+                    if (stops[si] == 0.95 && g == 8) {
+                        long short_rounds = 0;
+                        for (int w = 1; w < g + 1; w++) short_rounds += st.verify_calls_n[w];
+                        cr_assert(short_rounds > 0 && st.drafted < (long)g * (st.target_calls - 1),
+                                  "%ld short rounds, %ld drafts in %ld rounds", short_rounds,
+                                  st.drafted, st.target_calls - 1);
+                    }
+                }
+        sd_model_free(draft);
+    }
+    sd_model_free(target);
+}
+
+/* A hybrid drafter (n-gram store and model) gives the target's greedy
+ * output with and without adaptive rounds, the cache on and off, and its
+ * store drafts on a prompt that repeats itself. */
+Test(speculative, hybrid_drafter_equals_autoregressive) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    static const int32_t rep[] = {1, 403, 407, 261, 378, 403, 407, 261, 378, 403, 407};
+    const int n_rep = (int)(sizeof rep / sizeof rep[0]);
+    int32_t want[GEN], got[GEN];
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e;
+    cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    long from_store = 0;
+    for (int n = 2; n <= 5; n++)
+        for (int k = 0; k < 4; k++) {
+            sd_spec_opts o = {{2 + 3 * (k & 1), 0, k & 1, k & 2 ? 0.5 : 0}, 0, n};
+            cfg.use_cache = n != 3;
+            cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
+                         "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "ngram_n %d case %d", n, k);
+            cr_assert(st.drafted_ngram <= st.drafted);
+            from_store += st.drafted_ngram;
+        }
+    cr_assert(from_store > 0, "the store never drafted");
+    sd_spec_opts bad = {{4, 0, 1, 0}, 0, 1};
+    cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &bad, GEN, &cfg, got, &st, &e), -1);
+    cr_assert(strstr(e.msg, "ngram_n 1"), "%s", e.msg);
+    sd_model_free(target);
+    sd_model_free(draft);
+}
+
+/* The decode rate leaves out the first call's time and every token it
+ * emitted; it is 0 where nothing follows that call. */
+Test(stats, decode_rate_leaves_out_the_first_call) {
+    sd_gen_stats st = {.new_tokens = 21, .prefill_new_tokens = 5, .prefill_s = 1.5, .total_s = 3.5};
+    cr_assert_float_eq(sd_gen_decode_tps(&st), 8.0, 1e-12);
+    st.new_tokens = 5;
+    cr_assert_eq(sd_gen_decode_tps(&st), 0);
+    st = (sd_gen_stats){.new_tokens = 9, .prefill_new_tokens = 1, .prefill_s = 2.0, .total_s = 2.0};
+    cr_assert_eq(sd_gen_decode_tps(&st), 0);
+}
+
+/* The time split of verification runs: each part is non-negative and the
+ * four add up to the run; a model drafter has catch-up calls (the first
+ * draft of each round), an n-gram store none; other strategies leave the
+ * split at 0. */
+static void check_split(const sd_gen_stats *st, int catchup, const char *what) {
+    const double sum = st->draft_s + st->catchup_s + st->verify_s + st->host_s;
+    cr_assert(st->draft_s >= 0 && st->catchup_s >= 0 && st->verify_s > 0 && st->host_s >= 0,
+              "%s: %g %g %g %g", what, st->draft_s, st->catchup_s, st->verify_s, st->host_s);
+    cr_assert(catchup ? st->catchup_s > 0 : st->catchup_s == 0, "%s: catch-up %g", what,
+              st->catchup_s);
+    cr_assert(st->draft_s > 0, "%s: drafting %g", what, st->draft_s);
+    cr_assert(fabs(sum - st->total_s) <= 1e-9 + 1e-6 * st->total_s, "%s: %g of %g", what, sum,
+              st->total_s);
+}
+
+Test(stats, time_split_of_verification_runs) {
+    sd_model *t = load("stories260K.gguf"), *d = load("stories260K-q8_0.gguf");
+    sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d->kv, 0, 0};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    int32_t out[GEN];
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
+                 "%s", e.msg);
+    check_split(&st, 1, "spec");
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, 256, &e);
+    cr_assert(store, "%s", e.msg);
+    sd_nasd_opts no = {{4, 0, 1, 0}, 3, 0};
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, out, &st, &e),
+                 GEN, "%s", e.msg);
+    check_split(&st, 0, "nasd");
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, t, GEN, &cfg, out, &st, &e), GEN);
+    cr_assert(st.draft_s == 0 && st.catchup_s == 0 && st.verify_s == 0 && st.host_s == 0);
+    sd_ngram_free(store);
+    sd_model_free(d);
+    sd_model_free(t);
+}
+
+/* The cost model on made-up costs: 10 rounds after the first, 6 of 3 rows
+ * (0.12 s each) and 4 of 5 rows (0.2 s each), 40 drafter calls of 0.03 s,
+ * 30 tokens after the first call, a one-row step of 0.1 s: tau = 3,
+ * c_v = 0.6 * 0.12 + 0.4 * 0.2 = 0.152, c_d = 4 * 0.03 = 0.12, so
+ * S = 3 * 0.1 / 0.272. No rounds or no step: no prediction. */
+Test(stats, cost_model_of_a_made_up_run) {
+    sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1, .draft_calls = 40,
+                       .draft_s = 0.8, .catchup_s = 0.4};
+    st.verify_calls_n[3] = 6, st.verify_s_n[3] = 0.72;
+    st.verify_calls_n[5] = 4, st.verify_s_n[5] = 0.8;
+    cr_assert_float_eq(sd_cost_speedup(&st, 0.1), 0.3 / 0.272, 1e-9);
+    cr_assert_eq(sd_cost_speedup(&st, 0), 0);
+    st.verify_calls_n[3] = st.verify_calls_n[5] = 0;
+    cr_assert_eq(sd_cost_speedup(&st, 0.1), 0);
+}
+
+/* A real run's verification widths add up to its target calls after the
+ * first, none wider than gamma + 1 rows, and their times to at most the
+ * verification time. */
+Test(stats, verification_widths_of_a_run) {
+    sd_model *t = load("stories260K.gguf"), *d = load("stories260K-q8_0.gguf");
+    sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d->kv, 0, 0};
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    int32_t out[GEN];
+    sd_spec_opts so = {{4, 0, 1, 0}, 0, 0};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, out, &st, &e), GEN,
+                 "%s", e.msg);
+    long calls = 0;
+    double s = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++) calls += st.verify_calls_n[n], s += st.verify_s_n[n];
+    cr_assert_eq(calls, st.target_calls - 1);
+    for (int n = 6; n < SD_COST_ROWS; n++) cr_assert_eq(st.verify_calls_n[n], 0, "gamma 4: %d rows", n);
+    cr_assert(s > 0 && s <= st.verify_s);
+    cr_assert(sd_cost_speedup(&st, 1e-3) > 0);
+    sd_model_free(d);
+    sd_model_free(t);
+}
