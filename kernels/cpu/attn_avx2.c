@@ -15,15 +15,12 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/cpu/vexp.h"
 
 #ifndef SD_FN
 #define SD_FN(name) name##_avx2
 #endif
-
-void sd_cpu_attn_head_scalar(float *out, const float *q, const float *k, const float *v,
-                             int len, int64_t stride, int hd, float scale, float *sc);
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -34,10 +31,6 @@ static inline float hsum(__m256 v) {
 
 #define AI static inline __attribute__((always_inline))
 enum { GS_MAX = 4, PF_ROWS = 32 };
-
-void sd_cpu_attn_group_scalar(float *out, const float *q, const void *k, const void *v, int f16,
-                              int len, int64_t stride, int hd, int G, float scale, float *sc,
-                              int64_t ldsc, float *lse);
 
 /* 8 cache elements at element index i as floats. */
 AI __m256 ld8(const int f16, const void *p, size_t i) {

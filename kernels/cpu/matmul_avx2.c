@@ -63,7 +63,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/wtype.h"
 
 #ifndef SD_FN

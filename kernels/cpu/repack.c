@@ -1,14 +1,14 @@
 /* Weight repacking at load: Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 into the 16-row
  * interleaved layouts that the products read without a horizontal fold
- * (cpu.h, SD_*_X16). Groups of 16 rows are independent, so they are
+ * (blocks.h, SD_*_X16). Groups of 16 rows are independent, so they are
  * repacked in parallel on the context's pool. The copy replaces the mmap'd
  * rows for the CPU kernels: same byte count, so decode reads no more. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kernels/cpu/cpu.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/wtype.h"
 
 /* Q4_K super-block blk of row r (0..15) into super-block G of the group. */
