@@ -10,8 +10,8 @@
 /* ---- the kernel settings users give through the environment ---------------
  * Read here and nowhere else, each time a backend is opened, into the
  * sd_backend_opts the backend is created with (kernels/common/backend_opts.h).
- * Unset: the default. A value outside the list is an error naming the
- * variable and the value.
+ * Unset or empty: the default. A value outside the list is an error naming
+ * the variable and the value.
  *
  *   SD_ISA=scalar|avx2|avx512|avx512vnni|amx   CPU: the highest SIMD level
  *        the kernels use (a level above the CPU's is the CPU's); default
@@ -28,8 +28,13 @@
  *   SD_CUDA_FUSE_NORM=0-32 CUDA: resident blocks a multiprocessor of the
  *        launches that fold an RMSNorm into the next matrix-vector op, 0
  *        launching every norm on its own; default 8. */
-static int env_bool(const char *name, int *out, sd_err *e) {
+static const char *env(const char *name) {
     const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static int env_bool(const char *name, int *out, sd_err *e) {
+    const char *v = env(name);
     if (!v) return 0;
     if (strcmp(v, "0") && strcmp(v, "1")) return sd_fail(e, "%s=%.40s: expected 0 or 1", name, v);
     *out = v[0] == '1';
@@ -38,17 +43,17 @@ static int env_bool(const char *name, int *out, sd_err *e) {
 
 int sd_backend_opts_from_env(sd_backend_opts *o, sd_err *e) {
     *o = sd_backend_opts_default();
-    const char *v = getenv("SD_ISA");
+    const char *v = env("SD_ISA");
     if (v && (o->isa = sd_isa_from_name(v)) < 0)
         return sd_fail(e, "SD_ISA=%.40s: expected scalar, avx2, avx512, avx512vnni or amx", v);
     if (env_bool("SD_REPACK", &o->repack, e) || env_bool("SD_CUDA_SYNC", &o->cuda_sync, e) ||
         env_bool("SD_CUDA_GRAPH", &o->cuda_graph, e) || env_bool("SD_CUDA_PDL", &o->cuda_pdl, e))
         return -1;
-    v = getenv("SD_CUDA_ATTN_MERGE");
+    v = env("SD_CUDA_ATTN_MERGE");
     if (v && strcmp(v, "launch") && strcmp(v, "fold"))
         return sd_fail(e, "SD_CUDA_ATTN_MERGE=%.40s: expected launch or fold", v);
     o->cuda_attn_merge_launch = v && !strcmp(v, "launch");
-    v = getenv("SD_CUDA_FUSE_NORM");
+    v = env("SD_CUDA_FUSE_NORM");
     if (v) {
         char *end;
         const long n = strtol(v, &end, 10);
