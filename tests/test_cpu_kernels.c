@@ -641,6 +641,27 @@ Test(matmul, repack_leaves_others) {
     sd_cpu_destroy(c);
 }
 
+/* The backend's repack setting: on (the default), upload_weight
+ * interleaves a Q4_K weight of 16k rows; off, the weight keeps the file's
+ * layout and data. */
+Test(matmul, repack_setting) {
+    sd_err e = {{0}};
+    for (int on = 0; on <= 1; on++) {
+        sd_backend_opts o = sd_backend_opts_default();
+        o.repack = on;
+        sd_backend *b = sd_backend_cpu(1, &o, &e);
+        cr_assert_not_null(b, "%s", e.msg);
+        sd_weight w = make_weight(SD_Q4_K, 32, 256);
+        const void *file_data = w.data;
+        cr_assert_eq(b->upload_weight(b, &w, &e), 0, "%s", e.msg);
+        cr_assert_eq(w.type, on ? (uint32_t)SD_Q4_K_X16 : (uint32_t)SD_Q4_K, "repack %d", on);
+        cr_assert_eq(w.data == file_data, !on, "repack %d", on);
+        b->release_weight(b, &w);
+        free((void *)file_data);
+        b->destroy(b);
+    }
+}
+
 /* sd_cpu_matmul_multi of nw weights (ws as the kernels see them, w the
  * file-layout originals the references R came from) on every ISA and 1 and
  * 2 threads, each output checked against its reference. */

@@ -114,11 +114,6 @@ void *sd_cpu_stream_alloc(size_t bytes) {
     return p;
 }
 
-static int repack_off(void) {
-    const char *v = getenv("SD_REPACK");
-    return v && strcmp(v, "0") == 0;
-}
-
 int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
     static const struct {
         uint32_t type, x16;
@@ -131,7 +126,7 @@ int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
     int k = 0;
     while (k < nk && kinds[k].type != w->type) k++;
     if (k == nk || w->rows % 16 || w->cols <= 0 || w->cols % kinds[k].el ||
-        w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by || repack_off())
+        w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by)
         return 0;
     const size_t bytes = (size_t)w->rows * w->row_bytes;
     uint8_t *dst = sd_cpu_stream_alloc(bytes);
