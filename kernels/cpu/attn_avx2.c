@@ -13,10 +13,9 @@ AI __m256 ld8(const int f16, const void *p, size_t i) {
  * K rows; the heads of the sub-group take them in turn, so the rows come
  * from memory once and from L1 after. Each position's partial products are
  * one register, and three vhaddps and one 128-bit add turn the 4 registers
- * into the 4 scores in position order (the one-position loop this replaces
- * paid a 6-op horizontal sum per position and head, and reloaded the query:
- * measured in the commit that brought it). A last 1-3 positions take the
- * one-position form. */
+ * into the 4 scores in position order (a one-position loop would pay a
+ * 6-op horizontal sum per position and head, and reload the query). A last
+ * 1-3 positions take the one-position form. */
 AI __m256 dot_row(const int NC, const int f16, const float *q, const __m256 *qv, const void *k,
                   size_t kr, int hd) {
     __m256 p = _mm256_setzero_ps();

@@ -175,13 +175,7 @@ AI void q50_fifth(const __m256i H, const int q, const __m256i m10, __m256i *lo, 
  * codes are at most 15, so a row's 8 vpmaddubsw of a block add in int16
  * (8 * 2 * 15 * 127 < 32767) before one vpmaddwd; Q5_0's (at most 31) take
  * one vpmaddwd a pair of pieces (4 * 2 * 31 * 127 < 32767). The integer
- * sums are exact, so the bits are those of the one-half-a-pass tile this
- * replaces. Measured on an AVX2-only Zen 3 against it, bench_cpu_kernels,
- * the faster of two interleaved runs (medians), us, 1 / 2 threads: Q50x
- * 4864 x 896, 5 rows 483 / 244 -> 371 / 193, 128 rows 10127 / 5186 ->
- * 7918 / 4043; Q40x 576 x 1536, 5 rows 80.5 / 47.9 -> 66.1 / 43.6; Q41x
- * 576 x 1536, 4 rows 77.7 / 45.4 -> 60.8 / 36.5, 5 rows 84.3 / 49.2 ->
- * 77.6 / 45.6. */
+ * sums are exact, so the bits do not depend on how a group is split. */
 AI void tile_nibx16(const int T, const int A, const uint8_t *g, const qx *x, float (*res)[16],
                     const uint8_t *lim) {
     const int64_t nb = x->nb, cols = x->cols;

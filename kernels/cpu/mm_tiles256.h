@@ -115,9 +115,8 @@ AI void pair_acc(const int A, const __m256i *l, const __m256i *h, const __m256 D
  * k + 4m at pos + PF_ROW - m*rb, m = (pos + PF_ROW) / rb. The 4 streams
  * together then run SD_PF bytes ahead of the reads whether the rows are
  * narrower than PF_ROW (m counts whole groups ahead) or wider (m = 0 until
- * the row's last PF_ROW bytes, then the next group's row starts arriving).
- * Measured before this scheme: 4096 bytes ahead of each stream's own
- * pointer left a wide row's next group (Q6_K, 8960 columns) to demand
+ * the row's last PF_ROW bytes, then the next group's row starts arriving),
+ * so a wide row's next group (Q6_K, 8960 columns) is not left to demand
  * misses. */
 enum { PF_ROW = SD_PF / 4 };
 AI void prefetch4(const uint8_t *const *w, int64_t pos, int rb, int lines) {

@@ -34,9 +34,9 @@
  * weight scales in lanes (q, r) times the activation block's d in lanes
  * (q, .), one vpermps + one mul) serve 4 rows x 64 elements. The float
  * accumulator of activation row a collects all 4 rows; the 4 results are
- * its lanes r summed over q at the end (store_fold). Measured against one
- * 16-lane float accumulator per (row, activation row) with a cvt, mul and
- * fma each (the multiply pipes were the limit): 20-30% faster at every n.
+ * its lanes r summed over q at the end (store_fold): one 16-lane float
+ * accumulator per (row, activation row) would need a cvt, mul and fma
+ * each, and the multiply pipes are the limit.
  * A tile is 4 weight rows x A <= SD_QA (8) activation rows, A registers
  * of accumulators; the driver balances the passes over n rows.
  *
@@ -325,9 +325,8 @@ static void run_q50_512(int A, const uint8_t *const *w, const qx *x, const int8_
  * trick of the 256-bit tile (|w| against x negated where w < 0, a masked
  * subtract). An odd last block is a half step with the upper 256 bits
  * zero (weights, activations and their scales). Used for A >= 2 only: at
- * n = 1 the folds and the correction cost more than the 256-bit tile
- * (1024 x 576 in cache, one thread: 21.4 us here against 17.7 us), while
- * at n = 9 and 128 this tile is 13-17% faster. */
+ * n = 1 the folds and the correction cost more than the 256-bit tile,
+ * while at 9 rows and more this tile is faster. */
 AI void tile_q8_512(const int A, const uint8_t *const *w, const qx *x, float (*res)[4], const int pf) {
     const int64_t nb = x->nb, cols = x->cols;
     const __m512i sel = sel_idx(0, 1);

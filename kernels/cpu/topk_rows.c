@@ -6,9 +6,9 @@
 
 #include "kernels/cpu/cpu_int.h"
 #include "kernels/common/top_k.h"
+
 /* The softmax probabilities of a row's top ids need its denominator, one
  * more pass over the row (the AVX2 sum on every SIMD level). */
-
 typedef struct {
     int (*top_k)(const float *, int, int, int32_t *);
     double (*exp_sum)(const float *, size_t, float);
