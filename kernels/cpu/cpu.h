@@ -34,8 +34,8 @@ typedef struct sd_cpu sd_cpu;
  * VNNI path plus tile-unit Q4_K / Q6_K products for 16 or more activation
  * rows (needs the kernel's permission for the tile state, asked for once
  * at detection). On the AMX level the Q4_K / Q6_K products, tiles of
- * either kind, read activations with one scale per 256 elements (k8, see
- * sd_mm_job), the other levels and types one per 32. */
+ * either kind, read activations with one scale per 256 elements (k8,
+ * cpu_int.h), the other levels and types one per 32. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
 /* n_threads <= 0: the physical cores this process may run on. */
