@@ -43,8 +43,11 @@ ifneq ($(KIT),)
 CFLAGS  += -isystem $(KIT)/include
 LDLIBS  := -L$(KIT)/lib -Wl,--disable-new-dtags,-rpath,$(KIT)/lib,-rpath-link,$(KIT)/lib $(LDLIBS)
 endif
-# Per-file SIMD flags: the shipped binary runs on any x86-64 and picks the
-# widest path at run time, so only these files see the wider ISAs.
+# Per-file SIMD flags, by the file name's suffix (_avx2.c, _avx512.c,
+# _avx512vnni.c, _amx.c): the shipped binary runs on any x86-64 and picks
+# the widest path at run time, so only these files see the wider ISAs (and
+# the inline tile headers they include, kernels/cpu/mm_*.h, are compiled
+# once per level that way).
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 VNNI_FLAGS   := $(AVX512_FLAGS) -mavx512vnni
@@ -68,7 +71,7 @@ PAIR_DRAFT_SUM  := 491400064 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688
 # The library, floor by floor: kernels (common types, CPU backend, CUDA
 # backend or its stand-in), then the engine's folders.
 ENGINE_DIRS := format text model sampling decode eval session
-LIB_SRC  := $(wildcard kernels/common/*.c kernels/cpu/*.c kernels/cuda/*.c) \
+LIB_SRC  := $(wildcard kernels/common/*.c kernels/cpu/*.c kernels/cpu/amx/*.c kernels/cuda/*.c) \
             $(foreach d,$(ENGINE_DIRS),$(wildcard engine/$(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libspecdec.a

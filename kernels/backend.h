@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/common/backend_opts.h"
 #include "kernels/common/error.h"
 #include "kernels/common/weight.h"
 

@@ -40,7 +40,11 @@
 
 #include "kernels/common/fp16.h"
 #include "engine/format/gguf.h"
-#include "kernels/cpu/cpu.h"
+#include "engine/session/device.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/common/top_k.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "tests/util/ref_kernels.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -82,7 +86,23 @@ static sd_weight make_weight(uint32_t type, int64_t rows, int64_t cols) {
     return w;
 }
 
-static int n_isas(void) { return sd_cpu_isa_detect() + 1; }
+/* The highest level the suite runs: the CPU's, capped by SD_ISA as the
+ * engine reads it (engine/session/device.c), so that the suite can be run
+ * at each narrower level on its own. */
+static int top_isa(void) {
+    sd_backend_opts o;
+    sd_err e = {{0}};
+    cr_assert_eq(sd_backend_opts_from_env(&o, &e), 0, "%s", e.msg);
+    const int hw = sd_cpu_isa_detect();
+    return o.isa >= 0 && o.isa < hw ? o.isa : hw;
+}
+static int n_isas(void) { return top_isa() + 1; }
+/* A context at top_isa(). */
+static sd_cpu *new_cpu(int n_threads, sd_err *e) {
+    sd_cpu *c = sd_cpu_create(n_threads, e);
+    if (c) sd_cpu_set_isa(c, top_isa());
+    return c;
+}
 
 /* ---- ISA / context ------------------------------------------------------------ */
 Test(cpu, isa_and_threads) {
@@ -119,24 +139,31 @@ Test(cpu, stream_alloc_alignment) {
     }
 }
 
-/* SD_ISA caps the level for the whole process (each test is its own
- * process, so the variable set here ends with it). */
-Test(cpu, isa_env_caps_the_level) {
+/* The backend's isa setting sets its context's level (a level above the
+ * CPU's is the CPU's), and SD_ISA, read by the engine, names it; a name
+ * that is no level is an error naming the variable. */
+Test(cpu, isa_setting_caps_the_level) {
     sd_err e = {{0}};
-    unsetenv("SD_ISA"); /* the suite may run under a cap of its own */
     const int hw = sd_cpu_isa_detect();
-    for (int isa = SD_ISA_SCALAR; isa <= hw; isa++) {
+    sd_backend_opts o = sd_backend_opts_default();
+    for (int isa = SD_ISA_SCALAR; isa <= SD_ISA_AMX; isa++) {
+        o.isa = isa;
+        sd_backend *b = sd_backend_cpu(1, &o, &e);
+        cr_assert_not_null(b, "%s", e.msg);
+        cr_assert_eq(sd_cpu_isa(sd_backend_cpu_context(b)), isa < hw ? isa : hw);
+        b->destroy(b);
         cr_assert_eq(setenv("SD_ISA", sd_isa_name(isa), 1), 0);
-        cr_assert_eq(sd_cpu_isa_detect(), isa);
-        sd_cpu *c = sd_cpu_create(1, &e);
-        cr_assert_eq(sd_cpu_isa(c), isa);
-        sd_cpu_set_isa(c, 99);
-        cr_assert_eq(sd_cpu_isa(c), isa, "set_isa stays under SD_ISA");
-        sd_cpu_destroy(c);
+        cr_assert_eq(sd_backend_opts_from_env(&o, &e), 0, "%s", e.msg);
+        cr_assert_eq(o.isa, isa);
     }
+    o.isa = SD_ISA_AMX + 1;
+    cr_assert_null(sd_backend_cpu(1, &o, &e));
     setenv("SD_ISA", "no-such-isa", 1);
-    cr_assert_eq(sd_cpu_isa_detect(), hw);
+    cr_assert_eq(sd_backend_opts_from_env(&o, &e), -1);
+    cr_assert(strstr(e.msg, "SD_ISA=no-such-isa"), "%s", e.msg);
     unsetenv("SD_ISA");
+    cr_assert_eq(sd_backend_opts_from_env(&o, &e), 0, "%s", e.msg);
+    cr_assert_eq(o.isa, -1);
 }
 
 /* ---- quantize / dequantize -------------------------------------------------------- */
@@ -264,13 +291,13 @@ Test(cpu, activation_quantizer_same_on_every_isa) {
         }
         cr_assert_eq(s0[b], d0[b] * (float)sum);
     }
-    if (sd_cpu_isa_detect() >= SD_ISA_AVX2) {
+    if (top_isa() >= SD_ISA_AVX2) {
         sd_cpu_qact_avx2(x, cols, q1, d1, s1);
         cr_assert_eq(memcmp(q0, q1, cols), 0);
         cr_assert_eq(memcmp(d0, d1, sizeof d0), 0);
         cr_assert_eq(memcmp(s0, s1, sizeof s0), 0);
     }
-    if (sd_cpu_isa_detect() >= SD_ISA_AVX512) {
+    if (top_isa() >= SD_ISA_AVX512) {
         sd_cpu_qact_avx512(x, cols, q1, d1, s1);
         cr_assert_eq(memcmp(q0, q1, cols), 0);
         cr_assert_eq(memcmp(d0, d1, sizeof d0), 0);
@@ -282,7 +309,7 @@ Test(cpu, activation_quantizer_same_on_every_isa) {
  * 256-element blocks, codes + 128, and the sums of 32 and (times -32) 16
  * codes; an all-zero super-block and one tiny value included. */
 Test(cpu, k8_quantizer_matches_reference) {
-    if (sd_cpu_isa_detect() < SD_ISA_AMX) cr_skip_test("the CPU has no AMX level: the k8 quantizer is not used");
+    if (top_isa() < SD_ISA_AMX) cr_skip_test("the CPU has no AMX level: the k8 quantizer is not used");
     const int64_t cols = 1536, nsb = cols / 256;
     float *x = malloc(sizeof(float) * cols), d[6], dref[6];
     fill(x, cols, -3, 3);
@@ -319,7 +346,7 @@ typedef struct refset {
     double *scale;  /* sum |W x| */
     double *loose;  /* activation rounding bound */
     /* K-quants: qexact and loose for the amx level's repacked products,
-     * whose activations have one scale per 256 (cpu.h, k8); else NULL */
+     * whose activations have one scale per 256 (cpu_int.h, k8); else NULL */
     double *qexact8, *loose8;
 } refset;
 
@@ -437,7 +464,7 @@ static void matmul_case(uint32_t t, int64_t rows, int64_t cols, int n, sd_cpu *c
     free(x), free((void *)w.data);
 }
 
-/* ---- weights repacked in groups of 16 rows (cpu.h, SD_*_X16) -------------------------
+/* ---- weights repacked in groups of 16 rows (blocks.h, SD_*_X16) -------------------------
  * The references come from the file layout before the repack; the scalar
  * path must give the same bits as the file layout's scalar path (the same
  * sums in the same order), every SIMD path the reference's tolerance. */
@@ -495,8 +522,8 @@ static void repacked_case(sd_weight w, int n, sd_cpu *const *ctx) {
 
 static void ctx_pair(sd_cpu *ctx[2]) {
     sd_err e = {{0}};
-    ctx[0] = sd_cpu_create(1, &e);
-    ctx[1] = sd_cpu_create(2, &e);
+    ctx[0] = new_cpu(1, &e);
+    ctx[1] = new_cpu(2, &e);
     cr_assert(ctx[0] && ctx[1], "%s", e.msg);
 }
 
@@ -599,7 +626,7 @@ Test(matmul, q4_1_repacked) { repacked_type(SD_Q4_1); }
 /* Only quantized weights of 16k rows are repacked; the others keep their data. */
 Test(matmul, repack_leaves_others) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(1, &e);
+    sd_cpu *c = new_cpu(1, &e);
     static const uint32_t types[] = {SD_Q4_K, SD_Q4_0, SD_Q4_1, SD_F16, SD_BF16, SD_F32};
     static const int64_t rows[] = {24, 8, 40, 32, 32, 32};
     for (int k = 0; k < 6; k++) {
@@ -612,6 +639,27 @@ Test(matmul, repack_leaves_others) {
         free((void *)w.data);
     }
     sd_cpu_destroy(c);
+}
+
+/* The backend's repack setting: on (the default), upload_weight
+ * interleaves a Q4_K weight of 16k rows; off, the weight keeps the file's
+ * layout and data. */
+Test(matmul, repack_setting) {
+    sd_err e = {{0}};
+    for (int on = 0; on <= 1; on++) {
+        sd_backend_opts o = sd_backend_opts_default();
+        o.repack = on;
+        sd_backend *b = sd_backend_cpu(1, &o, &e);
+        cr_assert_not_null(b, "%s", e.msg);
+        sd_weight w = make_weight(SD_Q4_K, 32, 256);
+        const void *file_data = w.data;
+        cr_assert_eq(b->upload_weight(b, &w, &e), 0, "%s", e.msg);
+        cr_assert_eq(w.type, on ? (uint32_t)SD_Q4_K_X16 : (uint32_t)SD_Q4_K, "repack %d", on);
+        cr_assert_eq(w.data == file_data, !on, "repack %d", on);
+        b->release_weight(b, &w);
+        free((void *)file_data);
+        b->destroy(b);
+    }
 }
 
 /* sd_cpu_matmul_multi of nw weights (ws as the kernels see them, w the
@@ -704,7 +752,7 @@ Test(matmul, multi) {
 
 Test(matmul, errors) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(1, &e);
+    sd_cpu *c = new_cpu(1, &e);
     float x[64] = {0}, out[4];
     uint8_t data[256] = {0};
     sd_weight w = {.type = 10, .rows = 1, .cols = 32, .row_bytes = 64, .data = data}; /* Q2_K */
@@ -805,7 +853,7 @@ Test(matmul, real_qwen_blocks) {
 /* ---- small ops ---------------------------------------------------------------------- */
 Test(cpu, rmsnorm) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(2, &e);
+    sd_cpu *c = new_cpu(2, &e);
     const int dims[] = {8, 64, 576}, ns[] = {3, 13, 37}; /* 13, 37: four-row groups, tails, pool tasks */
     for (int di = 0; di < 3; di++)
     for (int ni = 0; ni < 3; ni++) {
@@ -831,7 +879,7 @@ Test(cpu, rmsnorm) {
 
 Test(cpu, rope) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(2, &e);
+    sd_cpu *c = new_cpu(2, &e);
     const int n = 11, nh = 3, hd = 64; /* 11 rows: three pool tasks, the last short */
     const int rope_dims[] = {64, 32};
     const int poss[] = {0, 7, 100, 8000};
@@ -906,7 +954,7 @@ static void attn_case(sd_cpu *c, int n, int pos, int nh, int nkv, int hd) {
 
 Test(cpu, attention) {
     sd_err e = {{0}};
-    sd_cpu *c1 = sd_cpu_create(1, &e), *c2 = sd_cpu_create(2, &e);
+    sd_cpu *c1 = new_cpu(1, &e), *c2 = new_cpu(2, &e);
     /* groups of 1, 2, 3 (SmolLM2), 7 (the Qwen 0.5B: sub-groups 4+3) and 8 */
     const int gqa[][2] = {{3, 3}, {4, 2}, {6, 2}, {9, 3}, {14, 2}, {8, 1}};
     for (int g = 0; g < 6; g++)
@@ -1001,7 +1049,7 @@ Test(cpu, swiglu) {
     ref_swiglu(ref, g, u, N);
     const int counts[] = {7, 1003, N};
     for (int th = 0; th < 2; th++)
-        for (int isa = 0; isa <= sd_cpu_isa_detect(); isa++)
+        for (int isa = 0; isa <= top_isa(); isa++)
             for (int ci = 0; ci < 3; ci++) {
                 sd_cpu *c = ctx[th];
                 sd_cpu_set_isa(c, isa);
@@ -1022,7 +1070,7 @@ Test(cpu, swiglu) {
 
 Test(cpu, embed) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(1, &e);
+    sd_cpu *c = new_cpu(1, &e);
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         uint32_t t = all_types[ti];
         const int64_t cols = cols_for(t, 64);
@@ -1049,7 +1097,7 @@ Test(cpu, embed) {
  * one 8-wide step and a scalar tail). */
 Test(cpu, top_k_rows) {
     sd_err e = {{0}};
-    sd_cpu *c = sd_cpu_create(2, &e);
+    sd_cpu *c = new_cpu(2, &e);
     cr_assert(c, "%s", e.msg);
     enum { ROWS = 6, COLS = 2108 };
     static float x[ROWS * COLS];
@@ -1092,7 +1140,7 @@ Test(cpu, top_k_rows) {
     }
     const float small[3] = {1, 3, 3};
     int32_t all[3];
-    cr_assert_eq(sd_cpu_top_k(small, 3, 64, all), 3); /* k > n: n ids */
+    cr_assert_eq(sd_top_k_scalar(small, 3, 64, all), 3); /* k > n: n ids */
     cr_assert(all[0] == 1 && all[1] == 2 && all[2] == 0);
     sd_cpu_destroy(c);
 }
@@ -1102,7 +1150,7 @@ Test(cpu, top_k_rows) {
  * in at the k-th place), +-inf, a row that rises all the way (every
  * element enters), lengths around the 32- and 8-element steps. */
 Test(cpu, top_k_simd_equals_scalar) {
-    if (sd_cpu_isa_detect() < SD_ISA_AVX2) cr_skip_test("no AVX2 on this CPU");
+    if (top_isa() < SD_ISA_AVX2) cr_skip_test("no AVX2 on this CPU");
     enum { N = 1000 };
     static float x[N];
     static const int ns[] = {0, 1, 7, 8, 31, 32, 33, 71, 1000};
@@ -1118,11 +1166,11 @@ Test(cpu, top_k_simd_equals_scalar) {
                     if (kind == 3) x[i] = (float)i;
                 }
                 int32_t a[64], b[64];
-                const int ma = sd_cpu_top_k(x, n, k, a), mb = sd_cpu_top_k_avx2(x, n, k, b);
+                const int ma = sd_top_k_scalar(x, n, k, a), mb = sd_top_k_avx2(x, n, k, b);
                 cr_assert_eq(ma, mb, "kind %d n %d k %d: %d ids, scalar %d", kind, n, k, mb, ma);
                 cr_assert_eq(memcmp(a, b, (size_t)ma * sizeof *a), 0, "kind %d n %d k %d: ids differ", kind, n, k);
             }
     int32_t none[1] = {-7};
-    cr_assert_eq(sd_cpu_top_k_avx2(x, N, 0, none), 0);
+    cr_assert_eq(sd_top_k_avx2(x, N, 0, none), 0);
     cr_assert_eq(none[0], -7);
 }

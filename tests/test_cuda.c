@@ -53,6 +53,7 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/format/gguf.h"
+#include "engine/session/device.h"
 #include "kernels/cpu/cpu.h"
 #include "tests/util/synth_model.h"
 #include "tests/util/test_util.h"
@@ -64,9 +65,9 @@ static void setup(void) {
     if (!sd_cuda_available(why, sizeof why)) cr_skip_test("%s", why);
     sd_err e = {{0}};
     tu_cpu_as_cuda_reference();
-    cpu = sd_backend_cpu(0, &e);
+    cpu = sd_backend_open(SD_DEVICE_CPU, 0, &e);
     cr_assert(cpu, "cpu backend: %s", e.msg);
-    gpu = sd_backend_cuda(0, &e);
+    gpu = sd_backend_open(SD_DEVICE_CUDA, 0, &e);
     cr_assert(gpu, "%s", e.msg);
 }
 
@@ -603,10 +604,12 @@ Test(cuda, attention_fused_qact) {
  * more (kv head, tile) pairs than the split counters cover. */
 Test(cuda, attention_merge_launch) {
     rng_state = 41;
-    cr_assert(setenv("SD_CUDA_ATTN_MERGE", "launch", 1) == 0);
     sd_err e = {{0}};
+    sd_backend_opts o;
+    cr_assert(sd_backend_opts_from_env(&o, &e) == 0, "%s", e.msg);
+    o.cuda_attn_merge_launch = 1;
     gpu->destroy(gpu);
-    gpu = sd_backend_cuda(0, &e);
+    gpu = sd_backend_cuda(0, &o, &e);
     cr_assert(gpu, "%s", e.msg);
     check_attention(attn_shapes[2], 1, 1000);
     check_attention(attn_shapes[1], 9, 4000);
@@ -722,19 +725,25 @@ Test(cuda, norm_folded_loop) {
     check_fold(FOLD_MM, SD_Q4_0, 256, 96, 5, 4, 1);
 }
 
-/* SD_CUDA_FUSE_NORM takes 0-32; another value stops the backend with its name. */
+/* The fold setting takes 0 to SD_CUDA_FUSE_NORM_MAX: another value stops the
+ * backend, and SD_CUDA_FUSE_NORM's reader names the variable and value. */
 Test(cuda, fuse_norm_env) {
     sd_err e = {{0}};
-    cr_assert(setenv("SD_CUDA_FUSE_NORM", "4x", 1) == 0);
-    sd_backend *b = sd_backend_cuda(0, &e);
-    cr_expect(!b && strstr(e.msg, "SD_CUDA_FUSE_NORM=4x"), "got %s", b ? "a backend" : e.msg);
+    sd_backend_opts o = sd_backend_opts_default();
+    o.cuda_fuse_norm = SD_CUDA_FUSE_NORM_MAX + 1;
+    sd_backend *b = sd_backend_cuda(0, &o, &e);
+    cr_expect(!b && strstr(e.msg, "fuse_norm 33"), "got %s", b ? "a backend" : e.msg);
     if (b) b->destroy(b);
+    cr_assert(setenv("SD_CUDA_FUSE_NORM", "4x", 1) == 0);
+    cr_expect(sd_backend_opts_from_env(&o, &e) == -1 && strstr(e.msg, "SD_CUDA_FUSE_NORM=4x"),
+              "got %s", e.msg);
     cr_assert(setenv("SD_CUDA_FUSE_NORM", "0", 1) == 0);
-    b = sd_backend_cuda(0, &e);
-    cr_assert(b, "%s", e.msg);
-    cr_expect(sd_cuda_set_fuse_norm(b, 33) == -1 && sd_cuda_set_fuse_norm(b, 2) == 0);
-    b->destroy(b);
+    cr_assert(sd_backend_opts_from_env(&o, &e) == 0 && o.cuda_fuse_norm == 0, "%s", e.msg);
     cr_assert(unsetenv("SD_CUDA_FUSE_NORM") == 0);
+    b = sd_backend_cuda(0, &o, &e);
+    cr_assert(b, "%s", e.msg);
+    cr_expect(sd_cuda_set_fuse_norm(b, SD_CUDA_FUSE_NORM_MAX + 1) == -1 && sd_cuda_set_fuse_norm(b, 2) == 0);
+    b->destroy(b);
 }
 
 /* ---- ffn ------------------------------------------------------------------------------ */
@@ -1330,7 +1339,9 @@ static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
 }
 
 /* A synth_model GGUF of c (its bytes in *bytes, freed by the caller after
- * the model) loaded on the CUDA backend with a cache of n_ctx. */
+ * the model) loaded on the CUDA backend with a cache of n_ctx, with
+ * programmatic dependent launch (cuda_int.h cu_launch_cfg), which the
+ * emulator checks every block of the launched kernels waits for. */
 static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
     size_t n = 0;
     sd_err e = {{0}};
@@ -1338,16 +1349,15 @@ static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
     gguf_file *f = gguf_open_mem(*bytes, n, "synth", &e);
     cr_assert(f, "%s", e.msg);
     sd_model_opts o = {.n_ctx = n_ctx};
-    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &e), &o, &e);
+    sd_backend_opts bo = sd_backend_opts_default();
+    bo.cuda_pdl = 1;
+    sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &bo, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
 }
 
 Test(cuda, decode_graph) {
-    /* with programmatic dependent launch (cuda_int.h cu_launch_cfg), which
-     * the emulator checks every block of the launched kernels waits for */
-    cr_assert(setenv("SD_CUDA_PDL", "1", 1) == 0);
-    /* and, in the emulator, that no kernel reads through __ldg what a
+    /* in the emulator, also that no kernel reads through __ldg what a
      * kernel it may run beside wrote (tests/cuda_emu/emu.cpp) */
     cr_assert(setenv("CUDA_EMU_LDG_CHECK", "1", 1) == 0);
     synth_cfg c = synth_default();

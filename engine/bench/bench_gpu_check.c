@@ -15,8 +15,9 @@
  *       tok/s over 128 tokens after a 32-token prompt, median of 3, next to
  *       the bound copy_bw / weight bytes per token, copy_bw being the
  *       device-to-device copy bandwidth (bytes read + written) measured in
- *       the same run. The backend reads SD_CUDA_GRAPH (graphs) and
- *       SD_CUDA_PDL (programmatic dependent launch): both on unless set to
+ *       the same run. The backend is made with the settings of the
+ *       environment (engine/session/device.c): SD_CUDA_GRAPH (graphs) and
+ *       SD_CUDA_PDL (programmatic dependent launch), both on unless set to
  *       0. With graphs on, 64 graphed steps must give the ids of 64 plain
  *       ones.
  *       --min-toks T / --min-pct P print the target and whether it is met
@@ -56,19 +57,20 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-/* The backend's setting of SD_CUDA_GRAPH or SD_CUDA_PDL: on unless the
- * environment sets it to 0 (PDL also needs sm_90, which the check's H200
- * has). */
-static const char *env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && !strcmp(v, "0") ? "off" : "on";
-}
+/* The settings every backend of the run is made with, read from the
+ * environment once at the start (sd_backend_opts_from_env). PDL also needs
+ * sm_90, which the check's H200 has. */
+static sd_backend_opts opts;
 
-/* SD_CUDA_FUSE_NORM as the backend reads it: "off", or the resident blocks
- * a multiprocessor of the launches that fold a norm (default 8). */
+static const char *on_off(int on) { return on ? "on" : "off"; }
+
+/* The fold setting: "off", or the resident blocks a multiprocessor of the
+ * launches that fold a norm. */
 static const char *fold_setting(void) {
-    const char *v = getenv("SD_CUDA_FUSE_NORM");
-    return !v ? "8" : !strcmp(v, "0") ? "off" : v;
+    static char buf[16];
+    if (!opts.cuda_fuse_norm) return "off";
+    snprintf(buf, sizeof buf, "%d", opts.cuda_fuse_norm);
+    return buf;
 }
 
 static const char *base(const char *path) {
@@ -78,7 +80,7 @@ static const char *base(const char *path) {
 
 static sd_model *load(const char *path, int device, sd_err *e) {
     sd_model_opts o = {.n_ctx = N_CTX};
-    sd_model *m = sd_model_load(path, sd_backend_open(device, 0, e), &o, e);
+    sd_model *m = sd_model_load(path, sd_backend_open_opts(device, 0, &opts, e), &o, e);
     if (!m) fprintf(stderr, "bench_gpu_check: %s: %s\n", sd_device_name(device), e->msg);
     return m;
 }
@@ -269,11 +271,11 @@ static int cmd_decode(const char *path, const char *target, double goal) {
         double bound = bw * 1e9 / bytes;
         printf("S decode %-25s graph %-3s pdl %-3s fold %-3s %8.0f tok/s  %7.1f MB/token  bound "
                "%7.0f tok/s (copy %.0f GB/s)  %5.1f%% of bound\n",
-               base(path), env_on("SD_CUDA_GRAPH"), env_on("SD_CUDA_PDL"), fold_setting(), d,
+               base(path), on_off(opts.cuda_graph), on_off(opts.cuda_pdl), fold_setting(), d,
                bytes / 1e6, bound, bw, 100.0 * d / bound);
         /* plain launches fold at every call (3 x the prompt and 128 steps);
          * a replayed graph keeps what its capture folded (its node count) */
-        if (!strcmp(env_on("SD_CUDA_GRAPH"), "off"))
+        if (!opts.cuda_graph)
             printf("S   %.1f norms folded a call\n",
                    (double)(sd_cuda_norms_folded(m->be) - f0) / (3 * 129));
         if (target) {
@@ -282,7 +284,7 @@ static int cmd_decode(const char *path, const char *target, double goal) {
             printf("S   target >= %.0f%s: %s\n", goal, toks ? " tok/s" : "% of bound",
                    got >= goal ? "met" : "NOT met");
         }
-        rc = !strcmp(env_on("SD_CUDA_GRAPH"), "on") ? (graph_check(m, &e) ? 1 : 0) : 0;
+        rc = opts.cuda_graph ? (graph_check(m, &e) ? 1 : 0) : 0;
     } else {
         fprintf(stderr, "bench_gpu_check: decode: %s\n", bw > 0 ? e.msg : "copy bandwidth");
     }
@@ -327,7 +329,7 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
         return 1;
     }
     printf("S verify %s (graph %s, pdl %s, fold %s): n rows -> ms per call (x n=1):",
-           base(target), env_on("SD_CUDA_GRAPH"), env_on("SD_CUDA_PDL"), fold_setting());
+           base(target), on_off(opts.cuda_graph), on_off(opts.cuda_pdl), fold_setting());
     for (int n = 1; n <= 9; n++) printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
     printf("\nS verify 5 rows / 1 row = %.2fx (target <= 1.15x): %s\n", cost[5] / cost[1],
            cost[5] / cost[1] <= 1.15 ? "met" : "NOT met");
@@ -353,6 +355,11 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
 }
 
 int main(int argc, char **argv) {
+    sd_err e;
+    if (sd_backend_opts_from_env(&opts, &e)) {
+        fprintf(stderr, "bench_gpu_check: %s\n", e.msg);
+        return 1;
+    }
     if (argc >= 3 && !strcmp(argv[1], "cpu")) return cmd_cpu(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "compare")) return cmd_compare(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "decode")) {

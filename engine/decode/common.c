@@ -2,7 +2,7 @@
 #include <time.h>
 
 #include "engine/decode/decode.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/common/top_k.h"
 
 double sd_now(void) {
     struct timespec ts;
@@ -129,7 +129,7 @@ double sd_gen_step_s(const sd_gen_stats *st) {
     return tps > 0 ? 1 / tps : 0;
 }
 
-int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_cpu_top_k(x, n, k, idx); }
+int sd_top_k(const float *x, int n, int k, int32_t *idx) { return sd_host_top_k(x, n, k, idx); }
 
 int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_err *e) {
     if (n_inputs > n_ctx)

@@ -11,9 +11,17 @@ enum sd_device { SD_DEVICE_AUTO = 0, SD_DEVICE_CPU = 1, SD_DEVICE_CUDA = 2 };
 /* "auto", "cpu", "cuda". */
 const char *sd_device_name(int device);
 
+/* The kernel settings the SD_* environment variables ask for (the list is
+ * in device.c), the defaults where unset; -1 with e naming the variable
+ * and its value when one is not a value it takes. */
+int sd_backend_opts_from_env(sd_backend_opts *o, sd_err *e);
+
 /* AUTO: the CUDA backend when a usable GPU exists, else the CPU backend
  * with n_threads threads (<= 0: the physical cores). CUDA: the CUDA backend or NULL
- * with the reason ("cuda: no CUDA device: ..."). CPU: the CPU backend. */
+ * with the reason ("cuda: no CUDA device: ..."). CPU: the CPU backend.
+ * Created with the settings of o (NULL: the defaults). */
+sd_backend *sd_backend_open_opts(int device, int n_threads, const sd_backend_opts *o, sd_err *e);
+/* sd_backend_open_opts with the environment's settings (sd_backend_opts_from_env). */
 sd_backend *sd_backend_open(int device, int n_threads, sd_err *e);
 
 /* Which backend a model with heads of head_dim gets when `device` is asked

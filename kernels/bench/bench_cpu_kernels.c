@@ -6,7 +6,7 @@
  * 151936; Q4_K layers, Q6_K down and head) and 0.5B (dim 896, ffn 4864;
  * Q5_0). Q4Kx, Q6Kx, Q50x, Q80x, Q41x and Q40x rows: shapes of those types in the
  * 16-row interleaved layouts the CPU backend repacks them into at load
- * (cpu.h), next to the same weights in the file's layout.
+ * (kernels/cpu/blocks.h), next to the same weights in the file's layout.
  *  n=1   (decode): time per matvec with the weights cold, i.e. streamed
  *        from DRAM as in a real decode step (98 MB of weights a token do
  *        not fit in L3): each call uses the next of enough copies of the
@@ -30,7 +30,8 @@
  *   prints it (Q4_K, Q4Kx, ...) or a kernel column name among multi
  *   (qkv_multi, gateup_multi), attention, top_k_rows, elementwise: only
  *   those rows, for timing one kernel while changing it (the estimates at
- *   the end need every row and are left out); an unknown ROW is an error. */
+ *   the end need every row and are left out); an unknown ROW is an error.
+ *   SD_ISA=LEVEL in the environment runs the kernels at that SIMD level. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 128 * 8960; k++) x[k] = frand();
     sd_cpu *ctx[2] = {sd_cpu_create(1, &e), sd_cpu_create(2, &e)};
     if (!ctx[0] || !ctx[1]) return fprintf(stderr, "%s\n", e.msg), 1;
+    /* SD_ISA, as the engine reads it, runs the rows at a narrower level */
+    const char *isa = getenv("SD_ISA");
+    if (isa && sd_isa_from_name(isa) < 0)
+        return fprintf(stderr, "bench_cpu_kernels: SD_ISA=%s: expected scalar, avx2, avx512, avx512vnni or amx\n", isa), 1;
+    for (int th = 0; isa && th < 2; th++) sd_cpu_set_isa(ctx[th], sd_isa_from_name(isa));
     printf("# isa %s\n", sd_isa_name(sd_cpu_isa(ctx[0])));
     double peak[2], peak_tile[2] = {0, 0};
     for (int th = 0; th < 2; th++) {

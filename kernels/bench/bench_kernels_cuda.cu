@@ -602,9 +602,9 @@ int main(int argc, char **argv) {
     }
     Bench B;
     sd_err e;
-    B.gpu = sd_backend_cuda(0, &e);
+    B.gpu = sd_backend_cuda(0, NULL, &e);
     if (!B.gpu) die("cuda backend", e.msg);
-    B.cpu = sd_backend_cpu(0, &e);
+    B.cpu = sd_backend_cpu(0, NULL, &e);
     if (!B.cpu) die("cpu backend", e.msg);
     B.st = sd_cuda_stream(B.gpu);
     /* each row times its op's own launches: a norm left pending would run

@@ -7,10 +7,17 @@
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/wtype.h"
 
-static sd_cpu *cpu(sd_backend *b) { return (sd_cpu *)b->ctx; }
+/* The backend's context: the kernel context and the settings it was made
+ * with that the ops read (the isa went to the kernel context). */
+typedef struct {
+    sd_cpu *cpu;
+    int repack;
+} cpu_backend;
+
+static sd_cpu *cpu(sd_backend *b) { return ((cpu_backend *)b->ctx)->cpu; }
 
 static void cpu_destroy(sd_backend *b);
 
@@ -20,6 +27,7 @@ sd_cpu *sd_backend_cpu_context(sd_backend *b) {
 
 static void cpu_destroy(sd_backend *b) {
     sd_cpu_destroy(cpu(b));
+    free(b->ctx);
     free(b);
 }
 
@@ -37,10 +45,10 @@ static void cpu_release(sd_backend *b, void *p) {
 
 /* Weights stay in the mapped file except Q4_K, Q6_K, Q5_0, Q8_0, Q4_0 and
  * Q4_1 with a multiple of 16 rows, which are repacked into groups of 16
- * interleaved rows (cpu.h, the SD_*_X16 types; SD_REPACK=0 keeps the file
- * layout). */
+ * interleaved rows (cpu.h, the SD_*_X16 types), unless the backend was made
+ * with repack = 0. */
 static int cpu_upload_weight(sd_backend *b, sd_weight *w, sd_err *e) {
-    return sd_cpu_repack(cpu(b), w, e);
+    return ((cpu_backend *)b->ctx)->repack ? sd_cpu_repack(cpu(b), w, e) : 0;
 }
 
 static void cpu_release_weight(sd_backend *b, sd_weight *w) {
@@ -172,17 +180,30 @@ static int cpu_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, i
     return 0;
 }
 
-sd_backend *sd_backend_cpu(int n_threads, sd_err *e) {
+sd_backend *sd_backend_cpu(int n_threads, const sd_backend_opts *o, sd_err *e) {
+    const sd_backend_opts d = o ? *o : sd_backend_opts_default();
+    if (d.isa < -1 || d.isa > SD_ISA_AMX) {
+        sd_fail(e, "cpu backend: isa %d: expected -1 (the best) or a level %d-%d", d.isa,
+                SD_ISA_SCALAR, SD_ISA_AMX);
+        return NULL;
+    }
     sd_backend *b = calloc(1, sizeof *b);
-    if (!b) {
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!b || !cb) {
+        free(b);
+        free(cb);
         sd_fail(e, "out of memory");
         return NULL;
     }
-    b->ctx = sd_cpu_create(n_threads, e);
-    if (!b->ctx) {
+    cb->cpu = sd_cpu_create(n_threads, e);
+    if (!cb->cpu) {
+        free(cb);
         free(b);
         return NULL;
     }
+    if (d.isa >= 0) sd_cpu_set_isa(cb->cpu, d.isa);
+    cb->repack = d.repack != 0;
+    b->ctx = cb;
     b->name = "cpu";
     b->row_prefix_views = 1;
     b->destroy = cpu_destroy;

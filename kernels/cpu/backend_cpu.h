@@ -7,8 +7,10 @@
 
 #include "kernels/cpu/cpu.h"
 
-/* n_threads <= 0: the physical cores this process may run on. */
-sd_backend *sd_backend_cpu(int n_threads, sd_err *e);
+/* n_threads <= 0: the physical cores this process may run on. o: the
+ * settings (isa, repack; kernels/common/backend_opts.h), NULL for the
+ * defaults. */
+sd_backend *sd_backend_cpu(int n_threads, const sd_backend_opts *o, sd_err *e);
 /* The kernel context of a CPU backend (its profile, threads); NULL for any
  * other backend. */
 sd_cpu *sd_backend_cpu_context(sd_backend *b);

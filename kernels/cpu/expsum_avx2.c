@@ -7,13 +7,13 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/cpu/vexp.h"
 
 enum { EXP_SUM_CHUNK = 1024 };
 
 double sd_cpu_exp_sum_avx2(const float *x, size_t n, float m) {
-    if (!(m > -INFINITY)) return sd_cpu_exp_sum_scalar(x, n, m); /* every x_i is -inf or NaN */
+    if (!(m > -INFINITY)) return sd_exp_sum_ref(x, n, m); /* every x_i is -inf or NaN */
     const __m256 mv = _mm256_set1_ps(m);
     double sum = 0;
     size_t i = 0;
@@ -32,5 +32,5 @@ double sd_cpu_exp_sum_avx2(const float *x, size_t n, float m) {
         _mm256_storeu_ps(lane, _mm256_add_ps(a0, a1));
         for (int l = 0; l < 8; l++) sum += lane[l];
     }
-    return sum + sd_cpu_exp_sum_scalar(x + i, n - i, m);
+    return sum + sd_exp_sum_ref(x + i, n - i, m);
 }

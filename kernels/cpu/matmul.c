@@ -4,7 +4,7 @@
  *
  * Work split: the rows of all weights of one call (several for
  * sd_cpu_matmul_multi) are laid end to end and cut into groups of 16 (a
- * repacked weight's row group, cpu.h; 4 of the file layout's 4-row SIMD
+ * repacked weight's row group, blocks.h; 4 of the file layout's 4-row SIMD
  * tiles), and the groups into chunks: about CHUNKS_PER_THREAD
  * per thread, none under MIN_CHUNK_BYTES of weights. Threads take chunks
  * from the pool's counter, so each streams contiguous slices of weight and
@@ -14,8 +14,8 @@
  * there are several). */
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
 
@@ -25,7 +25,7 @@ static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
            t == SD_Q6_K || sd_cpu_file_type(t) != t;
 }
-/* Types whose SIMD kernels read the pair layout of the activations (cpu.h). */
+/* Types whose SIMD kernels read the pair layout of the activations (cpu_int.h). */
 static int uses_pairs(uint32_t t) {
     return t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K;
 }
@@ -37,11 +37,6 @@ static int uses_pairs(uint32_t t) {
  * one activation block, its min term from the block sum s; Q6_K: the two
  * sub-blocks of 16 in an activation block summed with their int8 scales,
  * codes taken as code-32). */
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 
 /* Signed code of element k of a Q8_0, Q4_0 or Q5_0 block. */
 static inline int sym_code(uint32_t type, const uint8_t *blk, int k) {
@@ -75,12 +70,12 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
     }
     case SD_F16: {
         const float *x = j->x + (size_t)i * cols;
-        for (int64_t c = 0; c < cols; c++) acc += sd_f16_to_f32(ld16(row + 2 * c)) * x[c];
+        for (int64_t c = 0; c < cols; c++) acc += sd_f16_to_f32(sd_ld16(row + 2 * c)) * x[c];
         break;
     }
     case SD_BF16: {
         const float *x = j->x + (size_t)i * cols;
-        for (int64_t c = 0; c < cols; c++) acc += sd_bf16_to_f32(ld16(row + 2 * c)) * x[c];
+        for (int64_t c = 0; c < cols; c++) acc += sd_bf16_to_f32(sd_ld16(row + 2 * c)) * x[c];
         break;
     }
     case SD_Q8_0:
@@ -93,7 +88,7 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
             const uint8_t *blk = row + bs * b;
             int s = 0;
             for (int k = 0; k < 32; k++) s += sym_code(w->type, blk, k) * q[32 * b + k];
-            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s;
+            acc += sd_f16_to_f32(sd_ld16(blk)) * xd[b] * (float)s;
         }
         break;
     }
@@ -106,8 +101,8 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
             int s = 0;
             for (int k = 0; k < 16; k++)
                 s += (blk[4 + k] & 15) * qb[k] + (blk[4 + k] >> 4) * qb[k + 16];
-            acc += sd_f16_to_f32(ld16(blk)) * xd[b] * (float)s +
-                   sd_f16_to_f32(ld16(blk + 2)) * xs[b];
+            acc += sd_f16_to_f32(sd_ld16(blk)) * xd[b] * (float)s +
+                   sd_f16_to_f32(sd_ld16(blk + 2)) * xs[b];
         }
         break;
     }
@@ -116,7 +111,7 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
         const float *xd = j->xd + (size_t)i * nb, *xs = j->xs + (size_t)i * nb;
         for (int64_t sb = 0; sb < cols / 256; sb++) {
             const uint8_t *blk = row + 144 * sb;
-            const float d = sd_f16_to_f32(ld16(blk)), dmin = sd_f16_to_f32(ld16(blk + 2));
+            const float d = sd_f16_to_f32(sd_ld16(blk)), dmin = sd_f16_to_f32(sd_ld16(blk + 2));
             uint8_t sm[16];
             sd_q4_k_scales(blk + 4, sm);
             for (int sub = 0; sub < 8; sub++) {
@@ -133,7 +128,7 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
         const float *xd = j->xd + (size_t)i * nb;
         for (int64_t sb = 0; sb < cols / 256; sb++) {
             const uint8_t *blk = row + 210 * sb;
-            const float d = sd_f16_to_f32(ld16(blk + 208));
+            const float d = sd_f16_to_f32(sd_ld16(blk + 208));
             for (int a = 0; a < 8; a++) {
                 const int64_t b = 8 * sb + a;
                 int c[32];
@@ -148,7 +143,7 @@ static float dot_row_scalar(const sd_mm_job *j, const uint8_t *row, int i) {
     return acc;
 }
 
-/* Row `lane` of the SD_Q4_K_X16 group at g (cpu.h): the Q4_K sums above
+/* Row `lane` of the SD_Q4_K_X16 group at g (blocks.h): the Q4_K sums above
  * in the same order, so the two layouts give the same bits. */
 static float dot_row_q4kx(const sd_mm_job *j, const uint8_t *g, int lane, int i) {
     const int64_t cols = j->w->cols, nb = cols / 32;

@@ -10,7 +10,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/fp16.h"
 #include "kernels/common/wtype.h"
 
@@ -33,11 +34,6 @@ int sd_cpu_type_block(uint32_t type, int *elems, int *bytes) {
     return 1;
 }
 
-static inline uint16_t ld16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 static inline void st16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
 /* The element of largest magnitude, the first of equal ones (ggml's max). */
@@ -206,15 +202,15 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n) {
     switch (type) {
     case SD_F32: memcpy(out, in, (size_t)n * 4); return 0;
     case SD_F16:
-        for (int64_t i = 0; i < n; i++) out[i] = sd_f16_to_f32(ld16(p + 2 * i));
+        for (int64_t i = 0; i < n; i++) out[i] = sd_f16_to_f32(sd_ld16(p + 2 * i));
         return 0;
     case SD_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = sd_bf16_to_f32(ld16(p + 2 * i));
+        for (int64_t i = 0; i < n; i++) out[i] = sd_bf16_to_f32(sd_ld16(p + 2 * i));
         return 0;
     case SD_Q4_K:
         /* (d*sc)*code and dmin*mn are exact in float: one rounding each element */
         for (int64_t b = 0; b < n / 256; b++, out += 256, p += by) {
-            const float d = sd_f16_to_f32(ld16(p)), dmin = sd_f16_to_f32(ld16(p + 2));
+            const float d = sd_f16_to_f32(sd_ld16(p)), dmin = sd_f16_to_f32(sd_ld16(p + 2));
             uint8_t sm[16];
             sd_q4_k_scales(p + 4, sm);
             for (int i = 0; i < 256; i++)
@@ -224,7 +220,7 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n) {
         return 0;
     case SD_Q6_K:
         for (int64_t b = 0; b < n / 256; b++, out += 256, p += by) {
-            const float d = sd_f16_to_f32(ld16(p + 208));
+            const float d = sd_f16_to_f32(sd_ld16(p + 208));
             for (int i = 0; i < 256; i++)
                 out[i] = d * (float)(int8_t)p[192 + i / 16] * (float)(sd_q6_k_code(p, i) - 32);
         }
@@ -232,7 +228,7 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n) {
     default: break;
     }
     for (int64_t b = 0; b < n / 32; b++, out += 32, p += by) {
-        const float d = sd_f16_to_f32(ld16(p));
+        const float d = sd_f16_to_f32(sd_ld16(p));
         if (type == SD_Q8_0) {
             for (int j = 0; j < 32; j++) out[j] = d * (float)(int8_t)p[2 + j];
         } else if (type == SD_Q4_0) {
@@ -243,7 +239,7 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n) {
         } else if (type == SD_Q5_0) {
             for (int j = 0; j < 32; j++) out[j] = d * (float)(sd_q5_0_code(p, j) - 16);
         } else {
-            const float m = sd_f16_to_f32(ld16(p + 2));
+            const float m = sd_f16_to_f32(sd_ld16(p + 2));
             for (int j = 0; j < 16; j++) {
                 out[j] = d * (float)(p[4 + j] & 15) + m;
                 out[j + 16] = d * (float)(p[4 + j] >> 4) + m;
@@ -253,7 +249,7 @@ int sd_dequantize_row(uint32_t type, const void *in, float *out, int64_t n) {
     return 0;
 }
 
-/* Activation quantizer (see cpu.h): rintf rounds to nearest even in the
+/* Activation quantizer (see cpu_int.h): rintf rounds to nearest even in the
  * default rounding mode, like _mm256_round_ps(_MM_FROUND_TO_NEAREST_INT). */
 void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s) {
     for (int64_t b = 0; b < cols / 32; b++, x += 32, q += 32) {

@@ -1,14 +1,14 @@
 /* Weight repacking at load: Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 into the 16-row
  * interleaved layouts that the products read without a horizontal fold
- * (cpu.h, SD_*_X16). Groups of 16 rows are independent, so they are
+ * (blocks.h, SD_*_X16). Groups of 16 rows are independent, so they are
  * repacked in parallel on the context's pool. The copy replaces the mmap'd
  * rows for the CPU kernels: same byte count, so decode reads no more. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kernels/cpu/cpu.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/common/wtype.h"
 
 /* Q4_K super-block blk of row r (0..15) into super-block G of the group. */
@@ -114,11 +114,6 @@ void *sd_cpu_stream_alloc(size_t bytes) {
     return p;
 }
 
-static int repack_off(void) {
-    const char *v = getenv("SD_REPACK");
-    return v && strcmp(v, "0") == 0;
-}
-
 int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
     static const struct {
         uint32_t type, x16;
@@ -131,7 +126,7 @@ int sd_cpu_repack(sd_cpu *c, sd_weight *w, sd_err *e) {
     int k = 0;
     while (k < nk && kinds[k].type != w->type) k++;
     if (k == nk || w->rows % 16 || w->cols <= 0 || w->cols % kinds[k].el ||
-        w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by || repack_off())
+        w->row_bytes != (size_t)(w->cols / kinds[k].el) * kinds[k].by)
         return 0;
     const size_t bytes = (size_t)w->rows * w->row_bytes;
     uint8_t *dst = sd_cpu_stream_alloc(bytes);

@@ -5,7 +5,7 @@
  * AVX-512 machines run it as it is: SwiGLU is a small share of a step. */
 #include <immintrin.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_int.h"
 #include "kernels/cpu/vexp.h"
 
 void sd_cpu_swiglu_range_avx2(float *out, const float *gate, const float *up, size_t count) {
@@ -18,5 +18,5 @@ void sd_cpu_swiglu_range_avx2(float *out, const float *gate, const float *up, si
         const __m256 sg = _mm256_div_ps(num, _mm256_add_ps(one, e));
         _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(g, sg), _mm256_loadu_ps(up + i)));
     }
-    sd_cpu_swiglu_range_scalar(out + i, gate + i, up + i, count - i);
+    sd_swiglu_ref(out + i, gate + i, up + i, count - i);
 }

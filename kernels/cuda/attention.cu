@@ -33,7 +33,7 @@
  * merges the tile (reading the partials from L2) and sets the counter back
  * to 0 for the next launch. attn_combine, a launch of its own, remains for
  * calls with more (kv head, tile) pairs than the counters cover (and for
- * every call under SD_CUDA_ATTN_MERGE=launch, which the tests use).
+ * every call with cuda_attn_merge_launch, which the tests use).
  *
  * When the head dim is a multiple of 32, the kernel that writes a head's
  * output (the block itself with one live split, else the merging block) also

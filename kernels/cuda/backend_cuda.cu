@@ -816,7 +816,13 @@ extern "C" int sd_cuda_available(char *why, size_t cap) {
     return ok;
 }
 
-extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
+extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_err *e) {
+    const sd_backend_opts d = o ? *o : sd_backend_opts_default();
+    if (d.cuda_fuse_norm < 0 || d.cuda_fuse_norm > SD_CUDA_FUSE_NORM_MAX) {
+        sd_fail(e, "cuda backend: fuse_norm %d: expected 0 (norms launched on their own) or 1-%d "
+                   "(folded, resident blocks a multiprocessor)", d.cuda_fuse_norm, SD_CUDA_FUSE_NORM_MAX);
+        return NULL;
+    }
     char why[256];
     if (!sd_cuda_available(why, sizeof why)) {
         sd_fail(e, "cuda backend: %s", why);
@@ -851,28 +857,11 @@ extern "C" sd_backend *sd_backend_cuda(int device, sd_err *e) {
     b->destroy = cuda_destroy;
     c->device = device;
     c->sms = prop.multiProcessorCount;
-    const char *sync = getenv("SD_CUDA_SYNC");
-    c->sync_each = sync && strcmp(sync, "0") != 0;
-    const char *graph = getenv("SD_CUDA_GRAPH");
-    c->graph_on = !(graph && strcmp(graph, "0") == 0);
-    const char *merge = getenv("SD_CUDA_ATTN_MERGE");
-    c->attn_merge_launch = merge && strcmp(merge, "launch") == 0;
-    const char *pdl = getenv("SD_CUDA_PDL");
-    c->pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
-    const char *fuse = getenv("SD_CUDA_FUSE_NORM");
-    c->fuse_norm = 8;
-    if (fuse) {
-        char *end;
-        const long v = strtol(fuse, &end, 10);
-        if (end == fuse || *end || v < 0 || v > 32) {
-            free(b);
-            free(c);
-            sd_fail(e, "cuda backend: SD_CUDA_FUSE_NORM=%.40s: expected 0 (norms launched on their "
-                       "own) or 1-32 (folded, resident blocks a multiprocessor)", fuse);
-            return NULL;
-        }
-        c->fuse_norm = (int)v;
-    }
+    c->sync_each = d.cuda_sync != 0;
+    c->graph_on = d.cuda_graph != 0;
+    c->attn_merge_launch = d.cuda_attn_merge_launch != 0;
+    c->pdl = prop.major >= 9 && d.cuda_pdl;
+    c->fuse_norm = d.cuda_fuse_norm;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
@@ -929,7 +918,7 @@ extern "C" int sd_cuda_set_graph(sd_backend *b, int on) {
 }
 
 extern "C" int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
-    if (!is_cuda(b) || per_sm < 0 || per_sm > 32) return -1;
+    if (!is_cuda(b) || per_sm < 0 || per_sm > SD_CUDA_FUSE_NORM_MAX) return -1;
     sd_cuda *c = cu_ctx(b);
     sd_err e;
     if (cu_norm_flush(c, &e)) return -1;

@@ -7,8 +7,10 @@
  * layout, so a weight uploaded to the CUDA backend is only for its ops), and
  * every float pointer passed to an op is memory from its alloc(). Ops are
  * queued on the backend's stream; to_host, top_k_rows and
- * sd_cuda_from_host wait for it. Set SD_CUDA_SYNC=1 to synchronise after
- * every kernel, so that a fault is reported by the op that caused it. */
+ * sd_cuda_from_host wait for it. The cuda_* settings of sd_backend_opts
+ * (kernels/common/backend_opts.h) are read once, at sd_backend_cuda:
+ * cuda_sync = 1 synchronises after every kernel, so that a fault is
+ * reported by the op that caused it. */
 #ifndef SD_BACKEND_CUDA_H
 #define SD_BACKEND_CUDA_H
 
@@ -28,19 +30,18 @@ int sd_cuda_available(char *why, size_t cap);
 /* The largest attention head the CUDA kernels take (one head's row of keys
  * lives in a warp's registers); models with wider heads run on the CPU. */
 #define SD_CUDA_MAX_HEAD_DIM 128
-/* The backend on device `device` (0 = first), or NULL with e filled. */
-sd_backend *sd_backend_cuda(int device, sd_err *e);
-/* CUDA graphs for decode steps (backend.h graph_begin/graph_end): on unless
- * the environment has SD_CUDA_GRAPH=0 at sd_backend_cuda, or as set here
- * (programmatic dependent launch, sm_90, likewise: SD_CUDA_PDL=0 turns it
- * off).
- * 0, or -1 when b is not a CUDA backend. */
+/* The backend on device `device` (0 = first) with the cuda_* settings of o
+ * (NULL: the defaults), or NULL with e filled. */
+sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_err *e);
+/* CUDA graphs for decode steps (backend.h graph_begin/graph_end): as
+ * cuda_graph said at sd_backend_cuda, or as set here. 0, or -1 when b is
+ * not a CUDA backend. */
 int sd_cuda_set_graph(sd_backend *b, int on);
 /* Folded norms (kernels/cuda/cuda_int.h, "pending norm"): an RMSNorm whose
  * output feeds the matrix-vector op right after it runs inside that op's
- * launch, which plans per_sm resident blocks a multiprocessor (1-32; 8
- * unless SD_CUDA_FUSE_NORM says otherwise at sd_backend_cuda); 0 launches
- * every norm on its own. 0, or -1 when b is not a CUDA backend or per_sm
+ * launch, which plans per_sm resident blocks a multiprocessor (1 to
+ * SD_CUDA_FUSE_NORM_MAX; cuda_fuse_norm at sd_backend_cuda until set here);
+ * 0 launches every norm on its own. 0, or -1 when b is not a CUDA backend or per_sm
  * is out of range. */
 int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm);
 /* The norms folded so far, or -1 when b is not a CUDA backend. */

@@ -11,7 +11,8 @@ int sd_cuda_available(char *why, size_t cap) {
     return 0;
 }
 
-sd_backend *sd_backend_cuda(int device, sd_err *e) {
+sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_err *e) {
+    (void)o;
     (void)device;
     sd_fail(e, "cuda backend: " NO_CUDA);
     return NULL;

@@ -7,8 +7,8 @@
  *
  * Errors: each launcher returns 0 or -1 with e filled as
  *   "cuda: <op> <type> <rows>x<cols> launch: <CUDA error string>"
- * Kernel faults surface at the next synchronising call; with SD_CUDA_SYNC=1
- * in the environment every launch is followed by a stream synchronisation,
+ * Kernel faults surface at the next synchronising call; with cuda_sync
+ * (sd_backend_opts) every launch is followed by a stream synchronisation,
  * so a fault is reported by the op that caused it. */
 #ifndef SD_CUDA_INT_H
 #define SD_CUDA_INT_H
@@ -69,7 +69,7 @@ typedef struct cu_norm {
 typedef struct sd_cuda {
     int device;
     int sms;           /* multiprocessors, for sizing grids */
-    int sync_each;     /* SD_CUDA_SYNC=1: synchronise after every launch */
+    int sync_each;     /* cuda_sync: synchronise after every launch */
     cudaStream_t stream;
     void *scratch[CU_SCRATCH_N];
     size_t scratch_size[CU_SCRATCH_N];
@@ -80,7 +80,7 @@ typedef struct sd_cuda {
                             split counters (the last split merges) */
     unsigned *ffn_ctr;   /* [CU_FFN_COUNTERS], zero between launches: ffn.cu's
                             block counters (the last of a group quantises it) */
-    int attn_merge_launch; /* SD_CUDA_ATTN_MERGE=launch: merge the splits in a
+    int attn_merge_launch; /* cuda_attn_merge_launch: merge the splits in a
                               launch of their own, as calls too large for the
                               counters do (so that tests reach that path) */
     /* embed's token ids staged in pinned memory (no pageable copy): ids_cap
@@ -90,7 +90,7 @@ typedef struct sd_cuda {
     int ids_cap;
     cudaEvent_t ids_copied;
     /* graph_begin/graph_end (backend.h), backend_cuda.cu "graphs": graph_on
-     * switches them (on unless SD_CUDA_GRAPH=0 at sd_backend_cuda; sd_cuda_set_graph).
+     * switches them (cuda_graph at sd_backend_cuda; sd_cuda_set_graph).
      * While recording, op calls only append to cur; graph_end replays the
      * graph of graphs[] whose calls equal them, or captures them (capturing
      * set, pos_dev pointing at pos_word so the position kernels read it)
@@ -124,9 +124,8 @@ typedef struct sd_cuda {
      * multiprocessor the folding launches plan for, fewer where the kernel's
      * occupancy is lower (mv.cuh mv_grid), 0 when off (on, 8: the residency
      * of a 64-register block of 128 threads, so a folding launch keeps as
-     * many warps streaming as a plain one; unless SD_CUDA_FUSE_NORM says
-     * otherwise at sd_backend_cuda;
-     * sd_cuda_set_fuse_norm); norm is the norm left pending (out NULL: none). */
+     * many warps streaming as a plain one: the default cuda_fuse_norm,
+     * kernels/common/backend_opts.c; sd_cuda_set_fuse_norm); norm is the norm left pending (out NULL: none). */
     int fuse_norm;
     cu_norm norm;
     long folded; /* norms folded so far (sd_cuda_norms_folded) */
@@ -136,7 +135,7 @@ static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
 
 /* ---- programmatic dependent launch (sm_90) ---------------------------------
  * With c->pdl (a device of compute capability 9.0 or newer, unless
- * SD_CUDA_PDL=0 at sd_backend_cuda) the kernels of a decode step (embed, rmsnorm,
+ * cuda_pdl = 0 at sd_backend_cuda) the kernels of a decode step (embed, rmsnorm,
  * qact, the matrix-vector family of mv.cuh, attention) are launched with
  * cudaLaunchAttributeProgrammaticStreamSerialization, and each of them
  * first calls cu_grid_trigger(): once every block of the running kernel has
@@ -200,7 +199,7 @@ __device__ __forceinline__ void cu_grid_trigger(void) {
 
 /* "cuda: <what>: <error string>" into e; returns -1. */
 int cu_fail(sd_err *e, cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* After a launch: the launch error, or (SD_CUDA_SYNC) the execution error. */
+/* After a launch: the launch error, or (cuda_sync) the execution error. */
 int cu_check_launch(sd_cuda *c, sd_err *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Device buffer of slot grown to at least bytes (waits for queued work

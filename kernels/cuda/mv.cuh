@@ -8,7 +8,7 @@
  * cuda_int.h), MV_UNROLL chunks per lane issued before any is used, so a
  * warp has 2 * MV_UNROLL * 512 bytes of weights in flight. Dequantisation
  * happens in registers; quantised weights meet int8 activations through
- * __dp4a, exactly the CPU's integer products (kernels/cpu/cpu.h), so only the
+ * __dp4a, exactly the CPU's integer products (kernels/cpu/cpu_int.h), so only the
  * float summation order differs from the CPU. For rows with few chunks and
  * matrices with few rows, ks in {1,2,4} warps of a block split one row pair's
  * chunks and add their sums through shared memory, so the grid keeps enough

@@ -1,5 +1,5 @@
 /* Activation quantisation for the integer matrix products, bit for bit the
- * CPU's (kernels/cpu/cpu.h): per block of 32, d = max|x| / 127, id = 1/d
+ * CPU's (kernels/cpu/cpu_int.h): per block of 32, d = max|x| / 127, id = 1/d
  * (0 when d is 0), q = round-to-nearest-even(x * id), s = d * sum(q). One
  * warp per block, one element per lane (qact.cuh).
  *

@@ -2,7 +2,7 @@
  * function so that a kernel which produces the activations (norm.cu's
  * RMSNorm) quantises them where they are made: lane l holds element l of
  * block b, all 32 lanes call it together. Bit for bit the CPU's
- * (kernels/cpu/cpu.h): d = max|x| / 127, id = 1/d (0 when d is 0),
+ * (kernels/cpu/cpu_int.h): d = max|x| / 127, id = 1/d (0 when d is 0),
  * q = round-to-nearest-even(x * id), s = d * sum(q). */
 #ifndef SD_CUDA_QACT_CUH
 #define SD_CUDA_QACT_CUH

@@ -3,7 +3,7 @@
  * j-1 in the order (value desc, index asc): each thread scans a strided
  * subset keeping its best candidate, a CUB block reduction picks the best
  * of those, thread 0 writes it out and to shared memory for the next pass.
- * That order is the engine's host top-k (kernels/cpu sd_cpu_top_k): the
+ * That order is the engine's host top-k (kernels/common/top_k.h): the
  * lowest index first among equal values, so k = 1 is the first maximum.
  * -inf values are ordinary values (a row of -inf gives 0, 1, ..., k-1);
  * NaN compares false both ways and is never picked.

@@ -66,7 +66,7 @@ static void twin_load(twin *t, uint32_t type, int qwen2) {
     cr_assert_eq(synth_model_bytes(&c, &t->bytes, &n, &e), 0, "%s", e.msg);
     tu_cpu_as_cuda_reference();
     t->cpu = load_on(t->bytes, n, sd_backend_open(SD_DEVICE_CPU, 1, &e));
-    t->gpu = load_on(t->bytes, n, sd_backend_cuda(0, &e));
+    t->gpu = load_on(t->bytes, n, sd_backend_open(SD_DEVICE_CUDA, 1, &e));
 }
 
 static void twin_free(twin *t) {

@@ -1,4 +1,4 @@
-/* Top-k ids of a logits row (sd_cpu_top_k's order and ties), 8 lanes a
+/* Top-k ids of a logits row (sd_top_k_scalar's order and ties), 8 lanes a
  * compare: once k ids are kept, almost every element of a 152K-entry
  * vocabulary is at most the k-th value, and one compare of 32 elements
  * against it replaces 32 scalar compares and branches. The compare is
@@ -6,7 +6,8 @@
  * test, so NaN elements reach sd_top_k_push as they would there. */
 #include <immintrin.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernels/common/top_k.h"
+#include "kernels/common/top_k_push.h"
 
 /* lanes of x[0..8) that would not be skipped against threshold t */
 static inline __m256 kept8(const float *x, __m256 t) {
@@ -25,7 +26,7 @@ static inline int step8(const float *x, int i, int k, int32_t *idx, int *m) {
     return -1;
 }
 
-int sd_cpu_top_k_avx2(const float *x, int n, int k, int32_t *idx) {
+int sd_top_k_avx2(const float *x, int n, int k, int32_t *idx) {
     int m = 0, i = 0;
     if (k < 1) return 0;
     for (; i < n && m < k; i++) m = sd_top_k_push(x, i, k, idx, m);
