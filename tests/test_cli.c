@@ -709,3 +709,26 @@ Test(cli, interactive_ctrl_c_stops_the_generation_only) {
     cr_assert(strstr(buf, "n_predict: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
     free(err);
 }
+
+/* A chain with a stage that refuses the drafter role: autoregressive
+ * decoding and NASD (no drafter samples) run; speculative decoding is
+ * refused before any output, naming the stage and its reason. */
+Test(cli, drafter_refused_by_a_stage_breaks_only_drafting, .timeout = 120) {
+    cr_assert_eq(system("rm -rf tests/tmp/cli_no_drafter && mkdir -p tests/tmp/cli_no_drafter && "
+                        "cc -std=c11 -O1 -fPIC -shared -I. tests/plugins/no_drafter.c -lm "
+                        "-o tests/tmp/cli_no_drafter/no_drafter.so"),
+                 0);
+#define ND "-m " M "stories260K.gguf -p 'Once upon a time' -n 8 --seed 3 " \
+           "--plugin-dir tests/tmp/cli_no_drafter --sampler no_drafter,multinomial "
+    run_out r = run(ND "--strategy ar,nasd", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "--- nasd ---"), "%s", r.out);
+    done(&r);
+    r = run(ND "-d " M "stories260K-q8_0.gguf --strategy ar,spec", NULL);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "stage 'no_drafter' refuses the drafter role: serves the target only"),
+              "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    done(&r);
+#undef ND
+}
