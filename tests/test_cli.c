@@ -709,3 +709,70 @@ Test(cli, interactive_ctrl_c_stops_the_generation_only) {
     cr_assert(strstr(buf, "n_predict: 3"), "the session did not go on after Ctrl-C:\n%s", buf);
     free(err);
 }
+
+/* A chain with a stage that refuses the drafter role: autoregressive
+ * decoding and NASD (no drafter samples) run; speculative decoding is
+ * refused before any output, naming the stage and its reason. */
+Test(cli, drafter_refused_by_a_stage_breaks_only_drafting, .timeout = 120) {
+    cr_assert_eq(system("rm -rf tests/tmp/cli_no_drafter && mkdir -p tests/tmp/cli_no_drafter && "
+                        "cc -std=c11 -O1 -fPIC -shared -I. tests/plugins/no_drafter.c -lm "
+                        "-o tests/tmp/cli_no_drafter/no_drafter.so"),
+                 0);
+#define ND "-m " M "stories260K.gguf -p 'Once upon a time' -n 8 --seed 3 " \
+           "--plugin-dir tests/tmp/cli_no_drafter --sampler no_drafter,multinomial "
+    run_out r = run(ND "--strategy ar,nasd", NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "--- nasd ---"), "%s", r.out);
+    done(&r);
+    r = run(ND "-d " M "stories260K-q8_0.gguf --strategy ar,spec", NULL);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "stage 'no_drafter' refuses the drafter role: serves the target only"),
+              "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    done(&r);
+#undef ND
+}
+
+/* Verification runs report where their time went: the four parts add up
+ * to the run's seconds, and after an autoregressive run the cost model's
+ * prediction stands beside the realised speedup. */
+Test(cli, verification_runs_report_their_time_split, .timeout = 120) {
+    run_out r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -p 'Once upon a time' "
+                    "-n 24 --ignore-eos --strategy ar,spec,nasd --json",
+                    NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    json *doc = json_parse(r.out, strlen(r.out));
+    cr_assert(doc, "not one JSON document: %s", r.out);
+    const json *runs = json_get(doc, "runs");
+    cr_assert_eq(json_len(runs), 3);
+    cr_assert_null(json_get(json_at(runs, 0), "time_split"), "ar has no rounds");
+    for (size_t i = 1; i < 3; i++) {
+        const json *j = json_at(runs, i), *split = json_get(j, "time_split");
+        cr_assert(split, "run %zu lacks time_split", i);
+        const char *parts[] = {"draft_s", "catchup_s", "verify_s", "host_s"};
+        double sum = 0;
+        for (int k = 0; k < 4; k++) {
+            cr_assert(json_get(split, parts[k]), "missing %s", parts[k]);
+            sum += json_num(json_get(split, parts[k]));
+        }
+        const double total = json_num(json_get(j, "seconds"));
+        cr_assert(fabs(sum - total) <= 0.05 * total, "parts %g s, run %g s", sum, total);
+        cr_assert_gt(json_num(json_get(split, "verify_s")), 0);
+        cr_assert_gt(json_num(json_get(j, "predicted_speedup")), 0);
+        cr_assert_gt(json_num(json_get(j, "realised_speedup")), 0);
+        cr_assert(json_get(j, "drafted_ngram"), "missing drafted_ngram");
+    }
+    json_free(doc);
+    done(&r);
+    r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -p 'Once upon a time' -n 16 "
+            "--strategy ar,spec --debug",
+            NULL);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    const char *line = strstr(r.err, "specdec: time split: drafting ");
+    cr_assert(line, "%s", r.err);
+    cr_assert(strstr(line, "%), catch-up ") && strstr(line, "%), verification ") &&
+                  strstr(line, "%), host ") && strstr(line, "; speedup predicted "),
+              "%s", line);
+    cr_assert_null(strstr(line + 1, "specdec: time split:"), "one line per verification run");
+    done(&r);
+}

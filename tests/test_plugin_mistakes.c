@@ -90,7 +90,7 @@ Test(mistakes, stage_refusing_the_drafter) {
     cr_assert_str_eq(e.msg, "sampler chain 'no_drafter,multinomial': stage 'no_drafter' refuses "
                             "the drafter role: serves the target only (plugin " ROOT
                             "/no_drafter/no_drafter.so); strategies that draft with the chain "
-                            "(speculative, NASD) cannot use it");
+                            "(spec, draft) cannot use it");
     cr_assert_eq(sd_sampler_allows_drafter(s, "multinomial", NULL, 0, &info, &e), 1, "%s", e.msg);
     cr_assert_eq(sd_sampler_allows_drafter(s, "nope", NULL, 0, &info, &e), -1);
     sd_samplers_close(s);

@@ -808,6 +808,50 @@ Test(speculative, stateful_greedy_chains_equal_autoregressive) {
     sd_model_free(m);
 }
 
+/* A greedy chain that keeps history needs no rng: every strategy runs with
+ * none and gives the autoregressive output; a sampled chain without one is
+ * refused with its name. */
+Test(speculative, greedy_chain_runs_without_rng) {
+    static const char *const kv[] = {"dry.multiplier=2", "dry.allowed_length=1"};
+    sd_model *m = load("stories260K.gguf");
+    sd_kv *kv2 = sd_kv_create(m->be, m->hp.n_layers, m->kv->kv_dim, m->n_ctx, m->kv_type, NULL);
+    sd_lm tl = {m, m->kv, 0, 0}, dl = {m, kv2, m->hp.n_layers, 0};
+    sd_sampler_set *set = builtin_plugins();
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_MULTI, 3, m->n_ctx, NULL);
+    sd_sampler *tp = chain(set, "dry,greedy", kv, 2, m->hp.vocab, SD_ROLE_TARGET);
+    sd_sampler *dp = chain(set, "dry,greedy", kv, 2, m->hp.vocab, SD_ROLE_DRAFTER);
+    sd_gen_cfg cfg = {.sampler = tp, .draft_sampler = dp, .pad_id = -1, .use_cache = 1};
+    int32_t want[GEN], got[GEN];
+    sd_gen_stats st;
+    sd_err e;
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &cfg, want, &st, &e), GEN, "%s",
+                 e.msg);
+    sd_spec_opts so = {{3, 0, 1, 0}, 0, 0};
+    cr_assert_eq(sd_speculative_generate(prompt, NP, &dl, &tl, &so, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want, "spec differs from ar");
+    sd_nasd_opts no = {{4, 0, 1, 0}, 3, 0};
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &cfg, got, &st, &e),
+                 GEN, "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want, "nasd differs from ar");
+    sd_sampler *sp = chain(set, "penalty,multinomial", NULL, 0, m->hp.vocab, SD_ROLE_TARGET);
+    sd_gen_cfg sampled = {.sampler = sp, .pad_id = -1, .use_cache = 1};
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, m, GEN, &sampled, got, &st, &e), -1);
+    cr_assert(strstr(e.msg, "draws at random: sd_gen_cfg needs an rng"), "%s", e.msg);
+    sd_ngram_reset(store);
+    cr_assert_eq(sd_ngram_assisted_generate(prompt, NP, store, &tl, &no, GEN, &sampled, got, &st,
+                                            &e),
+                 -1);
+    cr_assert(strstr(e.msg, "needs an rng"), "%s", e.msg);
+    sd_sampler_destroy(sp);
+    sd_sampler_destroy(tp);
+    sd_sampler_destroy(dp);
+    sd_ngram_free(store);
+    sd_samplers_close(set);
+    sd_kv_free(kv2);
+    sd_model_free(m);
+}
+
 /* Each generation starts from a reset: prompt A, then B, then A again with
  * the same instances gives A's first output (a history left over from B
  * would be refused: B's tokens are not A's prompt). */

@@ -136,6 +136,13 @@ static double decode_speedup(const result *r, const result *ar) {
     return a > 0 && b > 0 ? b / a : NAN;
 }
 
+/* A verification run's decode rate over the autoregressive one the cost
+ * model's prediction is relative to (its one-row step); NAN without one. */
+static double realised_speedup(const sd_gen_stats *st) {
+    const double d = sd_gen_decode_tps(st);
+    return st->step_s > 0 && d > 0 ? d * st->step_s : NAN;
+}
+
 static void print_json(const sd_session *s, FILE *out, int strat, const int32_t *ids, int n_ids,
                        const result *r, const char *text, const result *ar, const steps *k) {
     const sd_gen_stats *st = &r->st;
@@ -183,7 +190,19 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
         sd_json_num(&j, "speedup_vs_ar", NAN);
         sd_json_num(&j, "decode_speedup_vs_ar", NAN);
     }
-    if (t->options & SD_OPT_GAMMA) sd_json_int(&j, "gamma", s->c.gamma);
+    if (t->options & SD_OPT_GAMMA) {
+        sd_json_obj split;
+        sd_json_obj_in(&j, "time_split", &split);
+        sd_json_num(&split, "draft_s", st->draft_s);
+        sd_json_num(&split, "catchup_s", st->catchup_s);
+        sd_json_num(&split, "verify_s", st->verify_s);
+        sd_json_num(&split, "host_s", st->host_s);
+        sd_json_end(&split);
+        sd_json_num(&j, "predicted_speedup", st->predicted_speedup > 0 ? st->predicted_speedup : NAN);
+        sd_json_num(&j, "realised_speedup", realised_speedup(st));
+        sd_json_int(&j, "drafted_ngram", st->drafted_ngram);
+        sd_json_int(&j, "gamma", s->c.gamma);
+    }
     if (t->options & SD_OPT_P_MIN) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);
     sd_json_int(&j, "hit_context", st->hit_context);
@@ -243,6 +262,23 @@ static void print_stats(int strat, const sd_gen_stats *g) {
                 100.0 * g->accepted / g->drafted, g->draft_calls,
                 plural(g->draft_calls, "call", "calls"));
     fprintf(stderr, "%s\n", g->hit_context ? " (context full)" : "");
+}
+
+/* --debug: where a verification run's time went, and the cost model's
+ * speedup beside the realised one (both need an autoregressive run first). */
+static void print_time_split(const sd_gen_stats *g) {
+    const double part[4] = {g->draft_s, g->catchup_s, g->verify_s, g->host_s};
+    const char *name[4] = {"drafting", "catch-up", "verification", "host"};
+    const double total = g->total_s > 0 ? g->total_s : 1;
+    fprintf(stderr, "specdec: time split:");
+    for (int i = 0; i < 4; i++)
+        fprintf(stderr, "%s %s %.3f s (%.1f%%)", i ? "," : "", name[i], part[i],
+                100.0 * part[i] / total);
+    if (g->predicted_speedup > 0 && isfinite(realised_speedup(g)))
+        fprintf(stderr, "; speedup predicted %.2fx, realised %.2fx\n", g->predicted_speedup,
+                realised_speedup(g));
+    else
+        fprintf(stderr, "; speedup predicted -, realised - (no autoregressive run to compare)\n");
 }
 
 void sd_cli_args(const sd_cli *cli, sd_args *a) {
@@ -358,6 +394,8 @@ int sd_cli_run(sd_cli *cli, const char *prompt, FILE *out, sd_err *e) {
              * stderr, so a pipe never glues the two onto one line */
             fflush(out);
             print_stats(strat, &r->st);
+            if (cli->debug && (sd_strategy_find(strat)->options & SD_OPT_GAMMA))
+                print_time_split(&r->st);
         }
         if (cli->cancel && *cli->cancel) {
             fflush(out);

@@ -64,6 +64,9 @@ int sd_dist_sample(const sd_gen_cfg *cfg, sd_sampler *smp, const float *probs, i
         *id = argmax(probs, vocab);
         return 0;
     }
+    if (!cfg->rng && !sd_sampler_is_greedy(smp))
+        return sd_fail(e, "sampler '%s' draws at random: sd_gen_cfg needs an rng",
+                       sd_sampler_name(smp));
     return sd_sampler_sample(smp, probs, vocab, cfg->rng, id, e);
 }
 

@@ -134,6 +134,12 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *seq, int c,
         *next = v->ids[(size_t)i * k];
         return 0;
     }
+    /* a one-hot law (greedy final stage) accepts exactly its argmax: r = 0
+     * decides that, and no rng is needed */
+    const int one_hot = sd_is_greedy(cfg);
+    if (!one_hot && !cfg->rng)
+        return sd_fail(e, "sampler '%s' draws at random: sd_gen_cfg needs an rng",
+                       sd_sampler_name(cfg->sampler));
     int i = 0;
     for (;; i++) {
         if (sd_token_dist(cfg->sampler, seq, c + i, v->tlog, c, v->p + (size_t)i * V, v->vocab, e))
@@ -141,7 +147,7 @@ static int judge(sd_verify *v, const sd_gen_cfg *cfg, const int32_t *seq, int c,
         if (i == g) break;
         int32_t x = drafts[i];
         float px = v->p[(size_t)i * V + x], qx = v->q ? v->q[(size_t)i * V + x] : 1.0f;
-        double r = sd_rng_uniform(cfg->rng);
+        double r = one_hot ? 0 : sd_rng_uniform(cfg->rng);
         if (!(qx > 0 && r * qx < px)) break;
     }
     *n = i;
@@ -179,7 +185,7 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     st->target_calls++;
     if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
 
-    int n;
+    int n = 0;
     int32_t x, buf[SD_TOP_K_MAX];
     if (judge(v, cfg, seq, c, g, &n, &x, e)) return -1;
     st->accepted += n;

@@ -134,7 +134,7 @@ int sd_sampler_allows_drafter(const sd_sampler_set *s, const char *spec, const c
         if (!h) {
             err[sizeof err - 1] = '\0';
             sd_fail(e, "sampler chain '%s': stage '%s' refuses the drafter role: %s (plugin %s); "
-                       "strategies that draft with the chain (speculative, NASD) cannot use it",
+                       "strategies that draft with the chain (spec, draft) cannot use it",
                     spec, pl[i]->d.d.name, err[0] ? err : "create failed", pl[i]->file);
             return 0;
         }

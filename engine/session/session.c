@@ -26,34 +26,43 @@ void sd_config_defaults(sd_config *c) {
     c->draft_device = -1;
 }
 
+/* The target's instance always; the drafter's only when every stage
+ * accepts the drafter role, else the refusal is kept for the strategies
+ * that draft (check_drafter_sampler in strategies.c), so the chain still
+ * runs autoregressively and in beam search. */
 int sd_session_set_sampler(sd_session *s, const char *spec, const char *const *kv, int n_kv,
                            sd_err *e) {
     sd_sampler *p[2] = {NULL, NULL};
+    sd_err refused = {{0}};
     if (spec) {
         if (sd_samplers_load_chain(s->samplers, spec, e) < 0) return -1;
         int32_t stop[16];
         int n_stop = sd_tokenizer_stop_ids(s->target->tok, stop, 16);
-        for (int role = SD_ROLE_TARGET; role <= SD_ROLE_DRAFTER; role++) {
-            sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
-                                   .struct_size = sizeof info,
-                                   .n_vocab = s->target->hp.vocab,
-                                   .max_history = s->target->n_ctx + 2,
-                                   .role = role,
-                                   .n_eos = n_stop,
-                                   .eos_ids = stop,
-                                   .piece = sd_tokenizer_bytes,
-                                   .piece_ctx = s->target->tok,
-                                   .vocab_text = sd_tokenizer_text};
-            if (!(p[role] = sd_sampler_create_for(s->samplers, spec, kv, n_kv, &info, e))) {
-                sd_sampler_destroy(p[0]);
-                return -1;
-            }
+        sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
+                               .struct_size = sizeof info,
+                               .n_vocab = s->target->hp.vocab,
+                               .max_history = s->target->n_ctx + 2,
+                               .role = SD_ROLE_TARGET,
+                               .n_eos = n_stop,
+                               .eos_ids = stop,
+                               .piece = sd_tokenizer_bytes,
+                               .piece_ctx = s->target->tok,
+                               .vocab_text = sd_tokenizer_text};
+        if (!(p[0] = sd_sampler_create_for(s->samplers, spec, kv, n_kv, &info, e))) return -1;
+        info.role = SD_ROLE_DRAFTER;
+        const int allowed = sd_sampler_allows_drafter(s->samplers, spec, kv, n_kv, &info, &refused);
+        if (allowed < 0) *e = refused;
+        if (allowed < 0 ||
+            (allowed && !(p[1] = sd_sampler_create_for(s->samplers, spec, kv, n_kv, &info, e)))) {
+            sd_sampler_destroy(p[0]);
+            return -1;
         }
     }
     sd_sampler_destroy(s->sampler);
     sd_sampler_destroy(s->draft_sampler);
     s->sampler = p[0];
     s->draft_sampler = p[1];
+    memcpy(s->drafter_refused, refused.msg, sizeof refused.msg);
     return 0;
 }
 

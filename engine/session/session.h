@@ -86,6 +86,9 @@ typedef struct sd_session {
     sd_sampler_set *samplers; /* warnings from loading them: sd_samplers_warning */
     sd_sampler *sampler;      /* the target's chain instance; NULL: built-in greedy */
     sd_sampler *draft_sampler; /* the drafter's instance of the same chain */
+    /* why the chain has no drafter instance (a stage refused the drafter
+     * role); "" when it has one or there is no chain */
+    char drafter_refused[SD_ERRLEN];
     sd_ngram *store;
     sd_rng rng;
     uint64_t seed;

@@ -28,6 +28,13 @@ static int run_draft(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     return n;
 }
 
+/* Strategies whose drafter samples from the chain: refused, with the
+ * stage's reason, when the chain has no drafter instance. */
+static int check_drafter_sampler(const sd_session *s, sd_err *e) {
+    if (!s->sampler || s->draft_sampler) return 0;
+    return sd_fail(e, "%s", s->drafter_refused);
+}
+
 static int run_spec(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     const sd_config *c = &s->c;
     sd_spec_opts o = {{c->gamma, c->skip_sample_adjustment, !c->no_first_target,
@@ -60,12 +67,13 @@ static int run_beam(sd_session *s, const sd_strategy_run *r, sd_err *e) {
 const sd_strategy sd_strategies[SD_N_STRATEGIES] = {
     {SD_STRAT_AR, "ar", "target (autoregressive)", 0, 1, SD_OPT_SAMPLER, NULL, run_ar},
     {SD_STRAT_SPEC, "spec", "speculative", 1, 1,
-     SD_OPT_GAMMA | SD_OPT_P_MIN | SD_OPT_DRAFT_VOCAB | SD_OPT_SAMPLER, NULL, run_spec},
+     SD_OPT_GAMMA | SD_OPT_P_MIN | SD_OPT_DRAFT_VOCAB | SD_OPT_SAMPLER, check_drafter_sampler,
+     run_spec},
     {SD_STRAT_NASD, "nasd", "ngram (NASD)", 0, 1, SD_OPT_GAMMA | SD_OPT_NGRAM | SD_OPT_SAMPLER, NULL,
      run_nasd},
     {SD_STRAT_BEAM, "beam", "beam search", 0, 0, SD_OPT_BEAM, check_beam, run_beam},
-    {SD_STRAT_DRAFT, "draft", "drafter (draft-only)", 1, 0, SD_OPT_DRAFT_VOCAB | SD_OPT_SAMPLER, NULL,
-     run_draft},
+    {SD_STRAT_DRAFT, "draft", "drafter (draft-only)", 1, 0, SD_OPT_DRAFT_VOCAB | SD_OPT_SAMPLER,
+     check_drafter_sampler, run_draft},
 };
 
 const sd_strategy *sd_strategy_find(int bit) {
