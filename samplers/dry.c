@@ -31,8 +31,8 @@ typedef struct dry {
 } dry;
 
 static const sd_sampler_param params[] = {
-    {"multiplier", SD_SAMPLER_FLOAT, 0, 0.8, 0.0, INFINITY, "penalty scale (0: off)"},
-    {"base", SD_SAMPLER_FLOAT, 0, 1.75, 1.0, INFINITY, "growth of the penalty per extra token"},
+    {"multiplier", SD_SAMPLER_FLOAT, 0, 0.8, 0.0, 1e3, "penalty scale (0: off)"},
+    {"base", SD_SAMPLER_FLOAT, 0, 1.75, 1.0, 16.0, "growth of the penalty per extra token"},
     {"allowed_length", SD_SAMPLER_INT, 0, 2, 1, 1024, "repetitions up to this long are free"},
     {"window", SD_SAMPLER_INT, 0, 1024, 1, 2147483647, "last tokens of the history searched"},
     {"breakers", SD_SAMPLER_STRING, 0, 0, 0, 0, "sequence breakers, comma-separated"},

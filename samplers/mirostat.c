@@ -22,10 +22,12 @@ typedef struct mirostat {
     int n_last;  /* its length: a token past it had probability 0 there */
 } mirostat;
 
+/* Bounded so that no accepted value can turn a finite logit into an
+ * infinity: a value that would fail mid-generation is refused up front. */
 static const sd_sampler_param params[] = {
-    {"tau", SD_SAMPLER_FLOAT, 0, 5.0, 0.0, INFINITY, "target surprise in bits"},
+    {"tau", SD_SAMPLER_FLOAT, 0, 5.0, 0.0, 1e3, "target surprise in bits"},
     {"eta", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 0.1, 0.0, 1.0, "learning rate of mu"},
-    {"temperature", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
+    {"temperature", SD_SAMPLER_FLOAT, 0, 1.0, 1e-3, 1e3,
      "softmax temperature before the cut"},
 };
 

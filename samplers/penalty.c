@@ -19,12 +19,14 @@ typedef struct penalty {
     uint32_t call;
 } penalty;
 
+/* Bounded so that no accepted value can turn a finite logit into an
+ * infinity: a value that would fail mid-generation is refused up front. */
 static const sd_sampler_param params[] = {
-    {"repeat", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.1, 0.0, INFINITY,
+    {"repeat", SD_SAMPLER_FLOAT, 0, 1.1, 1e-3, 1e3,
      "repetition penalty (1: none); positive logits divided, negative multiplied"},
-    {"frequency", SD_SAMPLER_FLOAT, 0, 0.0, -INFINITY, INFINITY,
+    {"frequency", SD_SAMPLER_FLOAT, 0, 0.0, -1e3, 1e3,
      "subtracted once per occurrence in the window"},
-    {"presence", SD_SAMPLER_FLOAT, 0, 0.0, -INFINITY, INFINITY,
+    {"presence", SD_SAMPLER_FLOAT, 0, 0.0, -1e3, 1e3,
      "subtracted once from every token in the window"},
     {"window", SD_SAMPLER_INT, 0, 64, 1, 2147483647, "last tokens of the history looked at"},
 };

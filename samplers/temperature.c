@@ -8,8 +8,10 @@ typedef struct temperature {
     float inv;
 } temperature;
 
+/* Bounded so that no accepted value can turn a finite logit into an
+ * infinity: a value that would fail mid-generation is refused up front. */
 static const sd_sampler_param params[] = {
-    {"temperature", SD_SAMPLER_FLOAT, SD_SAMPLER_MIN_EXCLUSIVE, 1.0, 0.0, INFINITY,
+    {"temperature", SD_SAMPLER_FLOAT, 0, 1.0, 1e-3, 1e3,
      "logits are divided by it"},
 };
 

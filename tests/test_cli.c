@@ -90,7 +90,12 @@ Test(cli, bad_flags_and_values) {
          "specdec: --sampler-arg top_k.k=40: top_k: unknown parameter 'k' (accepted: "
          "temperature, top_k)", 2},
         {"-m tests/data/none.gguf -p hi --sampler penalty,top_k --sampler-arg penalty.repeat=-1",
-         "--sampler-arg penalty.repeat=-1: penalty: repeat = -1 is out of range (0, inf)", 2},
+         "--sampler-arg penalty.repeat=-1: penalty: repeat = -1 is out of range [0.001, 1000]", 2},
+        /* values that would make a logit infinite are refused before any output */
+        {"-m " M "stories260K.gguf -p hi --sampler penalty,greedy --sampler-arg repeat=1e-45",
+         "penalty: repeat = 1e-45 is out of range [0.001, 1000]", 2},
+        {"-m " M "stories260K.gguf -p hi --sampler temperature,greedy --sampler-arg temperature=1e-45",
+         "temperature: temperature = 1e-45 is out of range [0.001, 1000]", 2},
         {"-m tests/data/none.gguf -p hi --sampler penalty,top_k --sampler-arg nucleus.top_p=0.5",
          "no stage 'nucleus' in the chain (stages: penalty, top_k)", 2},
         {"-m tests/data/none.gguf -p hi --sampler penalty,top_k,nucleus --sampler-arg top_k.top_k=40",
