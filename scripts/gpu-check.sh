@@ -22,7 +22,7 @@
 #            launches, then graphs with programmatic dependent launch, with
 #            and without folded norms) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
-#            pair's per-draft acceptance measured on the CPU, README)
+#            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   cli      the specdec binary on the real stories260K files of tests/data:
 #            CUDA's greedy ids equal the CPU's, spec and nasd equal ar
 #   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
