@@ -190,20 +190,39 @@ static const pair_row pair_rows[] = {
 };
 #define N_PAIR_ROWS (int)(sizeof pair_rows / sizeof pair_rows[0])
 
-static int run_pair(const pair_prompt *pp, int n_pp) {
+/* The session's settings for a row: the defaults (cfg) with the row's
+ * changes. */
+static void set_row(sd_session *s, const sd_config *cfg, int chat, const pair_row *w) {
+    s->c = *cfg;
+    s->c.chat = chat;
+    if (w->gamma != KEEP) s->c.gamma = w->gamma;
+    if (w->fixed_gamma != KEEP) s->c.fixed_gamma = w->fixed_gamma;
+    if (w->draft_vocab != KEEP) s->c.draft_vocab = w->draft_vocab;
+    if (w->hybrid_n != KEEP) s->c.hybrid_n = w->hybrid_n;
+    if (w->p_min != KEEP) s->c.draft_p_min = w->p_min;
+}
+
+/* Opens the pair's session, gen new tokens at most. */
+static int open_pair(sd_session *s, sd_config *cfg, int gen) {
     sd_err e = {{0}};
-    sd_config cfg;
-    sd_config_defaults(&cfg);
-    cfg.model = "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
-    cfg.draft = "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-    cfg.n_predict = PAIR_GEN;
-    cfg.n_ctx = 1024;
-    sd_session s;
-    if (sd_session_open(&s, &cfg, &e)) {
+    sd_config_defaults(cfg);
+    cfg->model = "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+    cfg->draft = "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+    cfg->n_predict = gen;
+    cfg->n_ctx = 1024;
+    if (sd_session_open(s, cfg, &e)) {
         fprintf(stderr, "bench_strategies: %s\n", e.msg);
         return -1;
     }
-    if (s.notice[0]) printf("\nsession: %s\n", s.notice);
+    if (s->notice[0]) printf("\nsession: %s\n", s->notice);
+    return 0;
+}
+
+static int run_pair(const pair_prompt *pp, int n_pp) {
+    sd_err e = {{0}};
+    sd_config cfg;
+    sd_session s;
+    if (open_pair(&s, &cfg, PAIR_GEN)) return -1;
     int rc = -1;
     int32_t *ids = NULL, ar[PAIR_GEN], out[PAIR_GEN];
     double mean[2][N_PAIR_ROWS] = {{0}}; /* [code prompts, edit prompt][row] */
@@ -224,13 +243,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         ar_dec[0] = sd_gen_decode_tps(&st);
         for (int r = 0; r < N_PAIR_ROWS; r++) {
             const pair_row *w = &pair_rows[r];
-            s.c = cfg;
-            s.c.chat = pp[k].chat;
-            if (w->gamma != KEEP) s.c.gamma = w->gamma;
-            if (w->fixed_gamma != KEEP) s.c.fixed_gamma = w->fixed_gamma;
-            if (w->draft_vocab != KEEP) s.c.draft_vocab = w->draft_vocab;
-            if (w->hybrid_n != KEEP) s.c.hybrid_n = w->hybrid_n;
-            if (w->p_min != KEEP) s.c.draft_p_min = w->p_min;
+            set_row(&s, &cfg, pp[k].chat, w);
             int n = sd_session_generate(&s, w->bit, ids, n_ids, NULL, out, &rs[r], &e);
             if (n < 0) goto done;
             got[r] = n;
@@ -275,15 +288,98 @@ done:
     return rc;
 }
 
+/* The gamma sweep on the pair, per prompt of the pair part: speculative
+ * decoding with fixed rounds (every round drafts gamma) at gamma 1..8,
+ * with the default drafter head cut and the draft model alone (no n-gram
+ * store), and NASD at gamma 1..8, each row's decode-phase speedup over the
+ * mean of the autoregressive runs before and after the rows; the header
+ * gives the speedup of speculative decoding with the defaults (adaptive
+ * rounds, hybrid drafter) on the same prompt, the reference the fixed
+ * rounds are measured against. Fewer new tokens than the pair part: the
+ * sweep runs 17 rows a prompt. */
+#define SWEEP_GEN 48
+#define SWEEP_MAX_GAMMA 8
+#define N_SWEEP_ROWS (1 + 2 * SWEEP_MAX_GAMMA)
+
+static void make_sweep_rows(pair_row *w) {
+    w[0] = (pair_row){"spec", SD_STRAT_SPEC, KEEP, KEEP, KEEP, KEEP, KEEP};
+    for (int g = 1; g <= SWEEP_MAX_GAMMA; g++) {
+        w[g] = (pair_row){"spec", SD_STRAT_SPEC, g, 1, KEEP, 0, KEEP};
+        w[SWEEP_MAX_GAMMA + g] = (pair_row){"nasd", SD_STRAT_NASD, g, KEEP, KEEP, KEEP, KEEP};
+    }
+}
+
+static int run_sweep(const pair_prompt *pp, int n_pp) {
+    sd_err e = {{0}};
+    sd_config cfg;
+    sd_session s;
+    if (open_pair(&s, &cfg, SWEEP_GEN)) return -1;
+    int rc = -1;
+    int32_t *ids = NULL, ar[SWEEP_GEN], out[SWEEP_GEN];
+    pair_row rows[N_SWEEP_ROWS];
+    make_sweep_rows(rows);
+    for (int k = 0; k < n_pp; k++) {
+        int n_ids = 0;
+        s.c = cfg;
+        s.c.chat = pp[k].chat;
+        free(ids);
+        ids = NULL;
+        if (sd_session_prompt_ids(&s, pp[k].text, &ids, &n_ids, &e) ||
+            sd_session_warm_up(&s, ids, &e))
+            goto done;
+        sd_gen_stats st, rs[N_SWEEP_ROWS];
+        int got[N_SWEEP_ROWS], same[N_SWEEP_ROWS];
+        double ar_dec[2];
+        int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
+        if (n_ar < 0) goto done;
+        ar_dec[0] = sd_gen_decode_tps(&st);
+        for (int r = 0; r < N_SWEEP_ROWS; r++) {
+            set_row(&s, &cfg, pp[k].chat, &rows[r]);
+            int n = sd_session_generate(&s, rows[r].bit, ids, n_ids, NULL, out, &rs[r], &e);
+            if (n < 0) goto done;
+            got[r] = n;
+            same[r] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
+        }
+        s.c = cfg;
+        s.c.chat = pp[k].chat;
+        if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
+        ar_dec[1] = sd_gen_decode_tps(&st);
+        const double dref = (ar_dec[0] + ar_dec[1]) / 2;
+        printf("\nsweep, Qwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens (the pair part: "
+               "%d), ar decode %.2f-%.2f tok/s (before and after the rows), spec with the defaults "
+               "%.2fx (%s)\n",
+               pp[k].title, n_ids, n_ar, PAIR_GEN, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]),
+               sd_gen_decode_tps(&rs[0]) / dref, same[0] ? "identical to ar" : "DIFFERS from ar");
+        printf("%-6s %5s %8s %9s %8s %7s %6s %9s %s\n", "", "gamma", "tokens", "decode/s", "accept", "target",
+               "draft", "dec vs ar", "output");
+        for (int r = 1; r < N_SWEEP_ROWS; r++) {
+            const sd_gen_stats *q = &rs[r];
+            char acc[16] = "-";
+            if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
+            printf("%-6s %5d %8d %9.2f %8s %7ld %6ld %8.2fx %s\n", rows[r].name, rows[r].gamma, got[r],
+                   sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls, sd_gen_decode_tps(q) / dref,
+                   same[r] ? "identical to ar" : "DIFFERS from ar");
+        }
+    }
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench_strategies: %s\n", e.msg);
+    free(ids);
+    sd_session_close(&s);
+    return rc;
+}
+
 /* Which parts run: "small" (SmolLM2 and stories260K), "pair" (the Qwen
- * pair); both when no argument names one. */
+ * pair), "sweep" (the gamma sweep on the pair); all three, in that order,
+ * when no argument names one. */
 int main(int argc, char **argv) {
-    int small = argc < 2, pair = argc < 2;
+    int small = argc < 2, pair = argc < 2, sweep = argc < 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "small")) small = 1;
         else if (!strcmp(argv[i], "pair")) pair = 1;
+        else if (!strcmp(argv[i], "sweep")) sweep = 1;
         else {
-            fprintf(stderr, "bench_strategies: unknown part '%s' (known: small, pair)\n", argv[i]);
+            fprintf(stderr, "bench_strategies: unknown part '%s' (known: small, pair, sweep)\n", argv[i]);
             return 2;
         }
     }
@@ -339,6 +435,8 @@ int main(int argc, char **argv) {
          "        \"report\": report,\n"
          "    }\n", 1, 1},
     };
-    if (pair) rc |= run_pair(prompts, (int)(sizeof prompts / sizeof prompts[0]));
+    const int n_prompts = (int)(sizeof prompts / sizeof prompts[0]);
+    if (pair) rc |= run_pair(prompts, n_prompts);
+    if (sweep) rc |= run_sweep(prompts, n_prompts);
     return rc ? 1 : 0;
 }
