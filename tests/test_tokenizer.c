@@ -886,7 +886,7 @@ typedef struct spm_opts {
 } spm_opts;
 
 static gw *syn_spm(spm_opts o) {
-    static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81" "a", "a"};
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", ("\xE2\x96\x81" "a"), "a"};
     static const float scores[] = {0, 0, 0, -1, -2};
     static const int32_t types[] = {2, 3, 3, 1, 1};
     static const int32_t as_i32[] = {0, 1, 2, 3, 4};

@@ -114,6 +114,7 @@ static double read_bandwidth(int threads) {
     }
     volatile uint64_t sink = 0;
     for (int t = 0; j && t < BW_MAX_THREADS; t++) sink += j->sum[t][0];
+    (void)sink;
     free(buf);
     free(j);
     sd_pool_destroy(pool);

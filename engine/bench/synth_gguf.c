@@ -299,7 +299,7 @@ int main(int argc, char **argv) {
     }
     preset cfg = *c;
     uint64_t seed = 1;
-    for (int i = 3; i < argc; i++) {
+    for (int i = 3; i < argc; i += 2) {
         long v = i + 1 < argc ? strtol(argv[i + 1], NULL, 10) : 0;
         if (!strcmp(argv[i], "--layers") && v > 0 && v <= 256) cfg.n_layers = (int)v;
         else if (!strcmp(argv[i], "--vocab") && v >= FIRST_WORD && v <= c->vocab) cfg.vocab = (int)v;
@@ -309,7 +309,6 @@ int main(int argc, char **argv) {
                     i + 1 < argc ? argv[i + 1] : "");
             return 2;
         }
-        i++;
     }
     return write_model(&cfg, argv[2], seed) ? 1 : 0;
 }
