@@ -6,11 +6,13 @@
 # when its version prints one) or, where it does not, from a suite's own
 # "[SKIP] SUITE: N of M tests skipped: WHY" line (test_cuda without a GPU);
 # the larger of the two counts, so a suite printing both is not counted twice.
+# SUITE_JOBS: how many of a suite's tests Criterion runs at once (default 1;
+# each test is its own process).
 pass=0 fail=0 skip=0 bad=""
 for t in "$@"; do
     echo "== $t"
     t0=$(date +%s)
-    out=$("$t" --jobs 1 2>&1); rc=$?
+    out=$("$t" --jobs "${SUITE_JOBS:-1}" 2>&1); rc=$?
     printf '%s\n' "$out"
     echo "-- $(basename "$t"): $(($(date +%s) - t0)) s"
     syn=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)

@@ -10,7 +10,8 @@
 # -fno-sanitize=vptr. CUDA_EMU_TESTS picks the suites (default: all
 # three), CUDA_EMU_PATTERN the tests (a Criterion pattern over
 # "suite/test"; empty: all). CUDA_EMU_CI=1 is the subset .ci/run takes (see
-# CUDA_EMU_CI_PATTERN).
+# CUDA_EMU_CI_PATTERN). The emulated kernels run on one thread, so the
+# tests of a suite run one per core.
 EMU_BUILD    := build-san/cuda-emu
 EMU_CXX      ?= g++
 EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -Wno-comment -Wno-unknown-pragmas \
@@ -61,7 +62,7 @@ cuda-emu-build: $(CUDA_EMU_TESTS)
 
 ifeq ($(SANITIZE),1)
 test-cuda-emu: cuda-emu-build
-	@CRITERION_TEST_PATTERN='$(or $(CUDA_EMU_PATTERN),*)' sh scripts/run-tests.sh $(CUDA_EMU_TESTS)
+	@CRITERION_TEST_PATTERN='$(or $(CUDA_EMU_PATTERN),*)' SUITE_JOBS=$(shell nproc) sh scripts/run-tests.sh $(CUDA_EMU_TESTS)
 else
 # the emulator always runs under the sanitizers, on the SANITIZE=1 library
 test-cuda-emu:
