@@ -102,16 +102,8 @@ int sd_draw_check(const stage_def *def, char *why, size_t len) {
     const sd_stage_desc *d = &def->d;
     if (d->kind != SD_STAGE_SAMPLE || (d->flags & SD_SAMPLER_FLAG_ARGMAX))
         return 0;
-    static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
-    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
-                           .struct_size = sizeof info,
-                           .n_vocab = SD_PROBE_VOCAB,
-                           .max_history = 16,
-                           .role = SD_ROLE_OTHER,
-                           .n_eos = 1,
-                           .eos_ids = eos,
-                           .piece = sd_probe_piece,
-                           .vocab_text = sd_probe_piece};
+    static const int32_t prompt[] = {1, 2, 3};
+    sd_engine_info info = sd_probe_info(16);
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     sd_stage_defaults(def, v);
     char err[256] = "";

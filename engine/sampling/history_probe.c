@@ -83,16 +83,7 @@ static int replay(const stage_def *def, const sd_engine_info *info, const sd_sam
 }
 
 int sd_history_probe(const stage_def *def, char *why, size_t len) {
-    static const int32_t eos[] = {0};
-    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
-                           .struct_size = sizeof info,
-                           .n_vocab = SD_PROBE_VOCAB,
-                           .max_history = MAX_HISTORY,
-                           .role = SD_ROLE_OTHER,
-                           .n_eos = 1,
-                           .eos_ids = eos,
-                           .piece = sd_probe_piece,
-                           .vocab_text = sd_probe_piece};
+    sd_engine_info info = sd_probe_info(MAX_HISTORY);
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     sd_stage_defaults(def, v);
     char err[256] = "";

@@ -74,16 +74,8 @@ int sd_v1_looks_stateful(const stage_def *def, char *note, size_t len) {
 
 int sd_self_test(const stage_def *def, char *why, size_t len) {
     const sd_stage_desc *d = &def->d;
-    static const int32_t prompt[] = {1, 2, 3}, eos[] = {0};
-    sd_engine_info info = {.abi_version = SD_SAMPLER_ABI_VERSION_2,
-                           .struct_size = sizeof info,
-                           .n_vocab = SD_PROBE_VOCAB,
-                           .max_history = PROBE_HISTORY,
-                           .role = SD_ROLE_OTHER,
-                           .n_eos = 1,
-                           .eos_ids = eos,
-                           .piece = sd_probe_piece,
-                           .vocab_text = sd_probe_piece};
+    static const int32_t prompt[] = {1, 2, 3};
+    sd_engine_info info = sd_probe_info(PROBE_HISTORY);
     sd_sampler_value v[SD_SAMPLER_MAX_PARAMS];
     sd_stage_defaults(def, v);
     char err[256] = "";
