@@ -735,6 +735,19 @@ Test(cli, drafter_refused_by_a_stage_breaks_only_drafting, .timeout = 120) {
               "%s", r.err);
     cr_assert_str_eq(r.out, "");
     done(&r);
+    /* interactively: /sampler warns while spec is on, /speculative refuses to turn it on */
+    r = run("-m " M "stories260K.gguf -d " M "stories260K-q8_0.gguf -i -n 4 "
+            "--plugin-dir tests/tmp/cli_no_drafter --strategy ar,spec",
+            "/sampler no_drafter,multinomial\n/speculative\n/speculative\n/quit\n");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "specdec: warning: sampler chain 'no_drafter,multinomial': stage "
+                            "'no_drafter' refuses the drafter role"),
+              "%s", r.err);
+    cr_assert(strstr(r.out, "spec: off"), "%s", r.out);
+    cr_assert(strstr(r.err, "error: /speculative: sampler chain 'no_drafter,multinomial': stage "
+                            "'no_drafter' refuses the drafter role"),
+              "%s", r.err);
+    done(&r);
 #undef ND
 }
 

@@ -65,6 +65,10 @@ static int strategies_conflict(const sd_cli *cli, int bits, const char *cmd) {
             "-d DRAFT)", cmd);
         return 1;
     }
+    if ((bits & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && s->sampler && !s->draft_sampler) {
+        bad("%s: %s: /sampler with a chain the drafter takes first", cmd, s->drafter_refused);
+        return 1;
+    }
     sd_err e;
     if ((bits & SD_STRAT_BEAM) && sd_beam_check_sampler(s->sampler, &e)) {
         bad("%s: beam search applies no sampler: /sampler greedy first", cmd);
@@ -122,6 +126,8 @@ static void set_sampler(sd_cli *cli, char **w, int n) {
     char desc[256];
     sd_sampler_describe(s->sampler, desc, sizeof desc);
     printf("sampler: %s\n", desc);
+    if ((s->c.strategies & (SD_STRAT_SPEC | SD_STRAT_DRAFT)) && s->sampler && !s->draft_sampler)
+        fprintf(stderr, "specdec: warning: %s; /speculative and /drafter turn them off\n", s->drafter_refused);
 }
 
 /* /set_ngramstorage KIND N: the reference tool's form of /ngram_store and
