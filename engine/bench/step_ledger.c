@@ -1,0 +1,316 @@
+/* The GPU step ledger (engine/bench/ledger/ledger.h), printed: for each
+ * device kind of the constants file and each model shape of
+ * engine/bench/synth_model.h, what a decode step and an n-row verification
+ * cost on each CUDA path, counted on the CPU from the ops engine/model
+ * calls; the predicted tok/s against the copy-bandwidth bound and the
+ * targets; the n-row / 1-row ratios; the speculative speedup those costs
+ * imply; and the prediction next to every measured figure of the file.
+ *
+ *   step_ledger CONSTANTS [--ctx N]       the tables (make ledger)
+ *   step_ledger CONSTANTS --fit DEVICE    after a device run: the eta,
+ *       kernel_us and quant_rate that fit the file's measured figures of
+ *       DEVICE best (least squares of log(predicted / measured)), printed
+ *       as lines for the file
+ *
+ * --ctx: the position of the tables' steps (default 1024). The measured
+ * figures were taken at other positions (gpu-check: 128 tokens decoded
+ * after 32, verification at 64), and are predicted there. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/bench/ledger/ledger.h"
+
+#define MAX_ROWS 16
+/* where gpu-check measures: decode steps at positions 32..159, verification at 64 */
+#define DECODE_AT 96
+#define VERIFY_AT 64
+#define VERIFY_MEASURED 9
+
+typedef struct shape {
+    const synth_preset *p;
+    lg_model *m;
+    double weight_bytes;
+    lg_trace at[MAX_ROWS + 1];  /* n rows at the table's position */
+    lg_trace dec;               /* one row at DECODE_AT */
+    lg_trace ver[VERIFY_MEASURED + 1]; /* n rows at VERIFY_AT */
+} shape;
+
+static shape g_shape[SYNTH_N_PRESETS];
+
+/* Targets: tok/s for SmolLM2, % of the copy bound for the others (0: none). */
+static void target(const char *name, double *toks, double *pct) {
+    *toks = *pct = 0;
+    if (!strcmp(name, "smollm2-135m-q4_1")) *toks = 10000;
+    else if (!strcmp(name, "llama-1b-bf16") || !strcmp(name, "llama-3b-bf16")) *pct = 90;
+    else if (!strcmp(name, "llama-1b-q4_1") || !strcmp(name, "qwen-1.5b-q4_k_m")) *pct = 70;
+}
+
+/* The speculative pairs: target, drafter. */
+static const char *const k_pairs[][2] = {
+    {"qwen-1.5b-q4_k_m", "qwen-0.5b-q4_k_m"},
+    {"llama-3b-bf16", "llama-1b-bf16"},
+};
+/* per-draft acceptance of the real Qwen pair on the CPU (docs/performance.md), and 1 */
+static const double k_alpha[] = {0.729, 0.849, 0.882, 1.0};
+#define N_ALPHA ((int)(sizeof k_alpha / sizeof k_alpha[0]))
+
+static shape *find_shape(const char *name) {
+    for (int i = 0; i < SYNTH_N_PRESETS; i++)
+        if (!strcmp(g_shape[i].p->name, name)) return &g_shape[i];
+    return NULL;
+}
+
+static int open_shapes(int ctx, sd_err *e) {
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        shape *s = &g_shape[i];
+        s->p = &k_synth_presets[i];
+        s->m = lg_model_open(s->p, (ctx > DECODE_AT ? ctx : DECODE_AT) + MAX_ROWS + 1, e);
+        if (!s->m) return -1;
+        s->weight_bytes = (double)lg_model_weight_bytes(s->m);
+        for (int n = 1; n <= MAX_ROWS; n++)
+            if (lg_model_trace(s->m, n, ctx, &s->at[n], e)) return -1;
+        if (lg_model_trace(s->m, 1, DECODE_AT, &s->dec, e)) return -1;
+        for (int n = 1; n <= VERIFY_MEASURED; n++)
+            if (lg_model_trace(s->m, n, VERIFY_AT, &s->ver[n], e)) return -1;
+    }
+    return 0;
+}
+
+static void close_shapes(void) {
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        shape *s = &g_shape[i];
+        for (int n = 0; n <= MAX_ROWS; n++) lg_trace_free(&s->at[n]);
+        for (int n = 0; n <= VERIFY_MEASURED; n++) lg_trace_free(&s->ver[n]);
+        lg_trace_free(&s->dec);
+        lg_model_close(s->m);
+    }
+}
+
+static double cost_us(const lg_trace *t, int path, const lg_device *d) {
+    lg_step st;
+    sd_err e;
+    return lg_cost(t, path, d, &st, &e) ? NAN : st.us;
+}
+
+static void print_decode(const lg_device *d, int ctx) {
+    printf("decode, one row at position %d: launches (graph nodes), grid-wide waits (+ partial), "
+           "MB read and written, predicted step\n",
+           ctx);
+    printf("  %-18s %-17s %9s %6s %7s %7s %6s %8s %9s %9s %7s  %s\n", "shape", "path", "launches",
+           "waits", "wt MB", "KV MB", "act MB", "us/step", "tok/s", "bound", "% bound", "target");
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        const shape *s = &g_shape[i];
+        double toks_goal, pct_goal;
+        target(s->p->name, &toks_goal, &pct_goal);
+        const double bound = d->v[LG_COPY_GBS] * 1e9 / s->weight_bytes;
+        for (int path = 0; path < LG_NPATH; path++) {
+            lg_step st;
+            sd_err e;
+            if (lg_cost(&s->at[1], path, d, &st, &e)) continue;
+            char lw[32], wt[32], goal[48] = "";
+            snprintf(lw, sizeof lw, st.nodes ? "%d (%d)" : "%d", st.launches, st.nodes);
+            snprintf(wt, sizeof wt, st.partial ? "%d+%d" : "%d", st.waits, st.partial);
+            const double toks = 1e6 / st.us, pct = 100 * toks / bound;
+            if (toks_goal > 0)
+                snprintf(goal, sizeof goal, ">= %.0f tok/s: %s", toks_goal, toks >= toks_goal ? "met" : "not met");
+            else if (pct_goal > 0)
+                snprintf(goal, sizeof goal, ">= %.0f%%: %s", pct_goal, pct >= pct_goal ? "met" : "not met");
+            printf("  %-18s %-17s %9s %6s %7.1f %7.1f %6.1f %8.1f %9.0f %9.0f %6.1f%%  %s\n",
+                   path ? "" : s->p->name, lg_path_name(path), lw, wt, st.w_bytes / 1e6,
+                   st.kv_bytes / 1e6, st.act_bytes / 1e6, st.us, toks, bound, pct, goal);
+        }
+    }
+}
+
+static void print_verify(const lg_device *d, int ctx) {
+    printf("verify, n rows at position %d as a multiple of one row (targets: <= 1.10x for n <= 8, "
+           "<= 1.25x at n = 16)\n  %-18s %-17s",
+           ctx, "shape", "path");
+    for (int n = 2; n <= MAX_ROWS; n++) printf(" %5d", n);
+    printf("  target\n");
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        const shape *s = &g_shape[i];
+        for (int path = 0; path < LG_NPATH; path++) {
+            const double t1 = cost_us(&s->at[1], path, d);
+            int ok = 1;
+            printf("  %-18s %-17s", path ? "" : s->p->name, lg_path_name(path));
+            for (int n = 2; n <= MAX_ROWS; n++) {
+                const double r = cost_us(&s->at[n], path, d) / t1;
+                ok &= n <= 8 ? r <= 1.10 : n < 16 || r <= 1.25;
+                printf(" %5.2f", r);
+            }
+            printf("  %s\n", ok ? "met" : "not met");
+        }
+    }
+}
+
+static void print_spec(const lg_device *d) {
+    printf("speculative decoding implied by these costs: best speedup over gamma = 1..%d "
+           "(gamma in brackets) at acceptance alpha per draft (target >= 2.0x at the pair's "
+           "0.73-0.88)\n  %-36s %-17s",
+           MAX_ROWS - 1, "target <- drafter", "path");
+    for (int a = 0; a < N_ALPHA; a++) printf("   alpha %.3f", k_alpha[a]);
+    printf("\n");
+    for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
+        const shape *t = find_shape(k_pairs[i][0]), *dr = find_shape(k_pairs[i][1]);
+        char pair[64];
+        snprintf(pair, sizeof pair, "%s <- %s", k_pairs[i][0], k_pairs[i][1]);
+        for (int path = 0; path < LG_NPATH; path++) {
+            const double t1 = cost_us(&t->at[1], path, d), td = cost_us(&dr->at[1], path, d);
+            printf("  %-36s %-17s", path ? "" : pair, lg_path_name(path));
+            for (int a = 0; a < N_ALPHA; a++) {
+                double best = 0;
+                int bg = 0;
+                for (int g = 1; g < MAX_ROWS; g++) {
+                    const double sp = lg_spec_speedup(k_alpha[a], g, t1, td, cost_us(&t->at[g + 1], path, d));
+                    if (sp > best) best = sp, bg = g;
+                }
+                printf("   %5.2fx (%2d)", best, bg);
+            }
+            printf("\n");
+        }
+    }
+}
+
+/* The prediction next to each measured figure of dev; returns the mean
+ * |log error| of the decode and verify figures (NAN when none) in *dec
+ * and *ver. */
+static void check_points(const lg_consts *c, int dev, const lg_device *d, int print, double *dec,
+                         double *ver) {
+    double sd = 0, sv = 0;
+    int nd = 0, nv = 0;
+    for (int i = 0; i < c->n_pt; i++) {
+        const lg_point *pt = &c->pt[i];
+        if (pt->dev != dev) continue;
+        char name[64];
+        int n = 0;
+        const int is_dec = !strncmp(pt->key, "decode_nofold:", 14);
+        snprintf(name, sizeof name, "%s", pt->key + 14);
+        char *colon = strchr(name, ':');
+        if (colon) {
+            n = atoi(colon + 1);
+            *colon = 0;
+        }
+        const shape *s = find_shape(name);
+        if (!s || (!is_dec && (n < 1 || n > VERIFY_MEASURED))) {
+            if (print) printf("  %-36s no such shape or row count in the ledger\n", pt->key);
+            continue;
+        }
+        double pred, meas = pt->value;
+        if (is_dec) pred = 1e6 / cost_us(&s->dec, LG_GRAPH_PDL_NOFOLD, d);
+        else pred = cost_us(&s->ver[n], LG_GRAPH_PDL_NOFOLD, d) / 1e3;
+        const double err = log(pred / meas);
+        if (is_dec) sd += fabs(err), nd++;
+        else sv += fabs(err), nv++;
+        if (print)
+            printf("  %-36s measured %9.3f %-5s predicted %9.3f  error %+6.1f%%  (%s)\n", pt->key,
+                   meas, is_dec ? "tok/s" : "ms", pred, 100 * (pred / meas - 1),
+                   c->pt_source[i]);
+    }
+    *dec = nd ? sd / nd : NAN;
+    *ver = nv ? sv / nv : NAN;
+}
+
+static void print_device(const lg_consts *c, int dev, int ctx) {
+    const lg_device *d = &c->dev[dev];
+    printf("==== %s\nconstants:", lg_dev_name(dev));
+    for (int k = 0; k < LG_NCONST; k++) printf(" %s %g%s", lg_const_name(k), d->v[k], k + 1 < LG_NCONST ? "," : "\n");
+    print_decode(d, ctx);
+    print_verify(d, ctx);
+    print_spec(d);
+    printf("the ledger against the measured figures (graph+pdl nofold: what those runs ran; "
+           "decode at position %d, verify at %d)\n",
+           DECODE_AT, VERIFY_AT);
+    double ed, ev;
+    check_points(c, dev, d, 1, &ed, &ev);
+    printf("  mean |error|: decode %.1f%%, verify %.1f%%\n\n", 100 * (exp(ed) - 1), 100 * (exp(ev) - 1));
+}
+
+/* Grid search of eta and kernel_us on the decode figures, then quant_rate
+ * on the verify figures, three rounds. */
+static int fit(lg_consts *c, int dev) {
+    lg_device *d = &c->dev[dev];
+    double ed, ev;
+    check_points(c, dev, d, 0, &ed, &ev);
+    if (isnan(ed) || isnan(ev)) {
+        fprintf(stderr, "step_ledger: --fit needs decode_nofold and verify_nofold figures for %s\n",
+                lg_dev_name(dev));
+        return 1;
+    }
+    for (int round = 0; round < 3; round++) {
+        double best = INFINITY, be = d->v[LG_ETA], bk = d->v[LG_KERNEL_US];
+        for (double eta = 0.30; eta <= 1.0001; eta += 0.01)
+            for (double k = 0.5; k <= 8.0001; k += 0.05) {
+                d->v[LG_ETA] = eta, d->v[LG_KERNEL_US] = k;
+                check_points(c, dev, d, 0, &ed, &ev);
+                if (ed < best) best = ed, be = eta, bk = k;
+            }
+        d->v[LG_ETA] = be, d->v[LG_KERNEL_US] = bk;
+        double bestv = INFINITY, br = d->v[LG_QUANT_RATE];
+        for (double r = 1e12; r <= 1e14; r *= 1.02) {
+            d->v[LG_QUANT_RATE] = r;
+            check_points(c, dev, d, 0, &ed, &ev);
+            if (ev < bestv) bestv = ev, br = r;
+        }
+        d->v[LG_QUANT_RATE] = br;
+    }
+    check_points(c, dev, d, 0, &ed, &ev);
+    printf("eta        %s %.2f  fit to the decode_nofold figures (mean |error| %.1f%%)\n",
+           lg_dev_name(dev), d->v[LG_ETA], 100 * (exp(ed) - 1));
+    printf("kernel_us  %s %.2f  fit to the decode_nofold figures\n", lg_dev_name(dev),
+           d->v[LG_KERNEL_US]);
+    printf("quant_rate %s %.3g  fit to the verify_nofold figures (mean |error| %.1f%%)\n",
+           lg_dev_name(dev), d->v[LG_QUANT_RATE], 100 * (exp(ev) - 1));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int ctx = 1024, fit_dev = -1;
+    for (int i = 2; i < argc; i += 2) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (v && !strcmp(argv[i], "--ctx")) {
+            const long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 131072 - MAX_ROWS - 1) {
+                fprintf(stderr, "step_ledger: --ctx '%s' is not a position in 1..%d\n", v, 131072 - MAX_ROWS - 1);
+                return 2;
+            }
+            ctx = (int)n;
+        } else if (v && !strcmp(argv[i], "--fit")) {
+            for (int d = 0; d < LG_NDEV; d++)
+                if (!strcmp(v, lg_dev_name(d))) fit_dev = d;
+            if (fit_dev < 0) {
+                fprintf(stderr, "step_ledger: --fit '%s' is not h100 or h200\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "step_ledger: bad option '%s'%s%s\n", argv[i], v ? " " : " (no value)", v ? v : "");
+            return 2;
+        }
+    }
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: step_ledger CONSTANTS [--ctx N] [--fit h100|h200]\n");
+        return 2;
+    }
+    static lg_consts c;
+    sd_err e;
+    if (lg_consts_load(argv[1], &c, &e)) {
+        fprintf(stderr, "step_ledger: %s\n", e.msg);
+        return 1;
+    }
+    int rc = open_shapes(ctx, &e);
+    if (rc) {
+        fprintf(stderr, "step_ledger: %s\n", e.msg);
+    } else if (fit_dev >= 0) {
+        rc = fit(&c, fit_dev);
+    } else {
+        printf("GPU step ledger: constants %s; the ops of each step recorded from engine/model "
+               "(graph+pdl: backend_cuda.cu's launches; persistent: one cooperative launch)\n\n",
+               argv[1]);
+        for (int dev = 0; dev < LG_NDEV; dev++) print_device(&c, dev, ctx);
+    }
+    close_shapes();
+    return rc ? 1 : 0;
+}
