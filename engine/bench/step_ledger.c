@@ -1,6 +1,6 @@
 /* The GPU step ledger (engine/bench/ledger/ledger.h), printed: for each
  * device kind of the constants file and each model shape of
- * engine/bench/synth_model.h, what a decode step and an n-row verification
+ * engine/bench/synth_presets.h, what a decode step and an n-row verification
  * cost on each CUDA path, counted on the CPU from the ops engine/model
  * calls; the predicted tok/s against the copy-bandwidth bound and the
  * targets; the n-row / 1-row ratios; the speculative speedup those costs

@@ -2,7 +2,7 @@
  * (scripts/gpu-check.sh) on a machine the real files cannot travel to.
  *
  * The presets (shapes, weight types, tensor table, vocabulary) are those
- * of engine/bench/synth_model.h; this program gives them random weights:
+ * of engine/bench/synth_presets.h; this program gives them random weights:
  * valid random blocks (kernels/bench/rand_blocks.h) of amplitude
  * 1/sqrt(cols), so each matrix-vector product keeps activations of order
  * one, BF16 values uniform in the same range, norm weights 1 +- 0.1,
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/bench/synth_model.h"
+#include "engine/bench/synth_presets.h"
 #include "engine/format/gguf_writer.h"
 #include "kernels/bench/rand_blocks.h"
 #include "kernels/common/fp16.h"

@@ -3,7 +3,7 @@
  *
  * The op sequence is not written down here: a recording backend
  * (ledger_trace.c) takes the calls engine/model makes for a model of the
- * shape, a synthetic GGUF (engine/bench/synth_model.h) whose weights are
+ * shape, a synthetic GGUF (engine/bench/synth_presets.h) whose weights are
  * never read, so a shape's step is whatever model.c does today. Each path
  * (ledger_cost.c) turns the recorded ops into the kernels the CUDA backend
  * would launch for them, with the bytes each reads and writes, the
@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "engine/bench/synth_model.h"
+#include "engine/bench/synth_presets.h"
 #include "kernels/common/error.h"
 
 /* ---- the recorded ops (ledger_trace.c) ------------------------------------ */

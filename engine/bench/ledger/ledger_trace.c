@@ -1,7 +1,7 @@
 /* The ledger's recording backend: an sd_backend whose ops compute nothing
  * and append what they were asked (lg_op) to the trace being taken, under a
  * model of a preset's shape loaded from a GGUF image built in memory. The
- * image is the header and tensor table of synth_model.h's plan followed by
+ * image is the header and tensor table of synth_presets.h's plan followed by
  * an anonymous mapping as large as the weights (MAP_NORESERVE: never
  * touched, so never backed), so a 6 GB shape costs its vocabulary and
  * scratch, not its weights. The backend also has graph_begin/graph_end,

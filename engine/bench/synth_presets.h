@@ -10,8 +10,8 @@
  * accepts: <unk>, <s>, </s>, the 256 byte tokens, the letters, then "▁" +
  * every lowercase word of 1..4 letters in order, as many as the preset's
  * vocabulary needs (each such piece is an earlier piece plus a letter). */
-#ifndef SD_SYNTH_MODEL_H
-#define SD_SYNTH_MODEL_H
+#ifndef SD_SYNTH_PRESETS_H
+#define SD_SYNTH_PRESETS_H
 
 #include <stdint.h>
 #include <stdio.h>
