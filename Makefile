@@ -213,7 +213,7 @@ $(BUILD)/tests/test_step_ledger: $(LEDGER_OBJ)
 $(BUILD)/tests/test_step_ledger: TUTIL_OBJ += $(LEDGER_OBJ)
 .PHONY: ledger
 ledger: $(BUILD)/bench/step_ledger
-	$(BUILD)/bench/step_ledger $(LEDGER_CONSTS) $(ARGS)
+	$(BUILD)/bench/step_ledger $(LEDGER_CONSTS) --commit '$(GIT_DESCRIBE)' $(ARGS)
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
 .SECONDARY: $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ) $(LEDGER_OBJ)
 

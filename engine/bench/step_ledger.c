@@ -6,7 +6,10 @@
  * targets; the n-row / 1-row ratios; the speculative speedup those costs
  * imply; and the prediction next to every measured figure of the file.
  *
- *   step_ledger CONSTANTS [--ctx N]       the tables (make ledger)
+ *   step_ledger CONSTANTS [--ctx N] [--commit C]
+ *       the tables, then the predictions for each target as the markdown
+ *       table of docs/gpu.md ("The step ledger"), stamped with commit C
+ *       (make ledger passes the checkout's)
  *   step_ledger CONSTANTS --fit DEVICE    after a device run: the eta,
  *       kernel_us and quant_rate that fit the file's measured figures of
  *       DEVICE best (least squares of log(predicted / measured)), printed
@@ -213,6 +216,67 @@ static void check_points(const lg_consts *c, int dev, const lg_device *d, int pr
     *ver = nv ? sv / nv : NAN;
 }
 
+/* The best implied speedup over gamma at alpha for a pair on a path. */
+static double best_spec(const shape *t, const shape *dr, int path, const lg_device *d, double alpha) {
+    const double t1 = cost_us(&t->at[1], path, d), td = cost_us(&dr->at[1], path, d);
+    double best = 0;
+    for (int g = 1; g < MAX_ROWS; g++) {
+        const double sp = lg_spec_speedup(alpha, g, t1, td, cost_us(&t->at[g + 1], path, d));
+        if (sp > best) best = sp;
+    }
+    return best;
+}
+
+/* The predictions against each target, one column per device and path
+ * (graph+pdl as the backend is, persistent as it could be). */
+static void print_markdown(const lg_consts *c, int ctx, const char *commit) {
+    static const int paths[2] = {LG_GRAPH_PDL, LG_PERSISTENT};
+    printf("---- for docs/gpu.md (step ledger, %s, position %d)\n\n| target |", commit, ctx);
+    for (int dev = 0; dev < LG_NDEV; dev++)
+        for (int p = 0; p < 2; p++) printf(" %s %s |", lg_dev_name(dev), lg_path_name(paths[p]));
+    printf("\n|---|---|---|---|---|\n");
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        const shape *s = &g_shape[i];
+        double toks_goal, pct_goal;
+        target(s->p->name, &toks_goal, &pct_goal);
+        if (toks_goal <= 0 && pct_goal <= 0) continue;
+        if (toks_goal > 0) printf("| %s decode >= %.0f tok/s |", s->p->name, toks_goal);
+        else printf("| %s decode >= %.0f%% of the copy bound |", s->p->name, pct_goal);
+        for (int dev = 0; dev < LG_NDEV; dev++)
+            for (int p = 0; p < 2; p++) {
+                const double toks = 1e6 / cost_us(&s->at[1], paths[p], &c->dev[dev]);
+                const double pct = 100 * toks * s->weight_bytes / (c->dev[dev].v[LG_COPY_GBS] * 1e9);
+                const int met = toks_goal > 0 ? toks >= toks_goal : pct >= pct_goal;
+                printf(" %.0f tok/s, %.1f%%%s |", toks, pct, met ? " (met)" : "");
+            }
+        printf("\n");
+    }
+    for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
+        const shape *t = find_shape(k_pairs[i][0]);
+        printf("| %s verify 8 rows <= 1.10x, 16 rows <= 1.25x one row |", t->p->name);
+        for (int dev = 0; dev < LG_NDEV; dev++)
+            for (int p = 0; p < 2; p++) {
+                const double t1 = cost_us(&t->at[1], paths[p], &c->dev[dev]);
+                const double r8 = cost_us(&t->at[8], paths[p], &c->dev[dev]) / t1;
+                const double r16 = cost_us(&t->at[16], paths[p], &c->dev[dev]) / t1;
+                printf(" %.2fx, %.2fx%s |", r8, r16, r8 <= 1.10 && r16 <= 1.25 ? " (met)" : "");
+            }
+        printf("\n");
+    }
+    for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
+        const shape *t = find_shape(k_pairs[i][0]), *dr = find_shape(k_pairs[i][1]);
+        printf("| %s <- %s spec >= 2.0x at alpha %.2f-%.2f |", t->p->name, dr->p->name, k_alpha[0],
+               k_alpha[2]);
+        for (int dev = 0; dev < LG_NDEV; dev++)
+            for (int p = 0; p < 2; p++) {
+                const double lo = best_spec(t, dr, paths[p], &c->dev[dev], k_alpha[0]);
+                const double hi = best_spec(t, dr, paths[p], &c->dev[dev], k_alpha[2]);
+                printf(" %.2f-%.2fx%s |", lo, hi, lo >= 2.0 ? " (met)" : "");
+            }
+        printf("\n");
+    }
+}
+
 static void print_device(const lg_consts *c, int dev, int ctx) {
     const lg_device *d = &c->dev[dev];
     printf("==== %s\nconstants:", lg_dev_name(dev));
@@ -268,6 +332,7 @@ static int fit(lg_consts *c, int dev) {
 
 int main(int argc, char **argv) {
     int ctx = 1024, fit_dev = -1;
+    const char *commit = "commit not given";
     for (int i = 2; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -278,6 +343,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
             ctx = (int)n;
+        } else if (v && !strcmp(argv[i], "--commit")) {
+            commit = v;
         } else if (v && !strcmp(argv[i], "--fit")) {
             for (int d = 0; d < LG_NDEV; d++)
                 if (!strcmp(v, lg_dev_name(d))) fit_dev = d;
@@ -291,7 +358,7 @@ int main(int argc, char **argv) {
         }
     }
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: step_ledger CONSTANTS [--ctx N] [--fit h100|h200]\n");
+        fprintf(stderr, "usage: step_ledger CONSTANTS [--ctx N] [--commit C] [--fit h100|h200]\n");
         return 2;
     }
     static lg_consts c;
@@ -310,6 +377,7 @@ int main(int argc, char **argv) {
                "(graph+pdl: backend_cuda.cu's launches; persistent: one cooperative launch)\n\n",
                argv[1]);
         for (int dev = 0; dev < LG_NDEV; dev++) print_device(&c, dev, ctx);
+        print_markdown(&c, ctx, commit);
     }
     close_shapes();
     return rc ? 1 : 0;
