@@ -1,7 +1,7 @@
 /* The GPU step ledger's arithmetic (engine/bench/ledger/): a 2-layer shape
  * small enough to count by hand, recorded from engine/model and costed on
- * each path; the speculative speedup formula; the constants file parsed,
- * and bad ones refused with their name and line. */
+ * each path; the speculative speedup formula; the constants and targets
+ * files parsed, and bad ones refused with their name and line. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -196,4 +196,40 @@ Test(ledger_consts, refuses) {
     sd_err e;
     cr_expect(lg_consts_load("/nonexistent/ledger.txt", &c, &e) == -1);
     cr_expect(strstr(e.msg, "/nonexistent/ledger.txt: cannot open") != NULL, "%s", e.msg);
+}
+
+/* ---- the targets file ---------------------------------------------------- */
+
+Test(ledger_targets, parses) {
+    lg_targets t;
+    sd_err e;
+    const char *text = "# targets\ndecode llama-1b-bf16 pct 90\ndecode smollm2-135m-q4_1 toks 10000\n"
+                       "verify 16 1.25\nverify 8 1.10\nspec 2.0\naccept 0.882 0.729\n";
+    cr_assert(lg_targets_parse(text, "t.txt", &t, &e) == 0, "%s", e.msg);
+    cr_expect(t.n_decode == 2 && t.decode[0].pct && t.decode[0].value == 90 && !t.decode[1].pct &&
+              t.decode[1].value == 10000 && !strcmp(t.decode[1].preset, "smollm2-135m-q4_1"));
+    cr_expect(t.spec == 2.0 && t.n_accept == 2 && t.accept[1] == 0.729);
+    /* the tightest target covering n */
+    cr_expect(lg_targets_verify(&t, 1) == 1.10 && lg_targets_verify(&t, 8) == 1.10);
+    cr_expect(lg_targets_verify(&t, 9) == 1.25 && lg_targets_verify(&t, 16) == 1.25);
+    cr_expect(lg_targets_verify(&t, 17) == 0);
+    cr_assert(lg_targets_load("docs/perf/gpu/targets.txt", &t, &e) == 0, "%s", e.msg);
+    cr_expect(t.n_decode > 0 && t.n_verify > 0);
+}
+
+static void targets_refused(const char *text, const char *want) {
+    lg_targets t;
+    sd_err e;
+    cr_expect(lg_targets_parse(text, "t.txt", &t, &e) == -1, "accepted: %s", text);
+    cr_expect(strstr(e.msg, want) != NULL, "'%s' does not say '%s'", e.msg, want);
+}
+
+Test(ledger_targets, refuses) {
+    targets_refused("spec 2\naccept 0.8\ndecode x pct\n", "t.txt:3: not 'decode PRESET toks|pct VALUE'");
+    targets_refused("spec 2\ndecode x rate 5\n", "t.txt:2: not 'decode");
+    targets_refused("verify 8.5 1.1\n", "t.txt:1: not 'verify ROWS RATIO'");
+    targets_refused("verify 8 0.9\n", "t.txt:1: not 'verify ROWS RATIO'");
+    targets_refused("spec 2\naccept 0.8 1.2\n", "t.txt:2: acceptance rate '1.2' not in (0, 1)");
+    targets_refused("speed 2\n", "t.txt:1: unknown target 'speed'");
+    targets_refused("spec 2\n", "t.txt: no accept or no spec line");
 }

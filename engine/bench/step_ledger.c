@@ -6,16 +6,18 @@
  * targets; the n-row / 1-row ratios; the speculative speedup those costs
  * imply; and the prediction next to every measured figure of the file.
  *
- *   step_ledger CONSTANTS [--ctx N] [--commit C]
+ *   step_ledger CONSTANTS TARGETS [--ctx N] [--commit C]
  *       the tables, then the predictions for each target as the markdown
  *       table of docs/gpu.md ("The step ledger"), stamped with commit C
  *       (make ledger passes the checkout's)
- *   step_ledger CONSTANTS --fit DEVICE    after a device run: the eta,
+ *   step_ledger CONSTANTS TARGETS --fit DEVICE    after a device run: the eta,
  *       kernel_us and quant_rate that fit the file's measured figures of
  *       DEVICE best (least squares of log(predicted / measured)), printed
  *       as lines for the file
  *
- * --ctx: the position of the tables' steps (default 1024). The measured
+ * TARGETS: docs/perf/gpu/targets.txt (the targets and the acceptance
+ * rates the speedups are implied at). --ctx: the position of the tables'
+ * steps (default 1024). The measured
  * figures were taken at other positions (gpu-check: 128 tokens decoded
  * after 32, verification at 64), and are predicted there. */
 #include <math.h>
@@ -42,12 +44,14 @@ typedef struct shape {
 
 static shape g_shape[SYNTH_N_PRESETS];
 
-/* Targets: tok/s for SmolLM2, % of the copy bound for the others (0: none). */
+static lg_targets g_targets;
+
+/* The decode target of a preset: tok/s or % of the copy bound (0: none). */
 static void target(const char *name, double *toks, double *pct) {
     *toks = *pct = 0;
-    if (!strcmp(name, "smollm2-135m-q4_1")) *toks = 10000;
-    else if (!strcmp(name, "llama-1b-bf16") || !strcmp(name, "llama-3b-bf16")) *pct = 90;
-    else if (!strcmp(name, "llama-1b-q4_1") || !strcmp(name, "qwen-1.5b-q4_k_m")) *pct = 70;
+    for (int i = 0; i < g_targets.n_decode; i++)
+        if (!strcmp(name, g_targets.decode[i].preset))
+            *(g_targets.decode[i].pct ? pct : toks) = g_targets.decode[i].value;
 }
 
 /* The speculative pairs: target, drafter. */
@@ -55,9 +59,19 @@ static const char *const k_pairs[][2] = {
     {"qwen-1.5b-q4_k_m", "qwen-0.5b-q4_k_m"},
     {"llama-3b-bf16", "llama-1b-bf16"},
 };
-/* per-draft acceptance of the real Qwen pair on the CPU (docs/performance.md), and 1 */
-static const double k_alpha[] = {0.729, 0.849, 0.882, 1.0};
-#define N_ALPHA ((int)(sizeof k_alpha / sizeof k_alpha[0]))
+/* the acceptance rates of the targets file, lowest first, then 1 */
+static double g_alpha[LG_MAX_ALPHA + 1];
+static int g_n_alpha;
+
+static void set_alpha(void) {
+    g_n_alpha = 0;
+    for (int i = 0; i < g_targets.n_accept; i++) {
+        int j = g_n_alpha++;
+        for (; j > 0 && g_alpha[j - 1] > g_targets.accept[i]; j--) g_alpha[j] = g_alpha[j - 1];
+        g_alpha[j] = g_targets.accept[i];
+    }
+    g_alpha[g_n_alpha++] = 1.0;
+}
 
 static shape *find_shape(const char *name) {
     for (int i = 0; i < SYNTH_N_PRESETS; i++)
@@ -128,9 +142,10 @@ static void print_decode(const lg_device *d, int ctx) {
 }
 
 static void print_verify(const lg_device *d, int ctx) {
-    printf("verify, n rows at position %d as a multiple of one row (targets: <= 1.10x for n <= 8, "
-           "<= 1.25x at n = 16)\n  %-18s %-17s",
-           ctx, "shape", "path");
+    printf("verify, n rows at position %d as a multiple of one row (targets:", ctx);
+    for (int i = 0; i < g_targets.n_verify; i++)
+        printf("%s <= %.2fx up to %d rows", i ? "," : "", g_targets.verify_ratio[i], g_targets.verify_rows[i]);
+    printf(")\n  %-18s %-17s", "shape", "path");
     for (int n = 2; n <= MAX_ROWS; n++) printf(" %5d", n);
     printf("  target\n");
     for (int i = 0; i < SYNTH_N_PRESETS; i++) {
@@ -141,7 +156,8 @@ static void print_verify(const lg_device *d, int ctx) {
             printf("  %-18s %-17s", path ? "" : s->p->name, lg_path_name(path));
             for (int n = 2; n <= MAX_ROWS; n++) {
                 const double r = cost_us(&s->at[n], path, d) / t1;
-                ok &= n <= 8 ? r <= 1.10 : n < 16 || r <= 1.25;
+                const double lim = lg_targets_verify(&g_targets, n);
+                ok &= lim <= 0 || r <= lim;
                 printf(" %5.2f", r);
             }
             printf("  %s\n", ok ? "met" : "not met");
@@ -151,10 +167,10 @@ static void print_verify(const lg_device *d, int ctx) {
 
 static void print_spec(const lg_device *d) {
     printf("speculative decoding implied by these costs: best speedup over gamma = 1..%d "
-           "(gamma in brackets) at acceptance alpha per draft (target >= 2.0x at the pair's "
-           "0.73-0.88)\n  %-36s %-17s",
-           MAX_ROWS - 1, "target <- drafter", "path");
-    for (int a = 0; a < N_ALPHA; a++) printf("   alpha %.3f", k_alpha[a]);
+           "(gamma in brackets) at acceptance alpha per draft (target >= %.1fx at the pair's "
+           "%.2f-%.2f)\n  %-36s %-17s",
+           MAX_ROWS - 1, g_targets.spec, g_alpha[0], g_alpha[g_n_alpha - 2], "target <- drafter", "path");
+    for (int a = 0; a < g_n_alpha; a++) printf("   alpha %.3f", g_alpha[a]);
     printf("\n");
     for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
         const shape *t = find_shape(k_pairs[i][0]), *dr = find_shape(k_pairs[i][1]);
@@ -163,11 +179,11 @@ static void print_spec(const lg_device *d) {
         for (int path = 0; path < LG_NPATH; path++) {
             const double t1 = cost_us(&t->at[1], path, d), td = cost_us(&dr->at[1], path, d);
             printf("  %-36s %-17s", path ? "" : pair, lg_path_name(path));
-            for (int a = 0; a < N_ALPHA; a++) {
+            for (int a = 0; a < g_n_alpha; a++) {
                 double best = 0;
                 int bg = 0;
                 for (int g = 1; g < MAX_ROWS; g++) {
-                    const double sp = lg_spec_speedup(k_alpha[a], g, t1, td, cost_us(&t->at[g + 1], path, d));
+                    const double sp = lg_spec_speedup(g_alpha[a], g, t1, td, cost_us(&t->at[g + 1], path, d));
                     if (sp > best) best = sp, bg = g;
                 }
                 printf("   %5.2fx (%2d)", best, bg);
@@ -253,25 +269,32 @@ static void print_markdown(const lg_consts *c, int ctx, const char *commit) {
     }
     for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
         const shape *t = find_shape(k_pairs[i][0]);
-        printf("| %s verify 8 rows <= 1.10x, 16 rows <= 1.25x one row |", t->p->name);
+        printf("| %s verify, worst n-row / 1-row ratio: n <= %d, n <= %d (targets %.2fx, %.2fx) |",
+               t->p->name, g_targets.verify_rows[0], g_targets.verify_rows[1],
+               g_targets.verify_ratio[0], g_targets.verify_ratio[1]);
         for (int dev = 0; dev < LG_NDEV; dev++)
             for (int p = 0; p < 2; p++) {
                 const double t1 = cost_us(&t->at[1], paths[p], &c->dev[dev]);
-                const double r8 = cost_us(&t->at[8], paths[p], &c->dev[dev]) / t1;
-                const double r16 = cost_us(&t->at[16], paths[p], &c->dev[dev]) / t1;
-                printf(" %.2fx, %.2fx%s |", r8, r16, r8 <= 1.10 && r16 <= 1.25 ? " (met)" : "");
+                double worst[2] = {0, 0};
+                for (int n = 2; n <= MAX_ROWS; n++)
+                    for (int k = 0; k < 2; k++) {
+                        const double r = cost_us(&t->at[n], paths[p], &c->dev[dev]) / t1;
+                        if (n <= g_targets.verify_rows[k] && r > worst[k]) worst[k] = r;
+                    }
+                const int met = worst[0] <= g_targets.verify_ratio[0] && worst[1] <= g_targets.verify_ratio[1];
+                printf(" %.2fx, %.2fx%s |", worst[0], worst[1], met ? " (met)" : "");
             }
         printf("\n");
     }
     for (size_t i = 0; i < sizeof k_pairs / sizeof k_pairs[0]; i++) {
         const shape *t = find_shape(k_pairs[i][0]), *dr = find_shape(k_pairs[i][1]);
-        printf("| %s <- %s spec >= 2.0x at alpha %.2f-%.2f |", t->p->name, dr->p->name, k_alpha[0],
-               k_alpha[2]);
+        printf("| %s <- %s spec >= %.1fx at alpha %.2f-%.2f |", t->p->name, dr->p->name,
+               g_targets.spec, g_alpha[0], g_alpha[g_n_alpha - 2]);
         for (int dev = 0; dev < LG_NDEV; dev++)
             for (int p = 0; p < 2; p++) {
-                const double lo = best_spec(t, dr, paths[p], &c->dev[dev], k_alpha[0]);
-                const double hi = best_spec(t, dr, paths[p], &c->dev[dev], k_alpha[2]);
-                printf(" %.2f-%.2fx%s |", lo, hi, lo >= 2.0 ? " (met)" : "");
+                const double lo = best_spec(t, dr, paths[p], &c->dev[dev], g_alpha[0]);
+                const double hi = best_spec(t, dr, paths[p], &c->dev[dev], g_alpha[g_n_alpha - 2]);
+                printf(" %.2f-%.2fx%s |", lo, hi, lo >= g_targets.spec ? " (met)" : "");
             }
         printf("\n");
     }
@@ -333,7 +356,7 @@ static int fit(lg_consts *c, int dev) {
 int main(int argc, char **argv) {
     int ctx = 1024, fit_dev = -1;
     const char *commit = "commit not given";
-    for (int i = 2; i < argc; i += 2) {
+    for (int i = 3; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (v && !strcmp(argv[i], "--ctx")) {
@@ -357,25 +380,30 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: step_ledger CONSTANTS [--ctx N] [--commit C] [--fit h100|h200]\n");
+    if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-') {
+        fprintf(stderr, "usage: step_ledger CONSTANTS TARGETS [--ctx N] [--commit C] [--fit h100|h200]\n");
         return 2;
     }
     static lg_consts c;
     sd_err e;
-    if (lg_consts_load(argv[1], &c, &e)) {
+    if (lg_consts_load(argv[1], &c, &e) || lg_targets_load(argv[2], &g_targets, &e)) {
         fprintf(stderr, "step_ledger: %s\n", e.msg);
         return 1;
     }
+    if (g_targets.n_verify < 2) {
+        fprintf(stderr, "step_ledger: %s: two verify targets wanted (a short and a long call)\n", argv[2]);
+        return 1;
+    }
+    set_alpha();
     int rc = open_shapes(ctx, &e);
     if (rc) {
         fprintf(stderr, "step_ledger: %s\n", e.msg);
     } else if (fit_dev >= 0) {
         rc = fit(&c, fit_dev);
     } else {
-        printf("GPU step ledger: constants %s; the ops of each step recorded from engine/model "
+        printf("GPU step ledger: constants %s, targets %s; the ops of each step recorded from engine/model "
                "(graph+pdl: backend_cuda.cu's launches; persistent: one cooperative launch)\n\n",
-               argv[1]);
+               argv[1], argv[2]);
         for (int dev = 0; dev < LG_NDEV; dev++) print_device(&c, dev, ctx);
         print_markdown(&c, ctx, commit);
     }

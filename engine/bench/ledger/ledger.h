@@ -122,6 +122,41 @@ int lg_consts_load(const char *path, lg_consts *c, sd_err *e);
 /* The measured value of key on dev, or -1 when there is none. */
 double lg_consts_point(const lg_consts *c, const char *key, int dev);
 
+/* The text of a file of at most 1 MiB (no NUL bytes), malloc'd into *out;
+ * errors name the file. */
+int lg_read_text(const char *path, char **out, sd_err *e);
+
+/* ---- the targets (ledger_targets.c) --------------------------------------- */
+
+#define LG_MAX_TARGETS 16
+#define LG_MAX_ALPHA 8
+
+/* The GPU issue's targets, as docs/perf/gpu/targets.txt states them (the
+ * file's head describes its lines): decode targets by preset (tok/s, or %
+ * of the copy bound when pct), verification ratios by the rows they cover,
+ * the speculative speedup, and the acceptance rates it is implied at. */
+typedef struct lg_targets {
+    struct {
+        char preset[48];
+        int pct;
+        double value;
+    } decode[LG_MAX_TARGETS];
+    int n_decode;
+    int verify_rows[LG_MAX_TARGETS];
+    double verify_ratio[LG_MAX_TARGETS];
+    int n_verify;
+    double spec;
+    double accept[LG_MAX_ALPHA];
+    int n_accept;
+} lg_targets;
+
+/* Parses the targets text (name: the file's name for messages); errors
+ * read "NAME:LINE: reason" or "NAME: reason". */
+int lg_targets_parse(const char *text, const char *name, lg_targets *t, sd_err *e);
+int lg_targets_load(const char *path, lg_targets *t, sd_err *e);
+/* The largest ratio the targets allow an n-row call (0: none applies). */
+double lg_targets_verify(const lg_targets *t, int n);
+
 /* ---- paths and their cost (ledger_cost.c) --------------------------------- */
 
 /* graph+pdl: today's CUDA backend (backend_cuda.cu), each step one graph

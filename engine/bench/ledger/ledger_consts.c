@@ -108,7 +108,7 @@ int lg_consts_parse(const char *text, const char *name, lg_consts *c, sd_err *e)
     return 0;
 }
 
-int lg_consts_load(const char *path, lg_consts *c, sd_err *e) {
+int lg_read_text(const char *path, char **out, sd_err *e) {
     FILE *f = fopen(path, "rb");
     if (!f) return sd_fail(e, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;
@@ -127,8 +127,15 @@ int lg_consts_load(const char *path, lg_consts *c, sd_err *e) {
         free(buf);
         return sd_fail(e, "%s: not a text file (a NUL byte)", path);
     }
-    const int rc = lg_consts_parse(buf, path, c, e);
-    free(buf);
+    *out = buf;
+    return 0;
+}
+
+int lg_consts_load(const char *path, lg_consts *c, sd_err *e) {
+    char *text;
+    if (lg_read_text(path, &text, e)) return -1;
+    const int rc = lg_consts_parse(text, path, c, e);
+    free(text);
     return rc;
 }
 
