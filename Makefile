@@ -205,7 +205,7 @@ $(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/be
 # The GPU step ledger (engine/bench/ledger/): its program, and its suite,
 # which runs the ledger's arithmetic in its own process.
 LEDGER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard engine/bench/ledger/*.c))
-LEDGER_FILES := docs/perf/gpu/ledger-constants.txt docs/perf/gpu/targets.txt
+LEDGER_FILES := docs/perf/gpu-ledger-constants.txt docs/perf/gpu-targets.txt
 $(BUILD)/bench/step_ledger: engine/bench/step_ledger.c $(LEDGER_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(LEDGER_OBJ) $(LIB) $(LDLIBS) -o $@

@@ -56,7 +56,7 @@
 #       workplace's device tool: run(command "sh scripts/gpu-check.sh",
 #       carry ["build/gpu-check-kit"], timeout_s 600) after --prepare here
 # Environment: OUT, BUDGET (480), BUILD_LIMIT (300), GPU_CHECK_BUILD, ACCEPT (the "accept" line
-# of docs/perf/gpu/targets.txt, which also holds the decode targets), GPU_CHECK_SMALL=1
+# of docs/perf/gpu-targets.txt, which also holds the decode targets), GPU_CHECK_SMALL=1
 # (2-layer models with a 4096-token vocabulary: a quick run of the CPU path).
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -232,7 +232,7 @@ done
 export PATH
 LOG=${OUT:-build/gpu-check}
 BUDGET=${BUDGET:-480}
-TARGETS=docs/perf/gpu/targets.txt
+TARGETS=docs/perf/gpu-targets.txt
 ACCEPT=${ACCEPT:-$(awk '$1 == "accept" { $1 = ""; print }' "$TARGETS")}
 MODELS=build/gpu-check-models
 mkdir -p "$LOG" "$MODELS"
@@ -340,7 +340,7 @@ if [ $GPU = 1 ]; then
     fi
 fi
 
-# decode targets (docs/perf/gpu/targets.txt): tok/s or % of the bound
+# decode targets (docs/perf/gpu-targets.txt): tok/s or % of the bound
 target() {
     awk -v p="$1" '$1 == "decode" && $2 == p { print ($3 == "toks" ? "--min-toks " : "--min-pct ") $4 }' "$TARGETS"
 }

@@ -159,7 +159,7 @@ Test(ledger_consts, parses) {
 Test(ledger_consts, shipped_file) {
     static lg_consts c;
     sd_err e;
-    cr_assert(lg_consts_load("docs/perf/gpu/ledger-constants.txt", &c, &e) == 0, "%s", e.msg);
+    cr_assert(lg_consts_load("docs/perf/gpu-ledger-constants.txt", &c, &e) == 0, "%s", e.msg);
     cr_expect(c.n_pt > 0);
 }
 
@@ -213,7 +213,7 @@ Test(ledger_targets, parses) {
     cr_expect(lg_targets_verify(&t, 1) == 1.10 && lg_targets_verify(&t, 8) == 1.10);
     cr_expect(lg_targets_verify(&t, 9) == 1.25 && lg_targets_verify(&t, 16) == 1.25);
     cr_expect(lg_targets_verify(&t, 17) == 0);
-    cr_assert(lg_targets_load("docs/perf/gpu/targets.txt", &t, &e) == 0, "%s", e.msg);
+    cr_assert(lg_targets_load("docs/perf/gpu-targets.txt", &t, &e) == 0, "%s", e.msg);
     cr_expect(t.n_decode > 0 && t.n_verify > 0);
 }
 

@@ -15,7 +15,7 @@
  *       DEVICE best (least squares of log(predicted / measured)), printed
  *       as lines for the file
  *
- * TARGETS: docs/perf/gpu/targets.txt (the targets and the acceptance
+ * TARGETS: docs/perf/gpu-targets.txt (the targets and the acceptance
  * rates the speedups are implied at). --ctx: the position of the tables'
  * steps (default 1024). The measured
  * figures were taken at other positions (gpu-check: 128 tokens decoded

@@ -9,7 +9,7 @@
  * would launch for them, with the bytes each reads and writes, the
  * dependency waits between them, and a predicted time from a cost model
  * whose constants come from the last device runs (ledger_consts.c, the file
- * docs/perf/gpu/ledger-constants.txt). */
+ * docs/perf/gpu-ledger-constants.txt). */
 #ifndef SD_LEDGER_H
 #define SD_LEDGER_H
 
@@ -131,7 +131,7 @@ int lg_read_text(const char *path, char **out, sd_err *e);
 #define LG_MAX_TARGETS 16
 #define LG_MAX_ALPHA 8
 
-/* The GPU issue's targets, as docs/perf/gpu/targets.txt states them (the
+/* The GPU issue's targets, as docs/perf/gpu-targets.txt states them (the
  * file's head describes its lines): decode targets by preset (tok/s, or %
  * of the copy bound when pct), verification ratios by the rows they cover,
  * the speculative speedup, and the acceptance rates it is implied at. */

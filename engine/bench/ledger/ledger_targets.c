@@ -1,4 +1,4 @@
-/* The targets file (docs/perf/gpu/targets.txt): one target a line,
+/* The targets file (docs/perf/gpu-targets.txt): one target a line,
  *
  *   decode PRESET toks|pct VALUE
  *   verify ROWS RATIO
