@@ -171,7 +171,7 @@ const char *lg_path_name(int path);
 
 /* What one call costs on a path. */
 typedef struct lg_step {
-    int launches;    /* kernel launches (a persistent step: 1 + the argmax copy) */
+    int launches;    /* kernel launches (a persistent step: its one cooperative launch) */
     int nodes;       /* nodes of the step's graph, copies included (0: no graph) */
     int waits;       /* grid-wide dependency waits: kernel boundaries, or barriers */
     int partial;     /* waits on some tiles only */
