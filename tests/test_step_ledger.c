@@ -140,7 +140,7 @@ static char *good_text(void) {
         for (int k = 0; k < LG_NCONST; k++)
             o += (size_t)snprintf(buf + o, sizeof buf - o, "%s %s %g run %d\n", lg_const_name(k),
                                   lg_dev_name(d), k == LG_ETA ? 0.5 : 1.0 + k + 10 * d, k);
-    snprintf(buf + o, sizeof buf - o, "# a comment\n\ndecode_nofold:llama-1b-bf16 h200 982 run 7\n");
+    snprintf(buf + o, sizeof buf - o, "# a comment\n\ndecode_nofold:llama-1b-bf16 h200 982 a run\n");
     return buf;
 }
 

@@ -131,7 +131,7 @@ int lg_read_text(const char *path, char **out, sd_err *e);
 #define LG_MAX_TARGETS 16
 #define LG_MAX_ALPHA 8
 
-/* The GPU issue's targets, as docs/perf/gpu-targets.txt states them (the
+/* The GPU targets, as docs/perf/gpu-targets.txt states them (the
  * file's head describes its lines): decode targets by preset (tok/s, or %
  * of the copy bound when pct), verification ratios by the rows they cover,
  * the speculative speedup, and the acceptance rates it is implied at. */
