@@ -20,6 +20,7 @@
  * steps (default 1024). The measured
  * figures were taken at other positions (gpu-check: 128 tokens decoded
  * after 32, verification at 64), and are predicted there. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,9 +382,13 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (v && !strcmp(argv[i], "--ctx")) {
+            /* every shape must hold the position and MAX_ROWS rows after it */
+            int most = INT_MAX;
+            for (int k = 0; k < SYNTH_N_PRESETS; k++)
+                if (k_synth_presets[k].ctx - MAX_ROWS - 1 < most) most = k_synth_presets[k].ctx - MAX_ROWS - 1;
             const long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 131072 - MAX_ROWS - 1) {
-                fprintf(stderr, "step_ledger: --ctx '%s' is not a position in 1..%d\n", v, 131072 - MAX_ROWS - 1);
+            if (*end || n < 1 || n > most) {
+                fprintf(stderr, "step_ledger: --ctx '%s' is not a position in 1..%d (the shortest context)\n", v, most);
                 return 2;
             }
             ctx = (int)n;
