@@ -166,6 +166,34 @@ static void print_verify(const lg_device *d, int ctx) {
     }
 }
 
+/* The verification steps themselves at a few widths: launches, waits,
+ * weight and KV MB, predicted microseconds. */
+static void print_verify_steps(const lg_device *d, int ctx) {
+    static const int rows[] = {2, 5, 9, 16};
+    printf("verify steps at position %d: launches / waits (+ partial) / weight MB / KV MB / us\n  %-18s %-17s",
+           ctx, "shape", "path");
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) printf("  %-30d", rows[k]);
+    printf("\n");
+    for (int i = 0; i < SYNTH_N_PRESETS; i++) {
+        const shape *s = &g_shape[i];
+        for (int path = 0; path < LG_NPATH; path++) {
+            printf("  %-18s %-17s", path ? "" : s->p->name, lg_path_name(path));
+            for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+                lg_step st;
+                sd_err e;
+                char cell[64] = "-", waits[24];
+                if (lg_cost(&s->at[rows[k]], path, d, &st, &e) == 0) {
+                    snprintf(waits, sizeof waits, st.partial ? "%d+%d" : "%d", st.waits, st.partial);
+                    snprintf(cell, sizeof cell, "%d/%s/%.0f/%.1f/%.0f", st.launches, waits,
+                             st.w_bytes / 1e6, st.kv_bytes / 1e6, st.us);
+                }
+                printf("  %-30s", cell);
+            }
+            printf("\n");
+        }
+    }
+}
+
 static void print_spec(const lg_device *d) {
     printf("speculative decoding implied by these costs: best speedup over gamma = 1..%d "
            "(gamma in brackets) at acceptance alpha per draft (target >= %.1fx at the pair's "
@@ -327,6 +355,7 @@ static void print_device(const lg_consts *c, int dev, int ctx) {
     for (int k = 0; k < LG_NCONST; k++) printf(" %s %g%s", lg_const_name(k), d->v[k], k + 1 < LG_NCONST ? "," : "\n");
     print_decode(d, ctx);
     print_verify(d, ctx);
+    print_verify_steps(d, ctx);
     print_spec(d);
     print_check_spec(d);
     printf("the ledger against the measured figures (graph+pdl nofold: what those runs ran; "
