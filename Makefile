@@ -202,8 +202,20 @@ $(BUILD)/tests/test_bench_args: $(BUILD)/bench/bench_cpu_kernels
 $(BUILD)/tests/test_bench_args: private CFLAGS += -DBENCH_CPU_KERNELS_BIN='"$(BUILD)/bench/bench_cpu_kernels"'
 $(BUILD)/tests/test_synth_gguf: $(BUILD)/bench/synth_gguf
 $(BUILD)/tests/test_synth_gguf: private CFLAGS += -DSYNTH_GGUF_BIN='"$(BUILD)/bench/synth_gguf"'
+# The GPU step ledger (engine/bench/ledger/): its program, and its suite,
+# which runs the ledger's arithmetic in its own process.
+LEDGER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard engine/bench/ledger/*.c))
+LEDGER_FILES := docs/perf/gpu-ledger-constants.txt docs/perf/gpu-targets.txt
+$(BUILD)/bench/step_ledger: engine/bench/step_ledger.c $(LEDGER_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LEDGER_OBJ) $(LIB) $(LDLIBS) -o $@
+$(BUILD)/tests/test_step_ledger: $(LEDGER_OBJ)
+$(BUILD)/tests/test_step_ledger: TUTIL_OBJ += $(LEDGER_OBJ)
+.PHONY: ledger
+ledger: $(BUILD)/bench/step_ledger
+	$(BUILD)/bench/step_ledger $(LEDGER_FILES) --commit '$(GIT_DESCRIBE)' $(ARGS)
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
-.SECONDARY: $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ)
+.SECONDARY: $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ) $(LEDGER_OBJ)
 
 ifeq ($(SANITIZE),1)
 # clang comes with the checkers' tools.

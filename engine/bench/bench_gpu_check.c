@@ -30,6 +30,19 @@
  *       (inputs: rates measured on the CPU for the real pair), with the
  *       draft step timed on DRAFT: tokens per round (1 - a^(g+1)) / (1 - a)
  *       over (g * t_draft + t_verify(g+1)) / t_verify(1).
+ *   bench_gpu_check spec TARGET DRAFT GAMMA [ALPHA...]
+ *       CUDA, end to end: greedy autoregressive decoding of TARGET and
+ *       speculative decoding with DRAFT drafting GAMMA tokens a round,
+ *       each 128 tokens after a 32-token prompt, median of 3 decode-phase
+ *       rates (sd_gen_decode_tps); spec's ids must be ar's. The realised
+ *       speedup is set against the cost model (engine/decode/cost.c) built
+ *       from the step costs measured in the same run: the target's step
+ *       from ar, the drafter's calls and the verification calls from spec,
+ *       with the run's acceptance. With DRAFT the same file as TARGET every
+ *       draft is accepted, and the two must agree within 10%. Then, from
+ *       the same measured costs, the speedup implied at each per-draft
+ *       acceptance ALPHA (the pair's rates measured on the CPU):
+ *       (1 - a^(g+1)) / (1 - a) t_step / (g t_draft + t_verify(g+1)).
  *
  * Lines starting "S " are the step's summary lines (gpu-check.sh collects
  * them); the rest is the log. Exit 0 when every figure that has a pass
@@ -354,6 +367,99 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
     return 0;
 }
 
+static void no_token(void *ud, int32_t id) { (void)ud, (void)id; }
+
+/* The decode-phase rates of three runs of one strategy (spec when drafter
+ * is set, else ar), their median in *rate; the run whose rate is the
+ * median leaves its stats in *st and its ids in out[0..SPEC_GEN). */
+#define SPEC_PROMPT 32
+#define SPEC_GEN 128
+static int spec_runs(sd_model *t, sd_model *d, int gamma, const int32_t *prompt, int32_t *out,
+                     sd_gen_stats *st, double *rate, sd_err *e) {
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1, .on_token = no_token};
+    sd_spec_opts so = {.v = {.gamma = gamma}};
+    double r[3], sorted[3];
+    sd_gen_stats sts[3];
+    int32_t ids[3][SPEC_GEN];
+    for (int i = 0; i < 3; i++) {
+        sd_lm tl = {t, t->kv, 0, 0}, dl = {d, d ? d->kv : NULL, 0, 0};
+        memset(&sts[i], 0, sizeof sts[i]);
+        int n = d ? sd_speculative_generate(prompt, SPEC_PROMPT, &dl, &tl, &so, SPEC_GEN, &cfg,
+                                            ids[i], &sts[i], e)
+                  : sd_autoregressive_generate(prompt, SPEC_PROMPT, t, SPEC_GEN, &cfg, ids[i],
+                                               &sts[i], e);
+        if (n != SPEC_GEN) {
+            if (n >= 0) sd_fail(e, "%d tokens of %d", n, SPEC_GEN);
+            return -1;
+        }
+        sorted[i] = r[i] = sd_gen_decode_tps(&sts[i]);
+    }
+    *rate = median(sorted, 3);
+    for (int i = 0; i < 3; i++)
+        if (r[i] == *rate) {
+            *st = sts[i];
+            memcpy(out, ids[i], sizeof ids[i]);
+            break;
+        }
+    return 0;
+}
+
+static int cmd_spec(const char *target, const char *draft, const char *gamma_s, int n_alpha,
+                    char **alpha) {
+    char *end;
+    const long gamma = strtol(gamma_s, &end, 10);
+    if (*end || gamma < 1 || gamma > 15) {
+        fprintf(stderr, "bench_gpu_check: gamma '%s' is not in 1..15\n", gamma_s);
+        return 2;
+    }
+    for (int i = 0; i < n_alpha; i++) {
+        const double a = strtod(alpha[i], &end);
+        if (*end || !(a >= 0 && a < 1)) {
+            fprintf(stderr, "bench_gpu_check: acceptance rate '%s' not in [0, 1)\n", alpha[i]);
+            return 2;
+        }
+    }
+    if (need_gpu()) return 1;
+    sd_err e;
+    sd_model *t = load(target, SD_DEVICE_CUDA, &e), *d = t ? load(draft, SD_DEVICE_CUDA, &e) : NULL;
+    int rc = 1;
+    int32_t prompt[SPEC_PROMPT], ar_ids[SPEC_GEN], sp_ids[SPEC_GEN];
+    sd_gen_stats ar, sp;
+    double ar_rate = 0, sp_rate = 0;
+    if (d) tokens(prompt, SPEC_PROMPT, t->hp.vocab < d->hp.vocab ? t->hp.vocab : d->hp.vocab);
+    if (!d || spec_runs(t, NULL, 0, prompt, ar_ids, &ar, &ar_rate, &e) ||
+        spec_runs(t, d, (int)gamma, prompt, sp_ids, &sp, &sp_rate, &e)) {
+        if (t && d) fprintf(stderr, "bench_gpu_check: spec: %s\n", e.msg);
+        goto done;
+    }
+    const int same = !memcmp(ar_ids, sp_ids, sizeof ar_ids), identical = !strcmp(target, draft);
+    const double step = 1 / ar_rate, real = sp_rate / ar_rate, pred = sd_cost_speedup(&sp, step);
+    const double acc = sp.drafted ? (double)sp.accepted / sp.drafted : 0;
+    const long vc = sp.verify_calls_n[gamma + 1];
+    const double t_draft = sp.draft_calls ? (sp.draft_s + sp.catchup_s) / sp.draft_calls : 0;
+    const double t_ver = vc ? sp.verify_s_n[gamma + 1] / vc : 0;
+    const double off = pred > 0 ? real / pred - 1 : INFINITY;
+    printf("S spec %s <- %s gamma %ld: ids %s ar's, %.1f%% of drafts accepted; ar %.0f tok/s, spec "
+           "%.0f tok/s: realised %.2fx, cost model %.2fx from this run's costs (%+.1f%%)%s\n",
+           base(target), identical ? "itself" : base(draft), gamma, same ? "equal" : "DIFFER from",
+           100 * acc, ar_rate, sp_rate, real, pred, 100 * off,
+           identical ? (fabs(off) <= 0.10 ? ": within 10%, met" : ": within 10%, NOT met") : "");
+    printf("S   measured: step %.3f ms, draft call %.3f ms (%.2fx the step), %ld-row verify %.3f ms "
+           "(%.2fx the step, %ld calls)\n",
+           step * 1e3, t_draft * 1e3, t_draft / step, gamma + 1, t_ver * 1e3, t_ver / step, vc);
+    for (int i = 0; i < n_alpha && t_ver > 0; i++) {
+        const double a = atof(alpha[i]);
+        const double tok = (1 - pow(a, (double)gamma + 1)) / (1 - a);
+        printf("S   implied at alpha %.3f (CPU acceptance of the real pair): %.2fx\n", a,
+               tok * step / (gamma * t_draft + t_ver));
+    }
+    rc = same ? 0 : 1;
+done:
+    sd_model_free(d);
+    sd_model_free(t);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     sd_err e;
     if (sd_backend_opts_from_env(&opts, &e)) {
@@ -368,8 +474,11 @@ int main(int argc, char **argv) {
             return cmd_decode(argv[2], argv[3], atof(argv[4]));
     }
     if (argc >= 5 && !strcmp(argv[1], "verify")) return cmd_verify(argv[2], argv[3], argc - 4, argv + 4);
+    if (argc >= 5 && !strcmp(argv[1], "spec"))
+        return cmd_spec(argv[2], argv[3], argv[4], argc - 5, argv + 5);
     fprintf(stderr, "usage: bench_gpu_check cpu|compare FILE\n"
                     "       bench_gpu_check decode FILE [--min-toks T | --min-pct P]\n"
-                    "       bench_gpu_check verify TARGET DRAFT ALPHA...\n");
+                    "       bench_gpu_check verify TARGET DRAFT ALPHA...\n"
+                    "       bench_gpu_check spec TARGET DRAFT GAMMA [ALPHA...]\n");
     return 2;
 }

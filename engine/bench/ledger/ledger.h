@@ -1,0 +1,193 @@
+/* The GPU step ledger: what one decode step (one row) or one verification
+ * (n rows) of a model shape costs on a CUDA path, counted on the CPU.
+ *
+ * The op sequence is not written down here: a recording backend
+ * (ledger_trace.c) takes the calls engine/model makes for a model of the
+ * shape, a synthetic GGUF (engine/bench/synth_presets.h) whose weights are
+ * never read, so a shape's step is whatever model.c does today. Each path
+ * (ledger_cost.c) turns the recorded ops into the kernels the CUDA backend
+ * would launch for them, with the bytes each reads and writes, the
+ * dependency waits between them, and a predicted time from a cost model
+ * whose constants come from the last device runs (ledger_consts.c, the file
+ * docs/perf/gpu-ledger-constants.txt). */
+#ifndef SD_LEDGER_H
+#define SD_LEDGER_H
+
+#include <stdint.h>
+
+#include "engine/bench/synth_presets.h"
+#include "kernels/common/error.h"
+
+/* ---- the recorded ops (ledger_trace.c) ------------------------------------ */
+
+enum lg_kind { LG_EMBED, LG_RMSNORM, LG_QKV, LG_ATTN, LG_MATMUL, LG_FFN, LG_TOPK };
+
+typedef struct lg_w {
+    uint32_t type;
+    int64_t rows, cols;
+} lg_w;
+
+/* One backend call: its kind, rows n, position, whether it was called
+ * between graph_begin and graph_end (graph), the buffers it reads (x) and
+ * writes (out) as identities for the fusion rules, the width of x (cols:
+ * rmsnorm's dim, a product's input), its weights, the attention shape and
+ * top_k's k. */
+typedef struct lg_op {
+    int kind, n, pos, graph;
+    const void *out, *x;
+    int64_t cols;
+    int nw;
+    lg_w w[3];
+    int n_head, n_kv, head_dim;
+    int accumulate, k;
+} lg_op;
+
+typedef struct lg_trace {
+    lg_op *op;
+    int n, cap;
+} lg_trace;
+
+typedef struct lg_model lg_model;
+
+/* A model of preset c with n_ctx positions on the recording backend; the
+ * weights are an anonymous mapping that is never touched. NULL and e
+ * filled on failure. */
+lg_model *lg_model_open(const synth_preset *c, int n_ctx, sd_err *e);
+/* Records one greedy call of n rows at positions pos.. (every row's argmax
+ * comes back: a decode step for n = 1, a verification for n > 1) into t,
+ * which is emptied first. */
+int lg_model_trace(lg_model *m, int n, int pos, lg_trace *t, sd_err *e);
+/* The weight bytes a decode step reads (sd_model_weight_bytes): what the
+ * copy-bandwidth bound divides. */
+uint64_t lg_model_weight_bytes(const lg_model *m);
+void lg_model_close(lg_model *m);
+void lg_trace_free(lg_trace *t);
+
+/* ---- devices and constants (ledger_consts.c) ------------------------------ */
+
+enum { LG_H100, LG_H200, LG_NDEV };
+
+/* The cost model's constants of one device kind:
+ *   copy_gbs   device-to-device copy bandwidth, bytes read + written, GB/s
+ *   eta        the share of it that a step's kernels stream at
+ *   kernel_us  a kernel of a graph with PDL beyond its bytes: the boundary
+ *              and the tail of its slowest block
+ *   launch_us  a kernel launched on its own (outside a graph), or the one
+ *              cooperative launch of a persistent step
+ *   step_us    a step's fixed host cost: the graph launch, the ids back,
+ *              the wait
+ *   barrier_us a grid-wide barrier inside a persistent kernel
+ *   flag_us    a wait on some tiles only (a flag per tile)
+ *   op_us      the shortest body of one op inside a persistent kernel (its
+ *              blocks' latency chain)
+ *   quant_rate, float_rate  weight elements x activation rows a second
+ *              that the products compute on integer (int8 activations) or
+ *              float weights: where n rows cost more than their bytes */
+enum {
+    LG_COPY_GBS, LG_ETA, LG_KERNEL_US, LG_LAUNCH_US, LG_STEP_US, LG_BARRIER_US, LG_FLAG_US,
+    LG_OP_US, LG_QUANT_RATE, LG_FLOAT_RATE, LG_NCONST
+};
+
+typedef struct lg_device {
+    double v[LG_NCONST];
+} lg_device;
+
+/* A measured figure the ledger is checked against: key (e.g.
+ * "decode_nofold:llama-1b-bf16", "verify_nofold:qwen-1.5b-q4_k_m:5"), device, value. */
+typedef struct lg_point {
+    char key[64];
+    int dev;
+    double value;
+} lg_point;
+
+#define LG_SOURCE_MAX 160
+#define LG_MAX_POINTS 64
+
+typedef struct lg_consts {
+    lg_device dev[LG_NDEV];
+    char source[LG_NDEV][LG_NCONST][LG_SOURCE_MAX]; /* where each value comes from */
+    lg_point pt[LG_MAX_POINTS];
+    char pt_source[LG_MAX_POINTS][LG_SOURCE_MAX];
+    int n_pt;
+} lg_consts;
+
+const char *lg_const_name(int k);
+const char *lg_dev_name(int d);
+/* Parses the constants text (name: the file's name for messages). Every
+ * constant must be given for every device; errors read
+ * "NAME:LINE: reason" or "NAME: reason". */
+int lg_consts_parse(const char *text, const char *name, lg_consts *c, sd_err *e);
+/* The same from a file (errors name it). */
+int lg_consts_load(const char *path, lg_consts *c, sd_err *e);
+/* The measured value of key on dev, or -1 when there is none. */
+double lg_consts_point(const lg_consts *c, const char *key, int dev);
+
+/* The text of a file of at most 1 MiB (no NUL bytes), malloc'd into *out;
+ * errors name the file. */
+int lg_read_text(const char *path, char **out, sd_err *e);
+
+/* ---- the targets (ledger_targets.c) --------------------------------------- */
+
+#define LG_MAX_TARGETS 16
+#define LG_MAX_ALPHA 8
+
+/* The GPU targets, as docs/perf/gpu-targets.txt states them (the
+ * file's head describes its lines): decode targets by preset (tok/s, or %
+ * of the copy bound when pct), verification ratios by the rows they cover,
+ * the speculative speedup, and the acceptance rates it is implied at. */
+typedef struct lg_targets {
+    struct {
+        char preset[48];
+        int pct;
+        double value;
+    } decode[LG_MAX_TARGETS];
+    int n_decode;
+    int verify_rows[LG_MAX_TARGETS];
+    double verify_ratio[LG_MAX_TARGETS];
+    int n_verify;
+    double spec;
+    double accept[LG_MAX_ALPHA];
+    int n_accept;
+} lg_targets;
+
+/* Parses the targets text (name: the file's name for messages); errors
+ * read "NAME:LINE: reason" or "NAME: reason". */
+int lg_targets_parse(const char *text, const char *name, lg_targets *t, sd_err *e);
+int lg_targets_load(const char *path, lg_targets *t, sd_err *e);
+/* The largest ratio the targets allow an n-row call (0: none applies). */
+double lg_targets_verify(const lg_targets *t, int n);
+
+/* ---- paths and their cost (ledger_cost.c) --------------------------------- */
+
+/* graph+pdl: today's CUDA backend (backend_cuda.cu), each step one graph
+ *   launch with programmatic dependent launch, norms folded;
+ * graph+pdl nofold: the same with every norm launched on its own (what the
+ *   measured runs ran);
+ * persistent: one cooperative launch a step, a wait at every op boundary,
+ *   weights streamed once whatever the rows. */
+enum { LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSISTENT, LG_NPATH };
+
+const char *lg_path_name(int path);
+
+/* What one call costs on a path. */
+typedef struct lg_step {
+    int launches;    /* kernel launches (a persistent step: its one cooperative launch) */
+    int nodes;       /* nodes of the step's graph, copies included (0: no graph) */
+    int waits;       /* grid-wide dependency waits: kernel boundaries, or barriers */
+    int partial;     /* waits on some tiles only */
+    double w_bytes;  /* weight bytes streamed */
+    double kv_bytes; /* KV cache bytes read and written */
+    double act_bytes; /* activations, logits and scratch read and written */
+    double us;       /* predicted time of the call */
+} lg_step;
+
+/* The cost of trace t on path with device d's constants. */
+int lg_cost(const lg_trace *t, int path, const lg_device *d, lg_step *s, sd_err *e);
+
+/* Speculative decoding's implied speedup: tokens a round at acceptance
+ * alpha per draft and gamma drafts, (1 - alpha^(gamma+1)) / (1 - alpha)
+ * (gamma + 1 at alpha = 1), times the target's one-row step t1 over the
+ * round's cost gamma * draft + verify (gamma + 1 rows). */
+double lg_spec_speedup(double alpha, int gamma, double t1, double draft, double verify);
+
+#endif
