@@ -14,7 +14,7 @@
  * it (the backend's isa option, kernels/common/backend_opts.h), so any
  * narrower path can be run and tested on a wider machine. Threads come
  * from the context's worker pool (pool.h), n_threads of them counting the
- * caller. A context owns all scratch memory, so the kernels never
+ * caller; contexts may share one pool. A context owns all scratch memory, so the kernels never
  * allocate on the hot path once it has grown to the largest shape; one
  * context must not be used from two threads at once. */
 #ifndef SD_CPU_H
@@ -26,6 +26,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/wtype.h"
 #include "kernels/common/weight.h"
+#include "kernels/cpu/pool.h"
 
 typedef struct sd_cpu sd_cpu;
 
@@ -38,8 +39,13 @@ typedef struct sd_cpu sd_cpu;
  * cpu_int.h), the other levels and types one per 32. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
-/* n_threads <= 0: the physical cores this process may run on. */
+/* A context with a worker pool of its own; n_threads <= 0: the physical
+ * cores this process may run on. */
 sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
+/* A context on pool (it takes a reference; the pool's thread count is the
+ * context's), sharing its workers with the other contexts on it: see
+ * pool.h for how they take turns. */
+sd_cpu *sd_cpu_create_on(sd_pool *pool, sd_err *e);
 int sd_cpu_physical_cores(void);
 void sd_cpu_destroy(sd_cpu *c);
 int sd_cpu_threads(const sd_cpu *c);
