@@ -46,9 +46,9 @@ typedef struct sd_backend_opts {
 } sd_backend_opts;
 
 /* Every setting at its default: the best SIMD level, a pool of the CPU
- * backend's own, repacking on, graphs
- * and programmatic launch on, the folded attention merge, no per-launch
- * synchronisation, folded norms at 8 blocks a multiprocessor. */
+ * backend's own, repacking on, graphs and programmatic launch on, the
+ * folded attention merge, no per-launch synchronisation, folded norms at 8
+ * blocks a multiprocessor. */
 sd_backend_opts sd_backend_opts_default(void);
 
 #ifdef __cplusplus

@@ -14,9 +14,9 @@
  * it (the backend's isa option, kernels/common/backend_opts.h), so any
  * narrower path can be run and tested on a wider machine. Threads come
  * from the context's worker pool (pool.h), n_threads of them counting the
- * caller; contexts may share one pool. A context owns all scratch memory, so the kernels never
- * allocate on the hot path once it has grown to the largest shape; one
- * context must not be used from two threads at once. */
+ * caller; contexts may share one pool. A context owns all scratch memory,
+ * so the kernels never allocate on the hot path once it has grown to the
+ * largest shape; one context must not be used from two threads at once. */
 #ifndef SD_CPU_H
 #define SD_CPU_H
 
@@ -105,7 +105,8 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
  * over its weights' types in proportion to their bytes; SD_OP_QACT is the
  * activation quantization inside the products. wait_ns: time the calling
  * thread spent at the end of a parallel region waiting for tasks other
- * threads had taken (included in the ops' times). */
+ * threads had taken (included in the ops' times; on a shared pool, the
+ * waits of every context on it). */
 enum sd_cpu_op {
     SD_OP_MATMUL,
     SD_OP_QACT,
