@@ -59,7 +59,7 @@ int sd_cli_perplexity(const sd_args *a, const char *text, FILE *out, sd_err *e) 
     sd_model_opts o = {.n_ctx = 1, .kv_type = a->c.kv_type, .progress = sd_cli_progress_cb(),
                        .progress_ud = &shown};
     sd_model *m =
-        sd_load_model(a->c.model, a->c.device, a->c.threads, &o, notice, sizeof notice, e);
+        sd_load_model(a->c.model, a->c.device, a->c.threads, NULL, &o, notice, sizeof notice, e);
     if (!m) return 1;
     if (notice[0]) fprintf(stderr, "specdec: note: %s\n", notice);
     int32_t *ids = NULL;

@@ -104,8 +104,8 @@ int sd_device_choose(int device, int gpu, int head_dim, char *notice, size_t cap
     return SD_DEVICE_CPU;
 }
 
-sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, char *notice,
-                                size_t cap, sd_err *e) {
+sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, sd_backend *beside,
+                                char *notice, size_t cap, sd_err *e) {
     char why[256];
     int gpu = device != SD_DEVICE_CPU && sd_cuda_available(why, sizeof why);
     if (device == SD_DEVICE_CUDA && !gpu) {
@@ -113,6 +113,8 @@ sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, char *n
         return NULL;
     }
     int d = sd_device_choose(device, gpu, head_dim, notice, cap, e);
-    if (d < 0) return NULL;
-    return sd_backend_open(d, n_threads, e);
+    sd_backend_opts o;
+    if (d < 0 || sd_backend_opts_from_env(&o, e)) return NULL;
+    o.cpu_pool = sd_backend_cpu_pool(beside);
+    return sd_backend_open_opts(d, n_threads, &o, e);
 }

@@ -31,8 +31,14 @@ sd_backend *sd_backend_open(int device, int n_threads, sd_err *e);
  * (empty otherwise); CUDA refuses them. */
 int sd_device_choose(int device, int gpu, int head_dim, char *notice, size_t cap, sd_err *e);
 
-/* sd_backend_open for a model with heads of head_dim (see sd_device_choose). */
-sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, char *notice,
-                                size_t cap, sd_err *e);
+/* sd_backend_open for a model with heads of head_dim (see sd_device_choose).
+ * beside: a backend the caller already has open for the same work (the
+ * target, when this one is for its drafter), or NULL. When both are CPU
+ * backends the new one runs on beside's worker pool, with its thread
+ * count, so switching from one model to the other wakes no second set of
+ * threads; the two are then meant to be used from one thread in turn
+ * (kernels/cpu/pool.h). */
+sd_backend *sd_backend_open_for(int device, int n_threads, int head_dim, sd_backend *beside,
+                                char *notice, size_t cap, sd_err *e);
 
 #endif

@@ -143,13 +143,13 @@ int sd_session_set_draft_layers(sd_session *s, int k, sd_err *e) {
     return 0;
 }
 
-sd_model *sd_load_model(const char *path, int device, int threads, const sd_model_opts *o,
-                        char *notice, size_t cap, sd_err *e) {
+sd_model *sd_load_model(const char *path, int device, int threads, sd_backend *beside,
+                        const sd_model_opts *o, char *notice, size_t cap, sd_err *e) {
     sd_hparams hp;
     if (cap) notice[0] = 0;
     if (sd_model_hparams(path, &hp, e)) return NULL;
     char why[160];
-    sd_backend *be = sd_backend_open_for(device, threads, hp.head_dim, why, sizeof why, e);
+    sd_backend *be = sd_backend_open_for(device, threads, hp.head_dim, beside, why, sizeof why, e);
     if (!be) {
         sd_wrap(e, device == SD_DEVICE_CUDA ? "--device cuda" : "--device");
         return NULL;
@@ -164,13 +164,15 @@ sd_model *sd_load_model(const char *path, int device, int threads, const sd_mode
     return sd_model_load(path, be, o, e);
 }
 
-/* sd_load_model, its notice appended to s->notice. */
+/* sd_load_model, its notice appended to s->notice; the drafter's CPU
+ * backend shares the target's worker pool. */
 static sd_model *load(sd_session *s, const char *path, int device, int threads, int n_ctx,
                       sd_err *e) {
     char notice[256];
     sd_model_opts o = {.n_ctx = n_ctx, .kv_type = s->c.kv_type, .progress = s->c.progress,
                        .progress_ud = s->c.progress_ud};
-    sd_model *m = sd_load_model(path, device, threads, &o, notice, sizeof notice, e);
+    sd_model *m = sd_load_model(path, device, threads, s->target ? s->target->be : NULL, &o,
+                                notice, sizeof notice, e);
     size_t used = strlen(s->notice);
     if (m && notice[0])
         snprintf(s->notice + used, sizeof s->notice - used, "%s%s", used ? "; " : "", notice);

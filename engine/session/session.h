@@ -103,10 +103,12 @@ typedef struct sd_session {
 /* Loads the model at path with its caches as o describes them (positions,
  * element type) on the backend `device` names: AUTO takes the CPU instead
  * of CUDA for heads the CUDA kernels do not take and says so in notice (""
- * otherwise). Errors name the file, or the --device / --kv-type setting
- * when the backend is what failed or cannot keep that cache. */
-sd_model *sd_load_model(const char *path, int device, int threads, const sd_model_opts *o,
-                        char *notice, size_t cap, sd_err *e);
+ * otherwise). beside: NULL, or the backend of a model already loaded for
+ * the same session, whose CPU worker pool a CPU backend shares
+ * (sd_backend_open_for). Errors name the file, or the --device / --kv-type
+ * setting when the backend is what failed or cannot keep that cache. */
+sd_model *sd_load_model(const char *path, int device, int threads, sd_backend *beside,
+                        const sd_model_opts *o, char *notice, size_t cap, sd_err *e);
 
 /* The plugin set of c's search path, nothing loaded yet (the session loads
  * the one plugin its sampler needs); NULL on out of memory. */

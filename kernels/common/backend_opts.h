@@ -20,6 +20,10 @@ typedef struct sd_backend_opts {
      * kernels/cpu/cpu.h; a level above the CPU's is the CPU's), or -1 for
      * the best this CPU has. */
     int isa;
+    /* CPU: the worker pool to run on (kernels/cpu/pool.h), shared with the
+     * other CPU backends made on it (the backend takes a reference and the
+     * pool's thread count), or NULL for a pool of its own. */
+    struct sd_pool *cpu_pool;
     /* CPU: 1 interleaves quantized weights of 16k rows in groups of 16 at
      * upload_weight (kernels/cpu/blocks.h); 0 keeps the file's layout. */
     int repack;
@@ -41,9 +45,10 @@ typedef struct sd_backend_opts {
     int cuda_fuse_norm;
 } sd_backend_opts;
 
-/* Every setting at its default: the best SIMD level, repacking on, graphs
- * and programmatic launch on, the folded attention merge, no per-launch
- * synchronisation, folded norms at 8 blocks a multiprocessor. */
+/* Every setting at its default: the best SIMD level, a pool of the CPU
+ * backend's own, repacking on, graphs and programmatic launch on, the
+ * folded attention merge, no per-launch synchronisation, folded norms at 8
+ * blocks a multiprocessor. */
 sd_backend_opts sd_backend_opts_default(void);
 
 #ifdef __cplusplus

@@ -25,6 +25,11 @@ sd_cpu *sd_backend_cpu_context(sd_backend *b) {
     return b && b->destroy == cpu_destroy ? cpu(b) : NULL;
 }
 
+sd_pool *sd_backend_cpu_pool(sd_backend *b) {
+    sd_cpu *c = sd_backend_cpu_context(b);
+    return c ? sd_cpu_pool(c) : NULL;
+}
+
 static void cpu_destroy(sd_backend *b) {
     sd_cpu_destroy(cpu(b));
     free(b->ctx);
@@ -195,7 +200,7 @@ sd_backend *sd_backend_cpu(int n_threads, const sd_backend_opts *o, sd_err *e) {
         sd_fail(e, "out of memory");
         return NULL;
     }
-    cb->cpu = sd_cpu_create(n_threads, e);
+    cb->cpu = d.cpu_pool ? sd_cpu_create_on(d.cpu_pool, e) : sd_cpu_create(n_threads, e);
     if (!cb->cpu) {
         free(cb);
         free(b);

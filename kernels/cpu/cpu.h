@@ -14,9 +14,9 @@
  * it (the backend's isa option, kernels/common/backend_opts.h), so any
  * narrower path can be run and tested on a wider machine. Threads come
  * from the context's worker pool (pool.h), n_threads of them counting the
- * caller. A context owns all scratch memory, so the kernels never
- * allocate on the hot path once it has grown to the largest shape; one
- * context must not be used from two threads at once. */
+ * caller; contexts may share one pool. A context owns all scratch memory,
+ * so the kernels never allocate on the hot path once it has grown to the
+ * largest shape; one context must not be used from two threads at once. */
 #ifndef SD_CPU_H
 #define SD_CPU_H
 
@@ -26,6 +26,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/wtype.h"
 #include "kernels/common/weight.h"
+#include "kernels/cpu/pool.h"
 
 typedef struct sd_cpu sd_cpu;
 
@@ -38,8 +39,13 @@ typedef struct sd_cpu sd_cpu;
  * cpu_int.h), the other levels and types one per 32. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
-/* n_threads <= 0: the physical cores this process may run on. */
+/* A context with a worker pool of its own; n_threads <= 0: the physical
+ * cores this process may run on. */
 sd_cpu *sd_cpu_create(int n_threads, sd_err *e);
+/* A context on pool (it takes a reference; the pool's thread count is the
+ * context's), sharing its workers with the other contexts on it: see
+ * pool.h for how they take turns. */
+sd_cpu *sd_cpu_create_on(sd_pool *pool, sd_err *e);
 int sd_cpu_physical_cores(void);
 void sd_cpu_destroy(sd_cpu *c);
 int sd_cpu_threads(const sd_cpu *c);
@@ -99,7 +105,8 @@ int sd_cpu_embed(sd_cpu *c, float *x, const sd_weight *emb, const int32_t *ids, 
  * over its weights' types in proportion to their bytes; SD_OP_QACT is the
  * activation quantization inside the products. wait_ns: time the calling
  * thread spent at the end of a parallel region waiting for tasks other
- * threads had taken (included in the ops' times). */
+ * threads had taken (included in the ops' times; on a shared pool, the
+ * waits of every context on it). */
 enum sd_cpu_op {
     SD_OP_MATMUL,
     SD_OP_QACT,

@@ -1,6 +1,7 @@
 /* The CPU kernel context: SIMD level, worker pool, scratch and profile.
  *
- * Threads: a context owns a worker pool (pool.h); each op is one region
+ * Threads: a context holds a reference to a worker pool (pool.h), its own
+ * or one it shares with other contexts; each op is one region
  * (a matrix product two: activation quantization, then rows) whose tasks
  * are contiguous ranges, so each thread streams its own memory.
  * Scratch: a context owns a few growable 64-byte-aligned buffers (one per
@@ -93,21 +94,31 @@ int sd_isa_from_name(const char *name) {
 }
 
 /* ---- context ------------------------------------------------------------ */
-sd_cpu *sd_cpu_create(int n_threads, sd_err *e) {
+static sd_cpu *context(sd_pool *pool, sd_err *e) {
     sd_cpu *c = calloc(1, sizeof *c);
     if (!c) {
         sd_fail(e, "cpu backend: out of memory");
         return NULL;
     }
+    c->n_threads = sd_pool_threads(pool);
+    c->isa = sd_cpu_isa_detect();
+    c->pool = pool;
+    return c;
+}
+
+sd_cpu *sd_cpu_create(int n_threads, sd_err *e) {
     if (n_threads <= 0) n_threads = sd_cpu_physical_cores();
     if (n_threads > 1024) n_threads = 1024;
-    c->n_threads = n_threads;
-    c->isa = sd_cpu_isa_detect();
-    c->pool = sd_pool_create(n_threads, e);
-    if (!c->pool) {
-        free(c);
-        return NULL;
-    }
+    sd_pool *pool = sd_pool_create(n_threads, e);
+    if (!pool) return NULL;
+    sd_cpu *c = context(pool, e);
+    if (!c) sd_pool_destroy(pool);
+    return c;
+}
+
+sd_cpu *sd_cpu_create_on(sd_pool *pool, sd_err *e) {
+    sd_cpu *c = context(sd_pool_retain(pool), e);
+    if (!c) sd_pool_destroy(pool);
     return c;
 }
 

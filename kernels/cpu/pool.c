@@ -9,6 +9,8 @@
  *   done   = tasks finished in the current region; the caller returns when
  *            it reaches the count.
  *   gen    = the futex word workers sleep on; bumped once per region.
+ *   caller = 1 while a caller's regions run; taken with an exchange, so
+ *            a second caller finds it held and runs its tasks itself.
  * The job (fn, arg) is written before the release store that publishes a
  * generation and read only after a successful claim of that generation;
  * the caller cannot start another region while a claimed task is
@@ -48,7 +50,9 @@ struct sd_pool {
     _Alignas(64) _Atomic uint32_t gen;
     _Atomic int sleepers;
     _Atomic int stop;
-    _Alignas(64) sd_pool_fn fn;
+    _Atomic int refs;
+    _Alignas(64) _Atomic int caller;
+    sd_pool_fn fn;
     void *arg;
     uint64_t wait_ns;
     int n_threads, started;
@@ -126,6 +130,7 @@ sd_pool *sd_pool_create(int n_threads, sd_err *e) {
         return NULL;
     }
     p->n_threads = n_threads;
+    atomic_init(&p->refs, 1);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
         p->args = calloc((size_t)n_threads - 1, sizeof *p->args);
@@ -149,8 +154,15 @@ sd_pool *sd_pool_create(int n_threads, sd_err *e) {
     return p;
 }
 
+sd_pool *sd_pool_retain(sd_pool *p) {
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+/* The last reference's release is ordered after every other holder's use
+ * of the pool (acq_rel on the count), so the join and free see it idle. */
 void sd_pool_destroy(sd_pool *p) {
-    if (!p) return;
+    if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
     atomic_store(&p->stop, 1);
     atomic_fetch_add(&p->gen, 1);
     futex_wake_all(&p->gen);
@@ -201,19 +213,22 @@ static void run_slice(void *v, int64_t task, int thread) {
     s->fn(s->arg, s->base + task, thread);
 }
 
+/* The caller word is taken with acquire and given back with release, so a
+ * caller that takes it sees the job, counters and wait total the previous
+ * caller left. */
 void sd_pool_run(sd_pool *p, sd_pool_fn fn, void *arg, int64_t n_tasks, int parallel) {
     if (n_tasks <= 0) return;
-    if (!parallel || p->n_threads == 1 || n_tasks == 1) {
+    if (!parallel || p->n_threads == 1 || n_tasks == 1 ||
+        atomic_exchange_explicit(&p->caller, 1, memory_order_acquire)) {
         for (int64_t i = 0; i < n_tasks; i++) fn(arg, i, 0);
         return;
     }
-    if (n_tasks <= (int64_t)TASK_MASK) {
-        run_region(p, fn, arg, n_tasks);
-        return;
-    }
-    for (int64_t base = 0; base < n_tasks; base += (int64_t)TASK_MASK) {
-        slice s = {fn, arg, base};
-        int64_t m = n_tasks - base;
-        run_region(p, run_slice, &s, m < (int64_t)TASK_MASK ? m : (int64_t)TASK_MASK);
-    }
+    if (n_tasks <= (int64_t)TASK_MASK) run_region(p, fn, arg, n_tasks);
+    else
+        for (int64_t base = 0; base < n_tasks; base += (int64_t)TASK_MASK) {
+            slice s = {fn, arg, base};
+            int64_t m = n_tasks - base;
+            run_region(p, run_slice, &s, m < (int64_t)TASK_MASK ? m : (int64_t)TASK_MASK);
+        }
+    atomic_store_explicit(&p->caller, 0, memory_order_release);
 }
