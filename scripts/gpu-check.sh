@@ -16,11 +16,13 @@
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
 #            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
 #            with programmatic dependent launch; that again with every
-#            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0), and
-#            with folded launches planned for 4 and 16 blocks a multiprocessor
+#            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0),
+#            with folded launches planned for 4 and 16 blocks a multiprocessor,
+#            and with each step one persistent launch (_persist:
+#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu)
 #   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
-#            and without folded norms) and
+#            and without folded norms, and as persistent launches) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   cli      the specdec binary on the real stories260K files of tests/data:
@@ -353,6 +355,9 @@ if [ $GPU = 1 ]; then
         # the same with every RMSNorm launched on its own (no folded norms)
         # shellcheck disable=SC2046
         step "decode_graph_pdl_nofold_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # each step one persistent launch (kernels/cuda/step.cu)
+        # shellcheck disable=SC2046
+        step "decode_persist_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
     # folded launches planned for 4 and 16 resident blocks a multiprocessor (default 8)
     for k in 4 16; do
@@ -369,6 +374,9 @@ if [ $GPU = 1 ]; then
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
     step verify_graph_pdl_nofold 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_persist 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     step bench_kernels 180 sh "$SELF" --run kernels
     step profile_qwen-1.5b 120 sh "$SELF" --run profile "$MODELS/qwen-1.5b-q4_k_m.gguf" 3000 300
