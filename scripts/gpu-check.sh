@@ -16,11 +16,13 @@
 #   decode_* greedy decode with the argmax on the device, tok/s and % of
 #            the copy-bandwidth bound: plain launches, a CUDA graph, a graph
 #            with programmatic dependent launch; that again with every
-#            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0), and
-#            with folded launches planned for 4 and 16 blocks a multiprocessor
+#            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0),
+#            with folded launches planned for 4 and 16 blocks a multiprocessor,
+#            and with each step one persistent launch (_persist:
+#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu)
 #   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
-#            and without folded norms) and
+#            and without folded norms, and as persistent launches) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   spec_*   speculative decoding end to end (bench_gpu_check spec, gamma 4):
@@ -369,6 +371,9 @@ if [ $GPU = 1 ]; then
         # the same with every RMSNorm launched on its own (no folded norms)
         # shellcheck disable=SC2046
         step "decode_graph_pdl_nofold_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # each step one persistent launch (kernels/cuda/step.cu)
+        # shellcheck disable=SC2046
+        step "decode_persist_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
     # folded launches planned for 4 and 16 resident blocks a multiprocessor (default 8)
     for k in 4 16; do
@@ -386,6 +391,9 @@ if [ $GPU = 1 ]; then
     # shellcheck disable=SC2086
     step verify_graph_pdl_nofold 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_persist 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # speculative decoding end to end: realised against the cost model of
     # the run's own step costs (bench_gpu_check spec)
     q15="$MODELS/qwen-1.5b-q4_k_m.gguf"
@@ -397,6 +405,8 @@ if [ $GPU = 1 ]; then
         l3="$MODELS/llama-3b-bf16.gguf"
         # shellcheck disable=SC2046
         step decode_graph_pdl_llama-3b-bf16 90 $BIN/bench/bench_gpu_check decode "$l3" $(target llama-3b-bf16)
+        # shellcheck disable=SC2046
+        step decode_persist_llama-3b-bf16 90 env SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$l3" $(target llama-3b-bf16)
         # shellcheck disable=SC2086
         step spec_identical_llama-3b-bf16 120 $BIN/bench/bench_gpu_check spec "$l3" "$l3" 4 $ACCEPT
         # shellcheck disable=SC2086
@@ -407,10 +417,10 @@ if [ $GPU = 1 ]; then
     step profile_detail 120 sh "$SELF" --run profile_detail "$MODELS/qwen-1.5b-q4_k_m.gguf"
     if command -v compute-sanitizer >/dev/null; then
         for f in model_q4_1 model_q4_k matmul_q6_k attention_long_and_prefill attention_merge_launch attention_live_splits \
-            qkv_rope_neox_bias top_k_rows decode_graph norm_folded_loop; do
+            qkv_rope_neox_bias top_k_rows decode_graph decode_persistent norm_folded_loop; do
             step "memcheck_$f" 60 sh "$SELF" --run san memcheck "$f"
         done
-        for f in model_q8_0 attention_long_and_prefill top_k_rows norm_folded_loop; do
+        for f in model_q8_0 attention_long_and_prefill top_k_rows norm_folded_loop decode_persistent; do
             step "racecheck_$f" 60 sh "$SELF" --run san racecheck "$f"
         done
     else

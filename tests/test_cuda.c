@@ -1341,8 +1341,9 @@ static void decode_script(sd_model *m, int32_t *out, long *caps, long *nodes) {
 /* A synth_model GGUF of c (its bytes in *bytes, freed by the caller after
  * the model) loaded on the CUDA backend with a cache of n_ctx, with
  * programmatic dependent launch (cuda_int.h cu_launch_cfg), which the
- * emulator checks every block of the launched kernels waits for. */
-static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
+ * emulator checks every block of the launched kernels waits for, and
+ * recorded steps run as persistent launches when persistent is set. */
+static sd_model *persist_model(const synth_cfg *c, int n_ctx, int persistent, uint8_t **bytes) {
     size_t n = 0;
     sd_err e = {{0}};
     cr_assert(synth_model_bytes(c, bytes, &n, &e) == 0, "%s", e.msg);
@@ -1351,9 +1352,14 @@ static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
     sd_model_opts o = {.n_ctx = n_ctx};
     sd_backend_opts bo = sd_backend_opts_default();
     bo.cuda_pdl = 1;
+    bo.cuda_persistent = persistent;
     sd_model *m = sd_model_from_gguf(f, sd_backend_cuda(0, &bo, &e), &o, &e);
     cr_assert(m, "%s", e.msg);
     return m;
+}
+
+static sd_model *graph_model(const synth_cfg *c, int n_ctx, uint8_t **bytes) {
+    return persist_model(c, n_ctx, 0, bytes);
 }
 
 Test(cuda, decode_graph) {
@@ -1394,6 +1400,38 @@ Test(cuda, decode_graph) {
      * own); the head's matmul with its norm folded */
     cr_expect(nodes == 3 + 5 * c.n_layers + 1, "decode step of %d layers: %ld graph nodes",
               c.n_layers, nodes);
+    sd_model_free(m);
+    free(bytes);
+}
+
+/* The same script with every recorded step one persistent launch
+ * (kernels/cuda/step.cu): the prompt, the decode steps and the
+ * verifications give the ids of plain launches, and no step goes the graph
+ * way. In the emulator on 4 multiprocessors (the grid is every resident
+ * block), whose blocks it runs round robin, so that each item runs beside
+ * the ones taken before it (tests/cuda_emu/test_emu_forward.c,
+ * persist_type); a GPU ignores the setting. */
+Test(cuda, decode_persistent) {
+    cr_assert(setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    synth_cfg c = synth_default();
+    c.wtype = SD_Q4_K;
+    c.dim = 256;
+    c.ffn = 512;
+    c.n_layers = 3;
+    uint8_t *bytes = NULL;
+    sd_model *m = persist_model(&c, 200, 1, &bytes);
+    int32_t plain[GR_IDS], persistent[GR_IDS];
+    long caps[GR_CALLS], nodes = 0;
+    cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
+    decode_script(m, plain, caps, &nodes);
+    cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
+    decode_script(m, persistent, caps, &nodes);
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    cr_expect(!memcmp(plain, persistent, sizeof plain), "persistent decode gave other ids");
+    cr_expect(st.persistent == GR_CALLS && st.persist_fallbacks == 0 && st.launched == 0,
+              "%ld steps persistent, %ld not (%s), %ld graphs launched", st.persistent,
+              st.persist_fallbacks, st.persist_why, st.launched);
     sd_model_free(m);
     free(bytes);
 }

@@ -264,7 +264,11 @@ static int graph_check(sd_model *m, sd_err *e) {
            "replayed), %ld fell back, %ld nodes a step; 64 ids %s those of plain launches\n",
            st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks,
            st.nodes, same ? "equal" : "DIFFER from");
-    return same && st.launched > 0 ? 0 : -1;
+    if (st.persistent || st.persist_fallbacks)
+        printf("S   persistent: %ld steps one launch, %ld the graph way%s%s\n", st.persistent,
+               st.persist_fallbacks, st.persist_fallbacks ? ": " : "",
+               st.persist_fallbacks ? st.persist_why : "");
+    return same && st.launched + st.persistent > 0 ? 0 : -1;
 }
 
 /* target: "--min-toks T" or "--min-pct P" (NULL: none) */

@@ -27,7 +27,9 @@
  *        newer); default 1.
  *   SD_CUDA_FUSE_NORM=0-32 CUDA: resident blocks a multiprocessor of the
  *        launches that fold an RMSNorm into the next matrix-vector op, 0
- *        launching every norm on its own; default 8. */
+ *        launching every norm on its own; default 8.
+ *   SD_CUDA_PERSISTENT=0|1 CUDA: 1 runs each decode step as one persistent
+ *        launch where it can (else as a graph); default 0. */
 static const char *env(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -47,7 +49,8 @@ int sd_backend_opts_from_env(sd_backend_opts *o, sd_err *e) {
     if (v && (o->isa = sd_isa_from_name(v)) < 0)
         return sd_fail(e, "SD_ISA=%.40s: expected scalar, avx2, avx512, avx512vnni or amx", v);
     if (env_bool("SD_REPACK", &o->repack, e) || env_bool("SD_CUDA_SYNC", &o->cuda_sync, e) ||
-        env_bool("SD_CUDA_GRAPH", &o->cuda_graph, e) || env_bool("SD_CUDA_PDL", &o->cuda_pdl, e))
+        env_bool("SD_CUDA_GRAPH", &o->cuda_graph, e) || env_bool("SD_CUDA_PDL", &o->cuda_pdl, e) ||
+        env_bool("SD_CUDA_PERSISTENT", &o->cuda_persistent, e))
         return -1;
     v = env("SD_CUDA_ATTN_MERGE");
     if (v && strcmp(v, "launch") && strcmp(v, "fold"))

@@ -43,6 +43,10 @@ typedef struct sd_backend_opts {
      * RMSNorm into the matrix-vector op after it, 1 to
      * SD_CUDA_FUSE_NORM_MAX; 0 launches every norm on its own. */
     int cuda_fuse_norm;
+    /* CUDA: 1 runs each recorded decode step as one persistent cooperative
+     * launch (kernels/cuda/step.cu) where it can, else as a graph; 0 (the
+     * default until a GPU run has measured it) always as a graph. */
+    int cuda_persistent;
 } sd_backend_opts;
 
 /* Every setting at its default: the best SIMD level, a pool of the CPU

@@ -85,8 +85,9 @@ static int cu_unrecordable(const sd_cuda *c, const char *op, sd_err *e) {
 /* ---- scratch ----------------------------------------------------------------- */
 void *cu_scratch(sd_cuda *c, int slot, size_t bytes, sd_err *e) {
     if (bytes <= c->scratch_size[slot] && c->scratch[slot]) return c->scratch[slot];
-    if (c->capturing) {
-        sd_fail(e, "cuda: scratch %d must grow to %zu bytes while a graph is captured", slot, bytes);
+    if (c->capturing || c->step) {
+        sd_fail(e, "cuda: scratch %d must grow to %zu bytes while a graph is captured or a "
+                   "persistent step built", slot, bytes);
         return NULL;
     }
     /* 1.5x growth: a context that grows one position a step reallocates rarely */
@@ -660,6 +661,23 @@ static int graph_launch(sd_cuda *c, cu_graph *g, sd_err *e) {
     return 0;
 }
 
+/* The recorded step as one persistent launch (step.cu): the records issued
+ * while the launchers add stages, each at its own position. 0, or -1 when
+ * the step cannot run so (the reason kept in gstats): nothing was launched
+ * but the embeds' id copies, which the graph path issues again. */
+static int graph_persist(sd_cuda *c) {
+    sd_err why;
+    int rc = cu_step_begin(c, &why);
+    for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, &why);
+    if (cu_step_end(c, rc == 0, &why)) {
+        c->gstats.persist_fallbacks++;
+        snprintf(c->gstats.persist_why, sizeof c->gstats.persist_why, "%s", why.msg);
+        return -1;
+    }
+    c->gstats.persistent++;
+    return 0;
+}
+
 /* Captures the records into the least recently used slot and launches it. */
 static int graph_capture(sd_cuda *c, sd_err *e) {
     if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -753,6 +771,7 @@ static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
     if (cu_enter(c, "graph", e)) return -1;
     for (int k = 0; k < CU_SCRATCH_N; k++)
         if (c->rec_need[k] && !cu_scratch(c, k, c->rec_need[k], e)) return -1;
+    if (c->persist_on && graph_persist(c) == 0) return 0;
     if (c->rec_mixed) return graph_plain(c, e);
     cu_graph *g = graph_find(c);
     if (!g) return graph_capture(c, e);
@@ -782,6 +801,7 @@ static void cuda_destroy(sd_backend *b) {
             if (c->pos_host && cudaFreeHost(c->pos_host) != cudaSuccess) cudaGetLastError();
             if (c->stream) cudaStreamDestroy(c->stream);
         }
+        cu_step_free(c);
         for (int k = 0; k < CU_GRAPHS; k++) free(c->graphs[k].rec), free(c->graphs[k].ptr);
         free(c->cur.rec);
         free(c->cur.ptr);
@@ -862,6 +882,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_
     c->attn_merge_launch = d.cuda_attn_merge_launch != 0;
     c->pdl = prop.major >= 9 && d.cuda_pdl;
     c->fuse_norm = d.cuda_fuse_norm;
+    c->persist_on = d.cuda_persistent != 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||

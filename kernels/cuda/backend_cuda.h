@@ -51,9 +51,14 @@ long sd_cuda_norms_folded(sd_backend *b);
  * a kept executable graph in place or by a new instantiation) and the steps
  * replayed (a kept graph launched as it is, nothing captured); steps that
  * fell back to plain launches; and the nodes (kernels and copies) of the
- * last graph captured. */
+ * last graph captured. With cuda_persistent (sd_backend_opts): the steps
+ * run as one persistent launch (kernels/cuda/step.cu), and those that could
+ * not be and went the graph way (persist_fallbacks; the last reason in
+ * persist_why). */
 typedef struct sd_cuda_graph_stats {
     long launched, captures, replays, updated, instantiated, fallbacks, nodes;
+    long persistent, persist_fallbacks;
+    char persist_why[160];
 } sd_cuda_graph_stats;
 int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out);
 /* Copies bytes from host memory into device memory of backend b (tests,

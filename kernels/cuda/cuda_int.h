@@ -66,6 +66,50 @@ typedef struct cu_norm {
     long seq;
 } cu_norm;
 
+/* ---- the persistent step (step.cu) -------------------------------------------
+ * While c->step is set (graph_end building a persistent step), a launcher
+ * launches nothing: it adds its launch to the step as a stage (cu_step_add)
+ * with the kernel (kind, and a variant the kind defines), its argument
+ * struct by value, its virtual blocks, its dynamic shared memory, and the
+ * device memory its blocks read and write (spans), from which step.cu
+ * derives which earlier stages it waits for. */
+enum {
+    CU_STEP_MM,         /* MmArgs, variant mv_step_variant (mv.cuh) */
+    CU_STEP_FFN,        /* FfnArgs, the same */
+    CU_STEP_QKV,        /* QkvArgs, the same */
+    CU_STEP_QKV_BEAMS,  /* QkvScatterArgs, the same */
+    CU_STEP_SWIGLU,     /* SwigluArgs */
+    CU_STEP_ATTN,       /* AttnArgs, variant D = ceil(head dim / 32) */
+    CU_STEP_ATTN_MERGE, /* AttnArgs, the same */
+    CU_STEP_NORM,       /* RnArgs */
+    CU_STEP_QACT,       /* QaArgs */
+    CU_STEP_EMBED       /* EmArgs */
+};
+typedef struct cu_span {
+    const void *p;
+    size_t bytes;
+    int write;
+} cu_span;
+/* A launch's spans; n = -1 once more were added than fit (the step then
+ * cannot take the launch). The most: a beam step's K/V rows. */
+enum { CU_STEP_SPANS = 2 * SD_MAX_ROWS + 16 };
+typedef struct cu_spans {
+    cu_span s[CU_STEP_SPANS];
+    int n;
+} cu_spans;
+static inline void cu_span_add(cu_spans *l, const void *p, size_t bytes, int write) {
+    if (l->n < 0 || !p || !bytes) return;
+    if (l->n == CU_STEP_SPANS) {
+        l->n = -1;
+        return;
+    }
+    l->s[l->n].p = p;
+    l->s[l->n].bytes = bytes;
+    l->s[l->n].write = write;
+    l->n++;
+}
+typedef struct cu_persist cu_persist;
+
 typedef struct sd_cuda {
     int device;
     int sms;           /* multiprocessors, for sizing grids */
@@ -129,6 +173,12 @@ typedef struct sd_cuda {
     int fuse_norm;
     cu_norm norm;
     long folded; /* norms folded so far (sd_cuda_norms_folded) */
+    /* cuda_persistent (sd_backend_opts): graph_end runs a recorded step as
+     * one persistent launch (step.cu) where it can; pst its state (NULL
+     * until the first); step set while the launchers add stages to it. */
+    int persist_on;
+    cu_persist *pst;
+    cu_persist *step;
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -291,6 +341,14 @@ int cu_repack(sd_cuda *c, void *dst, const void *raw, const sd_weight *w, sd_err
 size_t cu_qact_bytes(int n, int64_t cols);
 int cu_qact_buffers(sd_cuda *c, int slot, int n, int64_t cols, int8_t **q, float **d, float **s,
                     sd_err *e);
+/* The int8 activations [n][cols] of q, d and s as spans a launch writes. */
+static inline void cu_qact_spans(const int8_t *q, const float *d, const float *s, int n,
+                                 int64_t cols, cu_spans *sp) {
+    const size_t blocks = (size_t)n * (size_t)(cols / 32);
+    cu_span_add(sp, q, (size_t)n * (size_t)cols, 1);
+    cu_span_add(sp, d, blocks * sizeof(float), 1);
+    cu_span_add(sp, s, blocks * sizeof(float), 1);
+}
 /* qact.cu: after an op has written the int8 blocks of x[n][cols] into slot:
  * the next op's cu_qact of exactly those rows takes them. */
 void cu_qtag_set(sd_cuda *c, const float *x, int n, int64_t cols, int slot);
@@ -347,6 +405,19 @@ int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, float *probs_dev, const float *x
 enum { CU_ARGMAX_MIN_SLICE = 2048, CU_ARGMAX_MAX_SPLIT = 128 };
 int cu_argmax_split(int cols);
 size_t cu_top_k_part_bytes(void);
+
+/* step.cu. cu_step_add: a launcher's launch as a stage of the step being
+ * built (see "the persistent step" above); -1 with e filled when the step
+ * cannot take it. cu_step_begin starts building (c->step set, norms not
+ * folded: each is a stage of its own); cu_step_end stops, and when ok runs
+ * the stages as one cooperative launch: 0, or -1 with e filled when the
+ * step cannot run persistently (nothing was launched; the caller runs the
+ * records another way). cu_step_free releases the state with the backend. */
+int cu_step_add(sd_cuda *c, int kind, int variant, const void *args, size_t bytes,
+                unsigned blocks, size_t smem, const cu_spans *sp, sd_err *e);
+int cu_step_begin(sd_cuda *c, sd_err *e);
+int cu_step_end(sd_cuda *c, int ok, sd_err *e);
+void cu_step_free(sd_cuda *c);
 
 /* The stream a backend queues its work on (bench timing). */
 cudaStream_t sd_cuda_stream(sd_backend *b);

@@ -3,34 +3,13 @@
  * projections with the residual add folded in (out is the residual stream;
  * each output element is read and written by one lane). The core loop is in
  * mv.cuh. */
-#include "kernels/cuda/mv.cuh"
-
-struct MmArgs {
-    MvAct a;
-    MvMat w;
-    float *out; /* [n][rows] */
-    int accumulate;
-    int ntiles, ks;
-    unsigned blocks; /* virtual blocks (mv.cuh) */
-};
+#include "kernels/cuda/matvec.cuh"
 
 template <int T, int NT>
 __global__ void __launch_bounds__(MV_THREADS) mm_plain_kernel(const MmArgs p) {
     cu_grid_trigger();
-    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-        int i0, pair, slice;
-        mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
-        const int r0 = 2 * pair, r1 = r0 + 1;
-        float acc[2][NT], v0, v1;
-        mv_accum<T, NT>(mv_row(p.w, r0), mv_row(p.w, r1), p.a, i0, slice, p.ks, b == blockIdx.x,
-                        blockIdx.x < (unsigned)p.ntiles, acc);
-        mv_reduce<NT>(acc, slice, p.ks, v0, v1);
-        const int lane = threadIdx.x & 31, i = i0 + lane;
-        if (slice != 0 || lane >= NT || i >= p.a.n) continue;
-        float *o = p.out + (size_t)i * p.w.rows;
-        if (r0 < p.w.rows) o[r0] = p.accumulate ? o[r0] + v0 : v0;
-        if (r1 < p.w.rows) o[r1] = p.accumulate ? o[r1] + v1 : v1;
-    }
+    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x)
+        mm_vblock<T, NT>(p, b, b == blockIdx.x, blockIdx.x < (unsigned)p.ntiles);
 }
 
 struct MmLaunch {
@@ -58,6 +37,13 @@ int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int 
     p.ntiles = pl.ntiles;
     p.ks = pl.ks;
     p.blocks = pl.blocks;
+    if (c->step) {
+        cu_spans sp = {};
+        mv_act_spans(*A, &sp);
+        cu_span_add(&sp, out, (size_t)A->n * (size_t)w->rows * sizeof(float), 1);
+        return cu_step_add(c, CU_STEP_MM, mv_step_variant(w->type, pl.nt), &p, sizeof p,
+                           pl.blocks, 0, &sp, e);
+    }
     mv_launch<MmLaunch>(w->type, pl, c, p);
     return cu_check_launch(c, e, "matmul %s %lldx%lld", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols);

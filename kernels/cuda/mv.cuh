@@ -557,6 +557,22 @@ static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t co
     return 0;
 }
 
+/* A persistent step's stage of a matrix-vector kernel (step.cu): its
+ * variant, the weight type and tile height (one row, or the 8-row tile,
+ * which computes the same bits for 2 and 4 rows: rows past n are skipped
+ * and a plan of fewer than 8 rows a tile has one tile). */
+static inline int mv_step_variant(uint32_t type, int nt) { return 2 * (int)type + (nt > 1); }
+
+/* What the blocks of a launch with activations A read. */
+static inline void mv_act_spans(const MvAct &A, cu_spans *sp) {
+    cu_span_add(sp, A.x, (size_t)A.n * (size_t)A.cols * sizeof(float), 0);
+    if (!A.xq) return;
+    const size_t blocks = (size_t)A.n * (size_t)(A.cols / 32);
+    cu_span_add(sp, A.xq, (size_t)A.n * (size_t)A.cols, 0);
+    cu_span_add(sp, A.xd, blocks * sizeof(float), 0);
+    cu_span_add(sp, A.xs, blocks * sizeof(float), 0);
+}
+
 /* A matrix as the kernels see it: values, high bits and scales, bytes per
  * row of each. */
 struct MvMat {

@@ -23,85 +23,51 @@
  * (cu_norm_flush). A decode step then has no RMSNorm launch before its
  * attention and FFN products: two launches a layer fewer. */
 #include "kernels/cuda/norm.cuh"
-#include "kernels/cuda/qact.cuh"
 
-enum { RN_MAX_PER = 32 };
-
-/* q, d, s: the quantised rows ([n][dim] int8, [n][dim/32] d and s), or NULL.
- * PER: elements a thread holds, ceil(dim / RN_THREADS) rounded up to a
- * power of two; 0 for rows longer than RN_THREADS * RN_MAX_PER. */
 template <int PER>
-__global__ void __launch_bounds__(RN_THREADS)
-rmsnorm_kernel(float *out, const float *x, const float *w, int dim, float eps, int8_t *q,
-               float *d, float *s) {
-    __shared__ double red[RN_WARPS];
+__global__ void __launch_bounds__(RN_THREADS) rmsnorm_kernel(const RnArgs a) {
     cu_grid_trigger();
-    constexpr int P = PER > 0 ? PER : 1;
-    float wv[P], xv[P];
-#pragma unroll
-    for (int j = 0; j < PER; j++) {
-        const int k = (int)threadIdx.x + j * RN_THREADS;
-        wv[j] = k < dim ? __ldg(w + k) : 0.f;
-    }
-    cu_grid_wait();
-    const float *xr = x + (size_t)blockIdx.x * dim;
-    float *o = out + (size_t)blockIdx.x * dim;
-    double ss = 0;
-    if (PER > 0) {
-#pragma unroll
-        for (int j = 0; j < PER; j++) {
-            const int k = (int)threadIdx.x + j * RN_THREADS;
-            xv[j] = k < dim ? xr[k] : 0.f;
-        }
-#pragma unroll
-        for (int j = 0; j < PER; j++)
-            if ((int)threadIdx.x + j * RN_THREADS < dim) ss += (double)xv[j] * xv[j];
-    } else {
-        for (int k = threadIdx.x; k < dim; k += RN_THREADS) ss += (double)xr[k] * xr[k];
-    }
-    const float sc = rn_scale(ss, dim, eps, red);
-    if (PER > 0) {
-#pragma unroll
-        for (int j = 0; j < PER; j++) {
-            const int k = (int)threadIdx.x + j * RN_THREADS;
-            if (k >= dim) break;
-            const float v = xv[j] * sc * wv[j];
-            o[k] = v;
-            if (q) qa_block(v, ((int64_t)blockIdx.x * dim + k) / 32, q, d, s);
-        }
-    } else {
-        for (int k = threadIdx.x; k < dim; k += RN_THREADS) {
-            const float v = xr[k] * sc * w[k];
-            o[k] = v;
-            if (q) qa_block(v, ((int64_t)blockIdx.x * dim + k) / 32, q, d, s);
-        }
-    }
+    rn_row<PER>(a, blockIdx.x, true);
 }
 
 template <int PER>
-static void rn_launch(const sd_cuda *c, int n, float *out, const float *x, const float *w, int dim,
-                      float eps, int8_t *q, float *d, float *s) {
+static void rn_launch(const sd_cuda *c, int n, const RnArgs &a) {
     cudaLaunchAttribute at;
     const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)n, RN_THREADS, 0, &at);
-    cudaLaunchKernelEx(&cfg, rmsnorm_kernel<PER>, out, x, w, dim, eps, q, d, s);
+    cudaLaunchKernelEx(&cfg, rmsnorm_kernel<PER>, a);
 }
 
-/* Launches the norm; its quantised rows are tagged as made by op seq. */
+/* Launches the norm; its quantised rows are tagged as made by op seq. A
+ * persistent step's norm (step.cu) takes rn_row<0>: the same order of sums
+ * and products, without the registers. */
 static int rn_run(sd_cuda *c, float *out, const float *x, const float *w, int n, int dim,
                   float eps, long seq, sd_err *e) {
-    int8_t *q = NULL;
-    float *d = NULL, *s = NULL;
-    if (dim % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QACT, n, dim, &q, &d, &s, e)) return -1;
+    RnArgs a;
+    a.out = out;
+    a.x = x;
+    a.w = w;
+    a.dim = dim;
+    a.eps = eps;
+    a.q = NULL;
+    a.d = a.s = NULL;
+    if (dim % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QACT, n, dim, &a.q, &a.d, &a.s, e)) return -1;
     const int per = (dim + RN_THREADS - 1) / RN_THREADS;
-    if (per <= 1) rn_launch<1>(c, n, out, x, w, dim, eps, q, d, s);
-    else if (per <= 2) rn_launch<2>(c, n, out, x, w, dim, eps, q, d, s);
-    else if (per <= 4) rn_launch<4>(c, n, out, x, w, dim, eps, q, d, s);
-    else if (per <= 8) rn_launch<8>(c, n, out, x, w, dim, eps, q, d, s);
-    else if (per <= 16) rn_launch<16>(c, n, out, x, w, dim, eps, q, d, s);
-    else if (per <= RN_MAX_PER) rn_launch<RN_MAX_PER>(c, n, out, x, w, dim, eps, q, d, s);
-    else rn_launch<0>(c, n, out, x, w, dim, eps, q, d, s);
+    if (c->step) {
+        cu_spans sp = {};
+        const size_t bytes = (size_t)n * (size_t)dim * sizeof(float);
+        cu_span_add(&sp, x, bytes, 0);
+        cu_span_add(&sp, out, bytes, 1);
+        if (a.q) cu_qact_spans(a.q, a.d, a.s, n, dim, &sp);
+        if (cu_step_add(c, CU_STEP_NORM, 0, &a, sizeof a, (unsigned)n, 0, &sp, e)) return -1;
+    } else if (per <= 1) rn_launch<1>(c, n, a);
+    else if (per <= 2) rn_launch<2>(c, n, a);
+    else if (per <= 4) rn_launch<4>(c, n, a);
+    else if (per <= 8) rn_launch<8>(c, n, a);
+    else if (per <= 16) rn_launch<16>(c, n, a);
+    else if (per <= RN_MAX_PER) rn_launch<RN_MAX_PER>(c, n, a);
+    else rn_launch<0>(c, n, a);
     if (cu_check_launch(c, e, "rmsnorm %dx%d", n, dim)) return -1;
-    if (q) {
+    if (a.q) {
         cu_qtag_set(c, out, n, dim, CU_SCRATCH_QACT);
         c->qtag.seq = seq;
     }

@@ -19,15 +19,10 @@
  * the flattened [n*cols] is block b % (cols/32) of row b / (cols/32). */
 #include "kernels/cuda/qact.cuh"
 
-enum { QA_WARPS = 8 };
-
-__global__ void __launch_bounds__(32 * QA_WARPS)
-qact_kernel(const float *x, int8_t *q, float *d, float *s, int64_t blocks) {
+__global__ void __launch_bounds__(32 * QA_WARPS) qact_kernel(const QaArgs a) {
     cu_grid_trigger();
     cu_grid_wait();
-    const int64_t b = (int64_t)blockIdx.x * QA_WARPS + (threadIdx.x >> 5);
-    if (b >= blocks) return;
-    qa_block(x[b * 32 + (threadIdx.x & 31)], b, q, d, s);
+    qa_vblock(a, blockIdx.x, QA_WARPS);
 }
 
 size_t cu_qact_bytes(int n, int64_t cols) {
@@ -60,8 +55,15 @@ int cu_qact(sd_cuda *c, const float *x, int n, int64_t cols, int8_t **q, float *
         return cu_qact_buffers(c, c->qtag.slot, n, cols, q, d, s, e); /* the op before made them */
     if (cu_qact_buffers(c, CU_SCRATCH_QACT, n, cols, q, d, s, e)) return -1;
     const int64_t grid = (blocks + QA_WARPS - 1) / QA_WARPS;
+    const QaArgs a = {x, *q, *d, *s, blocks};
+    if (c->step) {
+        cu_spans sp = {};
+        cu_span_add(&sp, x, (size_t)n * (size_t)cols * sizeof(float), 0);
+        cu_qact_spans(*q, *d, *s, n, cols, &sp);
+        return cu_step_add(c, CU_STEP_QACT, 0, &a, sizeof a, (unsigned)grid, 0, &sp, e);
+    }
     cudaLaunchAttribute at;
     const cudaLaunchConfig_t cfg = cu_launch_cfg(c, (unsigned)grid, 32 * QA_WARPS, 0, &at);
-    cudaLaunchKernelEx(&cfg, qact_kernel, x, *q, *d, *s, blocks);
+    cudaLaunchKernelEx(&cfg, qact_kernel, a);
     return cu_check_launch(c, e, "quantize activations %dx%lld", n, (long long)cols);
 }

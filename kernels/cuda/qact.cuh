@@ -24,4 +24,22 @@ __device__ __forceinline__ void qa_block(float v, int64_t b, int8_t *q, float *d
     }
 }
 
+/* Blocks vb * QA_WARPS .. + QA_WARPS - 1 of the flattened x, one warp each,
+ * taken by the block's `warps` warps in turn (the kernel has QA_WARPS, the
+ * persistent step fewer, step.cu). */
+enum { QA_WARPS = 8 };
+struct QaArgs {
+    const float *x;
+    int8_t *q;
+    float *d, *s;
+    int64_t blocks;
+};
+
+__device__ __forceinline__ void qa_vblock(const QaArgs &a, unsigned vb, int warps) {
+    for (int w = threadIdx.x >> 5; w < QA_WARPS; w += warps) {
+        const int64_t b = (int64_t)vb * QA_WARPS + w;
+        if (b < a.blocks) qa_block(cu_ld_act(a.x + b * 32 + (threadIdx.x & 31)), b, a.q, a.d, a.s);
+    }
+}
+
 #endif

@@ -21,51 +21,7 @@
  * are the rows of position 0 (the cache bases); it writes row i at row
  * pos + i of them (beams: at row pos of each base), so one capture serves
  * every position. */
-#include <math.h>
-
-#include "kernels/cuda/mv.cuh"
-
-struct QkvMat {
-    MvMat w;
-    const float *bias; /* [w.rows] or NULL */
-    float *out; /* [n][w.rows] (unused for K/V of a scatter launch) */
-    int which;  /* 0: Q, 1: K, 2: V */
-    int rope;   /* 1: rotate pairs */
-    int pair0;  /* first pair index of this matrix in the launch */
-};
-
-struct QkvArgs {
-    MvAct a;
-    QkvMat m[3];
-    int nm;
-    int ntiles, ks;
-    unsigned blocks; /* virtual blocks (mv.cuh) */
-    int pos, pos_step; /* row i stands at pos + i * pos_step */
-    const int *pos_dev; /* non-NULL: pos is *pos_dev, K/V outs are cache bases (see the top) */
-    int head_dim, rope_dim;
-    int neox;          /* pairs (j, j + rope_dim/2) instead of (2j, 2j+1) */
-    float theta_scale; /* freq_base^(-2/rope_dim), computed on the host as the CPU does */
-};
-
-/* Per-row K/V destinations for beams, by value (see the top). */
-struct QkvScatterArgs {
-    QkvArgs a;
-    float *k[SD_MAX_ROWS], *v[SD_MAX_ROWS];
-};
-
-__device__ __forceinline__ const QkvArgs &qkv_args(const QkvArgs &p) { return p; }
-__device__ __forceinline__ const QkvArgs &qkv_args(const QkvScatterArgs &p) { return p.a; }
-
-/* Where row i of matrix M goes; kv_row: the cache row of the block's first
- * row past its K/V destination pointers (0 unless they are cache bases). */
-__device__ __forceinline__ float *qkv_out(const QkvArgs &, const QkvMat &M, int i, int kv_row) {
-    return M.out + (size_t)(i + (M.which ? kv_row : 0)) * M.w.rows;
-}
-__device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat &M, int i,
-                                          int kv_row) {
-    const size_t off = (size_t)kv_row * M.w.rows;
-    return M.which == 1 ? p.k[i] + off : M.which == 2 ? p.v[i] + off : M.out + (size_t)i * M.w.rows;
-}
+#include "kernels/cuda/qkv_rope.cuh"
 
 /* __grid_constant__: args is read in place in parameter memory (the
  * scatter table is indexed by the row, which would otherwise copy the 2 KB
@@ -73,50 +29,9 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
 template <int T, int NT, class P>
 __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_constant__ P args) {
     cu_grid_trigger();
-    const QkvArgs &p = qkv_args(args);
-    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-        int i0, pair, slice;
-        mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
-        QkvMat M = p.m[0];
-        if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
-        if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
-        /* the pair's rows and, when it rotates, its angle index j */
-        const int local = pair - M.pair0, hd = p.head_dim;
-        int r0, r1, j;
-        if (p.neox) {
-            const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
-            r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
-            r1 = r0 + (t < half ? half : 1);
-            j = t < half ? t : -1;
-        } else {
-            r0 = 2 * local;
-            r1 = r0 + 1;
-            j = r0 % hd < p.rope_dim ? (r0 % hd) / 2 : -1;
-        }
-        float acc[2][NT], v0, v1;
-        mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, b == blockIdx.x,
-                        blockIdx.x < (unsigned)p.ntiles, acc);
-        mv_reduce<NT>(acc, slice, p.ks, v0, v1);
-        const int lane = threadIdx.x & 31, i = i0 + lane;
-        if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) continue;
-        if (M.bias) {
-            v0 += M.bias[r0];
-            if (r1 < M.w.rows) v1 += M.bias[r1];
-        }
-        const int pos = p.pos_dev ? *p.pos_dev : p.pos;
-        if (M.rope && j >= 0) {
-            /* the CPU's angle: theta_j = p * s^j by repeated multiplication
-             * (ggml_rope_cache_init), rotation without fused multiply-adds */
-            float theta = (float)(pos + i * p.pos_step);
-            for (int k = 0; k < j; k++) theta *= p.theta_scale;
-            const float co = cosf(theta), si = sinf(theta), a = v0, bb = v1;
-            v0 = __fsub_rn(__fmul_rn(a, co), __fmul_rn(bb, si));
-            v1 = __fadd_rn(__fmul_rn(a, si), __fmul_rn(bb, co));
-        }
-        float *o = qkv_out(args, M, i, p.pos_dev ? pos : 0);
-        o[r0] = v0;
-        if (r1 < M.w.rows) o[r1] = v1;
-    }
+    const unsigned blocks = qkv_args(args).blocks, ntiles = (unsigned)qkv_args(args).ntiles;
+    for (unsigned b = blockIdx.x; b < blocks; b += gridDim.x)
+        qkv_vblock<T, NT, P>(args, b, b == blockIdx.x, blockIdx.x < ntiles);
 }
 
 template <class P>
@@ -133,6 +48,23 @@ struct QkvLaunch {
 
 static QkvArgs *qkv_host_args(QkvArgs *p) { return p; }
 static QkvArgs *qkv_host_args(QkvScatterArgs *p) { return &p->a; }
+
+/* A persistent step's stage (step.cu): its kind and the rows it writes. */
+static int qkv_step_kind(const QkvArgs *) { return CU_STEP_QKV; }
+static int qkv_step_kind(const QkvScatterArgs *) { return CU_STEP_QKV_BEAMS; }
+static void qkv_out_spans(const QkvArgs *p, cu_spans *sp) {
+    for (int j = 0; j < p->nm; j++)
+        cu_span_add(sp, p->m[j].out, (size_t)p->a.n * (size_t)p->m[j].w.rows * sizeof(float), 1);
+}
+static void qkv_out_spans(const QkvScatterArgs *p, cu_spans *sp) {
+    for (int j = 0; j < p->a.nm; j++) {
+        const QkvMat &M = p->a.m[j];
+        const size_t row = (size_t)M.w.rows * sizeof(float);
+        if (M.which == 0) cu_span_add(sp, M.out, (size_t)p->a.a.n * row, 1);
+        else
+            for (int i = 0; i < p->a.a.n; i++) cu_span_add(sp, M.which == 1 ? p->k[i] : p->v[i], row, 1);
+    }
+}
 
 /* One launch over matrices first..first+count-1 of ws (all one type). */
 template <class P>
@@ -159,6 +91,13 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
     p->blocks = pl.blocks;
+    if (c->step) {
+        cu_spans sp = {};
+        mv_act_spans(p->a, &sp);
+        qkv_out_spans(args, &sp);
+        return cu_step_add(c, qkv_step_kind(args), mv_step_variant(w->type, pl.nt), args,
+                           sizeof *args, pl.blocks, 0, &sp, e);
+    }
     mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);

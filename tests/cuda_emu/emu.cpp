@@ -81,11 +81,13 @@ emu_switch:
 
 namespace emu {
 
-enum State { RUNNABLE, AT_BARRIER, AT_WARP, EXITED };
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, SPINNING, EXITED };
 
+struct Block;
 struct Fiber {
     uint3 tid;
     int linear, lane, warp;
+    Block *b;
     State state;
     void *sp;
     char *stack_lo;
@@ -98,6 +100,9 @@ struct Fiber {
     unsigned mask;
     int arg, width;
     uint64_t value, result;
+    const unsigned *flag; /* spinning: on flag, read as seen, until >= target */
+    unsigned seen, target;
+    int what;
 };
 
 struct Warp {
@@ -111,18 +116,23 @@ struct Block {
     int n, live, arrived, exited;
     const char *bar_file;
     int bar_line;
+    uint3 idx;
+    bool backward;   /* its fibers' order: backward in odd blocks */
+    bool pdl_waited; /* a thread called cudaGridDependencySynchronize */
+    void *smem;      /* dynamic shared memory */
+    std::vector<uint8_t> statics; /* cooperative: its copy of the static __shared__ variables */
 };
 
 uint3 t_block, t_bdim, t_gdim;
 Fiber *t_cur;
-static Block blk;
+static Block blk0;      /* a plain launch's one block at a time */
+static Block *bp = &blk0; /* the running block */
 static Body cur_body;
 static void *cur_ctx;
 static const char *cur_name;
 static void *sched_sp;
 static std::vector<char *> stacks; /* reused between blocks and launches */
 static size_t stack_bytes;
-static void *dyn_smem;
 static cudaError_t last_error = cudaSuccess;
 #ifdef EMU_ASAN
 static void *sched_fake;
@@ -136,7 +146,7 @@ const uint3 &thread_idx(void) {
 }
 
 void fail(const char *fmt, ...) {
-    char msg[1024];
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -155,16 +165,14 @@ void fail(const char *fmt, ...) {
 }
 
 /* ---- fibers ------------------------------------------------------------------ */
-static bool sched_backward; /* this block's order */
-
 /* The next runnable fiber after f in the block's order, or NULL. */
 static Fiber *next_runnable(const Fiber *f) {
-    if (sched_backward) {
+    if (bp->backward) {
         for (int i = f->linear - 1; i >= 0; i--)
-            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+            if (bp->f[i].state == RUNNABLE) return &bp->f[i];
     } else {
-        for (int i = f->linear + 1; i < blk.n; i++)
-            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
+        for (int i = f->linear + 1; i < bp->n; i++)
+            if (bp->f[i].state == RUNNABLE) return &bp->f[i];
     }
     return NULL;
 }
@@ -193,14 +201,14 @@ static void wait_released(void) {
 }
 
 static void fiber_exit_checks(Fiber *f) {
-    if (blk.arrived > 0)
+    if (bp->arrived > 0)
         fail("this thread exits while %d thread(s) of its block wait at __syncthreads (%s:%d); "
              "every thread must reach the barrier",
-             blk.arrived, blk.bar_file, blk.bar_line);
+             bp->arrived, bp->bar_file, bp->bar_line);
     const int base = f->warp * 32;
-    for (unsigned m = blk.w[f->warp].at_warp; m; m &= m - 1) {
+    for (unsigned m = bp->w[f->warp].at_warp; m; m &= m - 1) {
         const int l = __builtin_ctz(m);
-        const Fiber &o = blk.f[base + l];
+        const Fiber &o = bp->f[base + l];
         if (o.mask >> f->lane & 1)
             fail("this lane exits while lane %d waits for it in a warp collective with mask 0x%08x "
                  "(%s:%d)",
@@ -216,9 +224,9 @@ static void fiber_entry(void) {
     Fiber *f = t_cur;
     fiber_exit_checks(f);
     f->state = EXITED;
-    blk.w[f->warp].exited |= 1u << f->lane;
-    blk.exited++;
-    blk.live--;
+    bp->w[f->warp].exited |= 1u << f->lane;
+    bp->exited++;
+    bp->live--;
     to_scheduler(true);
     fail("an exited fiber was resumed");
 }
@@ -245,7 +253,10 @@ static void fiber_init(Fiber *f, char *lo, size_t size) {
     f->sp = s;
 }
 
+static void enter_block(Block *b);
+
 static void resume(Fiber *f) {
+    if (f->b != bp) enter_block(f->b);
     t_cur = f;
 #ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(&sched_fake, f->stack_lo, f->stack_size);
@@ -258,79 +269,122 @@ static void resume(Fiber *f) {
 }
 
 static const char *state_name(State s) {
-    return s == RUNNABLE ? "runnable" : s == AT_BARRIER ? "at __syncthreads" : s == AT_WARP ? "in a warp collective" : "exited";
+    return s == RUNNABLE ? "runnable" : s == AT_BARRIER ? "at __syncthreads" : s == AT_WARP ? "in a warp collective" : s == SPINNING ? "spinning" : "exited";
+}
+
+/* " thread T <where it waits>;" appended to msg at len; the new length. */
+static int describe(char *msg, size_t cap, int len, const Fiber &f) {
+    if (len >= (int)cap) return len;
+    if (f.state == SPINNING)
+        return len + snprintf(msg + len, cap - (size_t)len,
+                              " thread %d spins on flag %p = %u, waiting for >= %u (what %d) at "
+                              "%s:%d;",
+                              f.linear, (const void *)f.flag, *(const volatile unsigned *)f.flag,
+                              f.target, f.what, f.file, f.line);
+    return len + snprintf(msg + len, cap - (size_t)len, " thread %d %s (%s:%d, mask 0x%08x);",
+                          f.linear, state_name(f.state), f.file, f.line, f.mask);
 }
 
 [[noreturn]] static void deadlock(void) {
-    char msg[800];
+    char msg[1200];
     int len = snprintf(msg, sizeof msg, "deadlock: no thread of the block can go on;");
     int shown = 0;
-    for (int i = 0; i < blk.n && shown < 6; i++) {
-        const Fiber &f = blk.f[i];
+    for (int i = 0; i < bp->n && shown < 6 && len < (int)sizeof msg; i++) {
+        const Fiber &f = bp->f[i];
         if (f.state == EXITED) continue;
-        if (i > 0 && blk.f[i - 1].state == f.state && blk.f[i - 1].line == f.line &&
-            blk.f[i - 1].mask == f.mask)
+        if (i > 0 && bp->f[i - 1].state == f.state && bp->f[i - 1].line == f.line &&
+            bp->f[i - 1].mask == f.mask)
             continue;
-        len += snprintf(msg + len, sizeof msg - (size_t)len, " thread %d %s (%s:%d, mask 0x%08x);",
-                        i, state_name(f.state), f.file, f.line, f.mask);
-        if (len >= (int)sizeof msg) break;
+        len = describe(msg, sizeof msg, len, f);
         shown++;
     }
     t_cur = NULL;
     fail("in kernel %s block (%u,%u,%u): %s (%d exited)", cur_name, t_block.x, t_block.y,
-         t_block.z, msg, blk.exited);
+         t_block.z, msg, bp->exited);
 }
 
-static void run_block(bool backward) {
-    sched_backward = backward;
-    for (int i = 0; i < blk.n; i++) {
-        Fiber *f = &blk.f[i];
+/* Every fiber of b at its start, on the stacks from stk on. */
+static void block_reset(Block *b, char *const *stk) {
+    for (int i = 0; i < b->n; i++) {
+        Fiber *f = &b->f[i];
         f->state = RUNNABLE;
         f->file = "";
         f->line = 0;
         f->mask = 0;
-        fiber_init(f, stacks[i], stack_bytes);
+        fiber_init(f, stk[i], stack_bytes);
     }
-    for (Warp &w : blk.w) w.exited = w.at_barrier = w.at_warp = 0;
-    blk.live = blk.n;
-    blk.arrived = blk.exited = 0;
-    while (blk.live > 0) {
-        bool ran = false;
-        for (int k = 0; k < blk.n; k++) {
-            Fiber *f = &blk.f[backward ? blk.n - 1 - k : k];
-            if (f->state != RUNNABLE) continue;
-            resume(f);
-            ran = true;
-        }
-        if (blk.live > 0 && !ran) deadlock();
+    for (Warp &w : b->w) w.exited = w.at_barrier = w.at_warp = 0;
+    b->live = b->n;
+    b->arrived = b->exited = 0;
+}
+
+/* A spinning fiber becomes runnable once its flag changed: only another
+ * fiber can change it, so one whose flag did not change cannot go on. */
+static inline bool ready(Fiber *f) {
+    if (f->state == SPINNING && *(const volatile unsigned *)f->flag != f->seen) f->state = RUNNABLE;
+    return f->state == RUNNABLE;
+}
+
+/* Resumes every fiber of b that can go on, once, in b's order; false when
+ * none could. */
+static bool block_pass(Block *b) {
+    bool ran = false;
+    for (int k = 0; k < b->n; k++) {
+        Fiber *f = &b->f[b->backward ? b->n - 1 - k : k];
+        if (!ready(f)) continue;
+        resume(f);
+        ran = true;
     }
+    return ran;
+}
+
+static void run_block(bool backward) {
+    bp->backward = backward;
+    block_reset(bp, stacks.data());
+    while (bp->live > 0)
+        if (!block_pass(bp) && bp->live > 0) deadlock();
+}
+
+void spin(const unsigned *flag, unsigned value, unsigned target, int what, const char *file,
+          int line) {
+    Fiber *f = t_cur;
+    if (!f) fail("a dependency-flag wait outside a kernel");
+    f->state = SPINNING;
+    f->flag = flag;
+    f->seen = value;
+    f->target = target;
+    f->what = what;
+    f->file = file;
+    f->line = line;
+    f->mask = 0;
+    wait_released();
 }
 
 /* ---- barriers and collectives ----------------------------------------------------- */
 void syncthreads(const char *file, int line) {
     Fiber *f = t_cur;
     if (!f) fail("__syncthreads outside a kernel");
-    if (blk.exited > 0)
+    if (bp->exited > 0)
         fail("__syncthreads (%s:%d) reached after %d thread(s) of the block exited; every thread "
              "must reach the barrier",
-             file, line, blk.exited);
-    if (blk.arrived == 0) {
-        blk.bar_file = file;
-        blk.bar_line = line;
-    } else if (blk.bar_line != line || (blk.bar_file != file && strcmp(blk.bar_file, file) != 0)) {
+             file, line, bp->exited);
+    if (bp->arrived == 0) {
+        bp->bar_file = file;
+        bp->bar_line = line;
+    } else if (bp->bar_line != line || (bp->bar_file != file && strcmp(bp->bar_file, file) != 0)) {
         fail("threads of one block wait at different __syncthreads: %s:%d and %s:%d (divergent "
              "barrier)",
-             blk.bar_file, blk.bar_line, file, line);
+             bp->bar_file, bp->bar_line, file, line);
     }
     f->state = AT_BARRIER;
     f->file = file;
     f->line = line;
     f->mask = 0;
-    blk.w[f->warp].at_barrier |= 1u << f->lane;
-    if (++blk.arrived == blk.n) {
-        for (Fiber &o : blk.f) o.state = RUNNABLE;
-        for (Warp &w : blk.w) w.at_barrier = 0;
-        blk.arrived = 0;
+    bp->w[f->warp].at_barrier |= 1u << f->lane;
+    if (++bp->arrived == bp->n) {
+        for (Fiber &o : bp->f) o.state = RUNNABLE;
+        for (Warp &w : bp->w) w.at_barrier = 0;
+        bp->arrived = 0;
         return;
     }
     wait_released();
@@ -408,7 +462,7 @@ static void complete(Fiber *w, unsigned mask) {
         }
         o.state = RUNNABLE;
     }
-    blk.w[me.warp].at_warp &= ~mask;
+    bp->w[me.warp].at_warp &= ~mask;
 }
 
 uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line) {
@@ -419,8 +473,8 @@ uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const cha
              line, mask, f->lane);
     if (width < 1 || width > 32 || (width & (width - 1)))
         fail("%s (%s:%d): width %d is not a power of two up to 32", op_name(op), file, line, width);
-    Fiber *w = &blk.f[f->warp * 32];
-    Warp &wm = blk.w[f->warp];
+    Fiber *w = &bp->f[f->warp * 32];
+    Warp &wm = bp->w[f->warp];
     if (mask & (~wm.present | wm.exited | wm.at_barrier)) {
         const int present = __builtin_popcount(wm.present);
         for (int l = 0; l < 32; l++) {
@@ -428,7 +482,7 @@ uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const cha
             if (!(wm.present >> l & 1))
                 fail("%s (%s:%d) with mask 0x%08x names lane %d, which does not exist (the block "
                      "has %d threads, this warp %d lanes)",
-                     op_name(op), file, line, mask, l, blk.n, present);
+                     op_name(op), file, line, mask, l, bp->n, present);
             if (wm.exited >> l & 1)
                 fail("%s (%s:%d) with mask 0x%08x names lane %d, which has exited", op_name(op),
                      file, line, mask, l);
@@ -458,14 +512,14 @@ unsigned active_mask(void) {
     Fiber *f = t_cur;
     if (!f) fail("__activemask outside a kernel");
     unsigned m = 0;
-    for (int l = 0; l < 32 && f->warp * 32 + l < blk.n; l++)
-        if (blk.f[f->warp * 32 + l].state != EXITED) m |= 1u << l;
+    for (int l = 0; l < 32 && f->warp * 32 + l < bp->n; l++)
+        if (bp->f[f->warp * 32 + l].state != EXITED) m |= 1u << l;
     return m;
 }
 
 void *dynamic_smem(void) {
     if (!t_cur) fail("dynamic shared memory outside a kernel");
-    return dyn_smem;
+    return bp->smem;
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -515,11 +569,10 @@ static bool check_config(const Config &c, const char *name, const void *func) {
     return true;
 }
 
-static bool pdl_waited; /* a thread of the running block called cudaGridDependencySynchronize */
 
 void grid_dependency_sync(void) {
     if (!t_cur) fail("cudaGridDependencySynchronize outside a kernel");
-    pdl_waited = true;
+    bp->pdl_waited = true;
 }
 
 void grid_trigger(void) {
@@ -532,11 +585,8 @@ void fail_attr(const char *name, int id) {
     fail("launch of %s: launch attribute %d is not emulated", name, id);
 }
 
-bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
-    if (!check_config(c, name, func)) return false;
-    ldg_kernel_start(c.pdl);
-    const dim3 g = c.grid, b = c.block;
-    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+/* Fiber stacks for n threads, the ASan bounds of the launching thread's. */
+static void prepare_stacks(unsigned long long n) {
     if (!stack_bytes) stack_bytes = stack_size();
 #ifdef EMU_ASAN
     if (!main_lo) { /* the launching thread's stack, for ASan's fiber switches */
@@ -551,7 +601,7 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
         main_size = sz;
     }
 #endif
-    while (stacks.size() < threads) {
+    while (stacks.size() < n) {
         const long page = sysconf(_SC_PAGESIZE);
         char *m = (char *)mmap(NULL, stack_bytes + (size_t)page, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -559,25 +609,46 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
         mprotect(m, (size_t)page, PROT_NONE); /* guard: an overflow faults */
         stacks.push_back(m + page);
     }
-    blk.n = (int)threads;
-    blk.f.assign(threads, Fiber());
-    blk.w.assign((threads + 31) / 32, Warp());
-    for (size_t k = 0; k < blk.w.size(); k++) {
+}
+
+/* b's fibers and warps for blocks of shape bd. */
+static void block_shape(Block *b, dim3 bd) {
+    const unsigned long long threads = (unsigned long long)bd.x * bd.y * bd.z;
+    b->n = (int)threads;
+    b->f.assign(threads, Fiber());
+    b->w.assign((threads + 31) / 32, Warp());
+    for (size_t k = 0; k < b->w.size(); k++) {
         const unsigned long long left = threads - 32 * k;
-        blk.w[k].present = left >= 32 ? 0xffffffffu : (1u << left) - 1;
+        b->w[k].present = left >= 32 ? 0xffffffffu : (1u << left) - 1;
     }
-    for (int i = 0; i < blk.n; i++) {
-        Fiber &f = blk.f[i];
+    for (int i = 0; i < b->n; i++) {
+        Fiber &f = b->f[i];
         f.linear = i;
         f.lane = i & 31;
         f.warp = i >> 5;
-        f.tid = uint3{(unsigned)i % b.x, (unsigned)i / b.x % b.y, (unsigned)i / (b.x * b.y)};
+        f.b = b;
+        f.tid = uint3{(unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y)};
     }
+}
+
+static bool launch_coop(const Config &c, const char *name, const void *func);
+
+bool launch(const Config &c, const char *name, const void *func, Body body, void *ctx) {
+    if (!check_config(c, name, func)) return false;
+    const dim3 g = c.grid, b = c.block;
     cur_body = body;
     cur_ctx = ctx;
     cur_name = name;
     t_bdim = uint3{b.x, b.y, b.z};
     t_gdim = uint3{g.x, g.y, g.z};
+    if (c.coop) {
+        const bool ok = launch_coop(c, name, func);
+        cur_name = NULL;
+        return ok;
+    }
+    ldg_kernel_start(c.pdl);
+    prepare_stacks((unsigned long long)b.x * b.y * b.z);
+    block_shape(&blk0, b);
     unsigned long long nblock = 0;
     for (unsigned z = 0; z < g.z; z++)
         for (unsigned y = 0; y < g.y; y++)
@@ -589,15 +660,15 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
                     if (!smem) fail("no memory for %zu bytes of shared memory", c.smem);
                     memset(smem, 0xff, c.smem);
                 }
-                dyn_smem = smem;
-                pdl_waited = false;
+                blk0.smem = smem;
+                blk0.pdl_waited = false;
                 run_block(nblock & 1);
-                if (c.pdl && !pdl_waited)
+                if (c.pdl && !blk0.pdl_waited)
                     fail("kernel %s, block (%u,%u,%u): launched with programmatic stream "
                          "serialization, but no thread of the block called "
                          "cudaGridDependencySynchronize", name, x, y, z);
                 free(smem);
-                dyn_smem = NULL;
+                blk0.smem = NULL;
             }
     cur_name = NULL;
     return true;
@@ -693,6 +764,193 @@ static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKi
     return cudaSuccess;
 }
 
+/* ---- cooperative launches ------------------------------------------------------------
+ * Every block of a cooperative launch is resident at once: all its fibers
+ * exist together. A pass over a block resumes each of its runnable fibers
+ * once (each runs until a barrier, a collective, a flag wait or its end).
+ * By default the scheduler goes round the blocks, first to last, a pass
+ * each; the schedule-dependence check instead runs by priority, always the
+ * first block (in increasing or decreasing index) that can go on, so a
+ * block runs as far as its dependencies let it before any block after it.
+ * A fiber spinning on a dependency flag (persist.cuh) is passed over until
+ * the flag changes; when no block can go on, that is a deadlock. Static __shared__ variables are the
+ * running block's: each block keeps its own copy (statics, in the order of
+ * coop_statics) and enter_block swaps them on the way from one block to the
+ * next. */
+bool coop_running;
+static std::vector<std::pair<void *, size_t>> coop_statics; /* address, bytes */
+static std::vector<Block> coop_blocks;
+
+static int sm_count(void) {
+    const char *sms = getenv("CUDA_EMU_SMS"); /* the planners size grids by it */
+    return sms && atoi(sms) > 0 ? atoi(sms) : 132;
+}
+
+void shared_static_coop(void *p, size_t n) {
+    for (const auto &v : coop_statics)
+        if (v.first == p) return;
+    coop_statics.push_back({p, n});
+    for (Block &b : coop_blocks) b.statics.resize(b.statics.size() + n, 0xff);
+    memset(p, 0xff, n); /* the running block's fresh copy: never written, like shared memory */
+}
+
+static void enter_block(Block *b) {
+    size_t off = 0;
+    for (const auto &v : coop_statics) {
+        memcpy(bp->statics.data() + off, v.first, v.second);
+        memcpy(v.first, b->statics.data() + off, v.second);
+        off += v.second;
+    }
+    bp = b;
+    t_block = b->idx;
+}
+
+[[noreturn]] static void coop_deadlock(void) {
+    char msg[3000];
+    int len = snprintf(msg, sizeof msg,
+                       "deadlock in cooperative kernel %s: no block of the %zu can go on;",
+                       cur_name, coop_blocks.size());
+    size_t shown = 0, waiting = 0, done = 0;
+    for (const Block &b : coop_blocks) {
+        if (!b.live) {
+            done++;
+            continue;
+        }
+        waiting++;
+        if (shown == 12 || len >= (int)sizeof msg) continue;
+        const Fiber *w = NULL; /* a spinner, else the first waiting fiber */
+        for (const Fiber &f : b.f) {
+            if (f.state == SPINNING) {
+                w = &f;
+                break;
+            }
+            if (f.state != EXITED && !w) w = &f;
+        }
+        len += snprintf(msg + len, sizeof msg - (size_t)len, " block (%u,%u,%u):", b.idx.x,
+                        b.idx.y, b.idx.z);
+        len = describe(msg, sizeof msg, len, *w);
+        shown++;
+    }
+    t_cur = NULL;
+    fail("%s %zu block(s) waiting%s, %zu finished", msg, waiting,
+         waiting > shown ? " (the first 12 shown)" : "", done);
+}
+
+enum Order { ROUND_ROBIN, PRIORITY_UP, PRIORITY_DOWN };
+
+/* Runs the launch's blocks to their end, interleaved, from every block's
+ * start, in the given order. */
+static void coop_run(const Config &c, Order order) {
+    const bool backward = order == PRIORITY_DOWN;
+    const size_t nb = coop_blocks.size();
+    coop_statics.clear();
+    for (size_t i = 0; i < nb; i++) {
+        Block &b = coop_blocks[i];
+        block_reset(&b, stacks.data() + i * (size_t)b.n);
+        b.statics.clear();
+        b.pdl_waited = false;
+        if (c.smem) memset(b.smem, 0xff, c.smem);
+    }
+    bp = &coop_blocks[backward ? nb - 1 : 0];
+    t_block = bp->idx;
+    coop_running = true;
+    for (;;) {
+        bool ran = false, live = false;
+        for (size_t k = 0; k < nb && !(ran && order != ROUND_ROBIN); k++) {
+            Block *b = &coop_blocks[backward ? nb - 1 - k : k];
+            if (!b->live) continue;
+            ran |= block_pass(b);
+            live = true;
+        }
+        if (!live) break;
+        if (!ran) coop_deadlock();
+    }
+    coop_running = false;
+    bp = &blk0;
+    for (const Block &b : coop_blocks)
+        if (c.pdl && !b.pdl_waited)
+            fail("kernel %s, block (%u,%u,%u): launched with programmatic stream serialization, "
+                 "but no thread of the block called cudaGridDependencySynchronize",
+                 cur_name, b.idx.x, b.idx.y, b.idx.z);
+}
+
+typedef std::vector<std::pair<uintptr_t, std::vector<uint8_t>>> Image; /* every allocation's bytes */
+
+static Image device_image(void) {
+    Image m;
+    for (const auto &a : allocs)
+        m.push_back({a.first, std::vector<uint8_t>((const uint8_t *)a.first,
+                                                   (const uint8_t *)a.first + a.second)});
+    return m;
+}
+
+/* CUDA_EMU_COOP_CHECK=1: the launch runs from the same device memory by
+ * increasing and by decreasing block priority; a byte that differs
+ * afterwards is a result that depends on the order of the blocks. */
+static void coop_checked(const Config &c) {
+    const Image before = device_image();
+    coop_run(c, PRIORITY_UP);
+    const Image fwd = device_image();
+    for (const auto &a : before) memcpy((void *)a.first, a.second.data(), a.second.size());
+    coop_run(c, PRIORITY_DOWN);
+    for (const auto &a : fwd) {
+        const uint8_t *now = (const uint8_t *)a.first;
+        const size_t n = a.second.size();
+        if (!memcmp(now, a.second.data(), n)) continue;
+        size_t i = 0;
+        while (now[i] == a.second[i]) i++;
+        const size_t w = i & ~(size_t)3;
+        uint32_t u = 0, v = 0;
+        if (w + 4 <= n) {
+            memcpy(&u, a.second.data() + w, 4);
+            memcpy(&v, now + w, 4);
+        }
+        fail("kernel %s (cooperative, CUDA_EMU_COOP_CHECK=1): the result depends on the order of "
+             "the blocks: allocation %p (%zu bytes) differs at offset %zu: 0x%02x by increasing "
+             "block priority, 0x%02x by decreasing (the 32-bit word at offset %zu: 0x%08x / "
+             "0x%08x); a block reads what another has not written yet (a missing flag wait?)",
+             cur_name, (void *)a.first, n, i, a.second[i], now[i], w, u, v);
+    }
+}
+
+static bool launch_coop(const Config &c, const char *name, const void *func) {
+    const dim3 g = c.grid, bd = c.block;
+    const int threads = (int)(bd.x * bd.y * bd.z);
+    const unsigned long long nb = (unsigned long long)g.x * g.y * g.z;
+    int per_sm = 0;
+    emu_occupancy(&per_sm, func, threads, c.smem);
+    const int sms = sm_count();
+    if (nb > (unsigned long long)per_sm * sms)
+        return refuse(cudaErrorCooperativeLaunchTooLarge, name,
+                      "cooperative grid of %llu blocks of %d threads with %zu bytes of dynamic "
+                      "shared memory: at most %d can be resident (%d per multiprocessor x %d "
+                      "multiprocessors)",
+                      nb, threads, c.smem, per_sm * sms, per_sm, sms);
+    ldg_kernel_start(c.pdl);
+    prepare_stacks(nb * threads);
+    coop_blocks.resize(nb);
+    size_t i = 0;
+    for (unsigned z = 0; z < g.z; z++)
+        for (unsigned y = 0; y < g.y; y++)
+            for (unsigned x = 0; x < g.x; x++, i++) {
+                Block &b = coop_blocks[i];
+                block_shape(&b, bd);
+                b.idx = uint3{x, y, z};
+                b.backward = i & 1;
+                b.smem = NULL;
+                if (c.smem && !(b.smem = malloc(c.smem)))
+                    fail("no memory for %zu bytes of shared memory", c.smem);
+            }
+    const char *chk = getenv("CUDA_EMU_COOP_CHECK");
+    if (chk && !strcmp(chk, "1"))
+        coop_checked(c);
+    else
+        coop_run(c, ROUND_ROBIN);
+    for (Block &b : coop_blocks) free(b.smem);
+    coop_blocks.clear();
+    return true;
+}
+
 } /* namespace emu */
 
 using namespace emu;
@@ -772,6 +1030,7 @@ const char *cudaGetErrorString(cudaError_t err) {
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorGraphExecUpdateFailure: return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
     default: return "unknown error (cuda-emu)";
     }
 }
@@ -804,8 +1063,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     p->maxGridSize[1] = p->maxGridSize[2] = 65535;
     p->major = 9;
     p->minor = 0;
-    const char *sms = getenv("CUDA_EMU_SMS"); /* the planners size grids by it */
-    p->multiProcessorCount = sms && atoi(sms) > 0 ? atoi(sms) : 132;
+    p->multiProcessorCount = sm_count();
     p->maxThreadsPerMultiProcessor = 2048;
     p->l2CacheSize = 50 * 1024 * 1024;
     p->memoryBusWidth = 6144;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/persist.cuh"
+
 /* Reads one float past the end of x (n floats). */
 __global__ void oob_read(float *out, const float *x, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -96,9 +98,116 @@ __global__ void fine(float *out) {
     out[threadIdx.x] = big[blockDim.x - 1 - threadIdx.x];
 }
 
+/* A persistent pipeline: PIPE_STAGES stages of PIPE_CHUNKS chunks of 64
+ * floats; work item k is chunk k % PIPE_CHUNKS of stage k / PIPE_CHUNKS,
+ * and block b takes items b, b + gridDim.x, ... in order. Stage 0 writes
+ * chunk c as c * 64 + t; stage s > 0 reads chunks c and c + 1 (wrapping)
+ * of stage s - 1, waiting for both flags (flags[s * PIPE_CHUNKS + c] counts
+ * the blocks that finished chunk c of stage s). Each chunk goes through a
+ * static __shared__ array, reversed, which blocks of a cooperative launch
+ * each have their own of. The planted bugs: skip the wait for chunk c + 1
+ * (skip_wait), or wait for a count no block reaches (deadlock). */
+enum { PIPE_STAGES = 3, PIPE_CHUNKS = 4, PIPE_ITEMS = PIPE_STAGES * PIPE_CHUNKS };
+
+__global__ void pipeline(float *buf, unsigned *flags, int skip_wait, int deadlock) {
+    __shared__ float rev[64];
+    const unsigned t = threadIdx.x;
+    for (unsigned k = blockIdx.x; k < PIPE_ITEMS; k += gridDim.x) {
+        const unsigned s = k / PIPE_CHUNKS, c = k % PIPE_CHUNKS, n = (c + 1) % PIPE_CHUNKS;
+        float v = (float)(c * 64 + t);
+        if (s > 0) {
+            const unsigned *prev = flags + (s - 1) * PIPE_CHUNKS;
+            cu_flag_wait(prev + c, deadlock && k == PIPE_ITEMS - 1 ? 2 : 1, (int)k);
+            if (!skip_wait) cu_flag_wait(prev + n, 1, (int)k);
+            const float *in = buf + (s - 1) * PIPE_CHUNKS * 64;
+            v = in[c * 64 + t] + 0.5f * in[n * 64 + t];
+        }
+        rev[t] = v;
+        __syncthreads();
+        buf[k * 64 + t] = rev[63 - t];
+        cu_flag_add(flags + k, 1);
+    }
+}
+
+/* The pipeline's expected output, as pipeline computes it. */
+static void pipeline_ref(float *ref) {
+    for (int k = 0; k < PIPE_ITEMS; k++) {
+        const int s = k / PIPE_CHUNKS, c = k % PIPE_CHUNKS, n = (c + 1) % PIPE_CHUNKS;
+        for (int t = 0; t < 64; t++) {
+            const int r = 63 - t;
+            float v = (float)(c * 64 + r);
+            if (s > 0) {
+                const float *in = ref + (s - 1) * PIPE_CHUNKS * 64;
+                v = in[c * 64 + r] + 0.5f * in[n * 64 + r];
+            }
+            ref[k * 64 + t] = v;
+        }
+    }
+}
+
+/* Runs the pipeline case `which` on grid blocks; the outputs that differ
+ * from pipeline_ref in *bad. */
+static int pipeline_run(const char *which, unsigned grid, int *bad) {
+    float *buf = NULL;
+    unsigned *flags = NULL;
+    cudaMalloc(&buf, PIPE_ITEMS * 64 * sizeof(float));
+    cudaMalloc(&flags, PIPE_ITEMS * sizeof(unsigned));
+    cudaMemset(flags, 0, PIPE_ITEMS * sizeof(unsigned));
+    int skip = strstr(which, "skip") != NULL, dead = strstr(which, "deadlock") != NULL;
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeCooperative;
+    at.val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = 64;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    if (!strcmp(which, "coop_kernel")) {
+        void *args[] = {&buf, &flags, &skip, &dead};
+        cudaLaunchCooperativeKernel((void *)pipeline, dim3(grid), dim3(64), args, 0, 0);
+    } else if (!strcmp(which, "coop_graph")) {
+        cudaStream_t st;
+        cudaGraph_t g;
+        cudaGraphExec_t x;
+        cudaStreamCreate(&st);
+        cfg.stream = st;
+        cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+        cudaMemsetAsync(flags, 0, PIPE_ITEMS * sizeof(unsigned), st);
+        cudaLaunchKernelEx(&cfg, pipeline, buf, flags, skip, dead);
+        cudaStreamEndCapture(st, &g);
+        cudaGraphInstantiate(&x, g, 0);
+        cudaGraphLaunch(x, st);
+        cudaMemset(buf, 0xff, PIPE_ITEMS * 64 * sizeof(float));
+        cudaGraphLaunch(x, st); /* a replay from garbage: the same result */
+        cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+        cudaStreamDestroy(st);
+    } else {
+        cudaLaunchKernelEx(&cfg, pipeline, buf, flags, skip, dead);
+    }
+    const int err = (int)cudaGetLastError();
+    static float h[PIPE_ITEMS * 64], ref[PIPE_ITEMS * 64];
+    cudaMemcpy(h, buf, sizeof h, cudaMemcpyDeviceToHost);
+    pipeline_ref(ref);
+    *bad = 0;
+    for (int i = 0; i < PIPE_ITEMS * 64; i++) *bad += memcmp(&h[i], &ref[i], sizeof(float)) != 0;
+    cudaFree(buf);
+    cudaFree(flags);
+    return err;
+}
+
 /* Runs case `which`; returns the launch's error (0: none) and, for
- * missing_barrier, the number of NaN outputs in *nan. */
+ * missing_barrier, the number of NaN outputs in *nan (for the pipeline
+ * cases, the number of wrong outputs). */
 extern "C" int planted_run(const char *which, int *nan) {
+    /* pipe_*: 4 blocks; *_small_grid: 3 (a block takes several items);
+     * pipe_too_large: more blocks than 2 multiprocessors hold */
+    if (!strncmp(which, "pipe_", 5)) {
+        const unsigned grid = strstr(which, "small_grid") ? 3 : strstr(which, "too_large") ? 33 : 4;
+        if (strstr(which, "too_large")) setenv("CUDA_EMU_SMS", "2", 1);
+        if (strstr(which, "checked")) setenv("CUDA_EMU_COOP_CHECK", "1", 1);
+        return pipeline_run(which + 5, grid, nan);
+    }
     float *x = NULL, *out = NULL;
     const int n = 256;
     cudaMalloc(&x, n * sizeof(float));

@@ -12,7 +12,11 @@
  *     with one layer), NASD, beam search with one beam and greedy without the cache
  *     give exactly the autoregressive output, and beam search with three
  *     beams gives the CPU's beams; then all of it again with every decode
- *     and verification step a CUDA graph (sd_cuda_set_graph).
+ *     and verification step a CUDA graph (sd_cuda_set_graph);
+ *   - with every such step one persistent launch (SD_CUDA_PERSISTENT=1,
+ *     kernels/cuda/step.cu), for every weight type greedy output is the
+ *     CPU's and for F32, Q4_K and qwen2 Q4_K every strategy is
+ *     autoregressive greedy's (persist_type).
  * Under the emulator the logits and greedy steps also run its __ldg check
  * (CUDA_EMU_LDG_CHECK, tests/cuda_emu/emu.cpp).
  * The same file, built against the CUDA library (build/tests/
@@ -189,6 +193,41 @@ static void forward_type(uint32_t type, int qwen2, int full) {
     twin_free(&t);
 }
 
+/* The persistent step (kernels/cuda/step.cu, SD_CUDA_PERSISTENT=1): every
+ * decode and verification step the engine records runs as one cooperative
+ * launch, here on 4 multiprocessors so that each block takes many work
+ * items. The emulator runs the blocks round robin, each to its next
+ * barrier or wait in turn, so every item runs beside the items taken just
+ * before it and a missing wait reads rows not yet written. (Not
+ * CUDA_EMU_COOP_CHECK: by block priority the first block takes every item
+ * in order, since items go to whichever block asks first.) The outputs
+ * must be what the graph path gives: greedy output the CPU's and (full)
+ * every strategy autoregressive greedy's; and every recorded step must
+ * have run persistently. */
+static void persist_type(uint32_t type, int qwen2, int full) {
+    char what[64];
+    snprintf(what, sizeof what, "%s %s (persistent)", qwen2 ? "qwen2" : "llama", sd_wtype_name(type));
+    cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    twin t, d = {0};
+    twin_load(&t, type, qwen2);
+    if (full) {
+        twin_load(&d, type == SD_F32 ? SD_F16 : SD_Q8_0, qwen2);
+        check_strategies(&t, d.gpu, what);
+    } else {
+        int32_t a[GEN], b[GEN];
+        greedy(t.cpu, 1, a);
+        greedy(t.gpu, 1, b);
+        cr_expect_arr_eq(b, a, sizeof a, "%s: greedy on cuda differs from the cpu", what);
+    }
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(t.gpu->be, &st) == 0);
+    cr_expect(st.persistent > 0 && st.persist_fallbacks == 0,
+              "%s: %ld steps persistent, %ld not (%s)", what, st.persistent, st.persist_fallbacks,
+              st.persist_why);
+    if (d.bytes) twin_free(&d);
+    twin_free(&t);
+}
+
 /* Built for a real GPU (test_cuda_forward) on a machine without one: skip. */
 static void need_device(void) {
     char why[256];
@@ -207,3 +246,13 @@ Test(emu_forward, q4_k) { forward_type(SD_Q4_K, 0, 1); }
 Test(emu_forward, q6_k) { forward_type(SD_Q6_K, 0, 0); }
 Test(emu_forward, qwen2_f32) { forward_type(SD_F32, 1, 0); }
 Test(emu_forward, qwen2_q4_k) { forward_type(SD_Q4_K, 1, 1); }
+Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1); }
+Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0); }
+Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0); }
+Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0); }
+Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0); }
+Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0); }
+Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0); }
+Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1); }
+Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0); }
+Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1); }

@@ -94,3 +94,44 @@ Test(emu_misuse, missing_barrier_shows_in_reversed_blocks) {
     /* blocks 1 and 3 run backwards: 63 readers each before thread 0 writes */
     cr_expect(strstr(buf, "returned 0, 126 NaN") != NULL, "%s", buf);
 }
+
+/* Persistent pipelines (planted.cu "pipeline"), cooperative launches. The
+ * child's last line reports the launch's error and the wrong outputs. */
+static void expect_clean(const char *which) {
+    static char buf[1 << 16];
+    int st = run_child(which, buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s:\n%s", which, buf);
+    cr_expect(strstr(buf, "planted_run: returned 0, 0 NaN") != NULL, "%s:\n%s", which, buf);
+}
+
+Test(emu_misuse, persistent_pipeline_runs) {
+    expect_clean("pipe_plain");
+    expect_clean("pipe_small_grid");
+    expect_clean("pipe_checked");
+    expect_clean("pipe_small_grid_checked");
+    expect_clean("pipe_coop_kernel");
+    expect_clean("pipe_coop_graph");
+}
+Test(emu_misuse, persistent_pipeline_missing_wait) {
+    /* the default order: no report, but outputs read before they were written */
+    static char buf[1 << 16];
+    int st = run_child("pipe_skip_wait", buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
+    cr_expect(strstr(buf, "planted_run: returned 0, ") && !strstr(buf, "returned 0, 0 NaN"),
+              "no wrong output without the wait:\n%s", buf);
+    expect_report("pipe_skip_wait_checked",
+                  "ERROR: kernel pipeline (cooperative, CUDA_EMU_COOP_CHECK=1): the result depends "
+                  "on the order of the blocks: allocation");
+}
+Test(emu_misuse, persistent_pipeline_deadlock) {
+    expect_report("pipe_deadlock", "deadlock in cooperative kernel pipeline: no block of the 4 can go on;");
+    expect_report("pipe_deadlock", "thread 0 spins on flag");
+    expect_report("pipe_deadlock", " = 1, waiting for >= 2 (what 11) at kernels/cuda/persist.cuh:");
+}
+Test(emu_misuse, cooperative_grid_too_large) {
+    expect_report("pipe_too_large", "cuda-emu: launch of pipeline refused (a GPU would refuse it too): "
+                                    "cooperative grid of 33 blocks of 64 threads with 0 bytes of "
+                                    "dynamic shared memory: at most 32 can be resident (16 per "
+                                    "multiprocessor x 2 multiprocessors)");
+    expect_report("pipe_too_large", "planted_run: returned 720"); /* cudaErrorCooperativeLaunchTooLarge */
+}

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """cuda-emu: turns a .cu/.cuh file into C++ that builds against
-tests/cuda_emu/include (README.md here). Three rewrites, line numbers kept
+tests/cuda_emu/include (README.md here). Five rewrites, line numbers kept
 (a #line directive names the original file):
   kernel<<<grid, block[, smem[, stream]]>>>(args)
       -> emu::launch_kernel(emu::cfg(grid, block, ...), "kernel", kernel, args)
   cudaLaunchKernelEx(cfg, kernel, args)
       -> emu::launch_kernel_ex(cfg, "kernel", kernel, args)
+  cudaLaunchCooperativeKernel(kernel, grid, block, args...)
+      -> emu::launch_cooperative("kernel", kernel, grid, block, args...)
   extern __shared__ T name[];  ->  T *name = (T *)emu::dynamic_smem();
+  __shared__ T name...;  ->  __shared__ T name...; emu::shared_static(&name, sizeof name);
+      (a static __shared__ variable, the first word of its line: the
+      emulator keeps one copy per block of a cooperative launch)
 Usage: translate.py IN OUT"""
 import re
 import sys
@@ -101,6 +106,62 @@ def launches_ex(s):
         pos = end
 
 
+def launches_coop(s):
+    """cudaLaunchCooperativeKernel(kernel, rest) -> emu::launch_cooperative(
+    "kernel", kernel, rest); a (void *) or (const void *) cast in front of
+    the kernel is dropped (the emulator needs its parameter types)."""
+    out = []
+    pos = 0
+    while True:
+        i = s.find('cudaLaunchCooperativeKernel(', pos)
+        if i < 0:
+            out.append(s[pos:])
+            return ''.join(out)
+        k = i + len('cudaLaunchCooperativeKernel')
+        end = balanced(s, k)
+        j = k + 1
+        depth = 0
+        while j < end - 1 and not (depth == 0 and s[j] == ','):
+            if s[j] in '(<':
+                depth += 1
+            elif s[j] in ')>':
+                depth -= 1
+            j += 1
+        kernel = re.sub(r'^\(\s*(const\s+)?void\s*\*\s*\)\s*', '', s[k + 1:j].strip())
+        label = re.sub(r'\s+', ' ', kernel)
+        out.append(s[pos:i])
+        out.append('emu::launch_cooperative("%s", %s%s' % (label, kernel, s[j:end]))
+        pos = end
+
+
+def shared_statics(s):
+    """After each static __shared__ declaration (the first word of its line,
+    ending at the first ';' outside brackets), a call that registers it."""
+    out = []
+    pos = 0
+    for m in re.finditer(r'^[ \t]*__shared__\b', s, re.M):
+        if m.start() < pos:
+            continue
+        depth = 0
+        j = m.end()
+        while depth or s[j] != ';':
+            if s[j] in '([{':
+                depth += 1
+            elif s[j] in ')]}':
+                depth -= 1
+            elif s[j] == ',' and depth == 0:
+                raise SystemExit('translate.py: one name a __shared__ declaration: ' + s[m.start():j])
+            j += 1
+        name = re.search(r'(\w+)\s*(?:\[[^\]]*\]\s*)*$', s[m.end():j])
+        if not name:
+            raise SystemExit('translate.py: no name in ' + s[m.start():j + 1])
+        out.append(s[pos:j + 1])
+        out.append(' emu::shared_static(&%s, sizeof %s);' % (name[1], name[1]))
+        pos = j + 1
+    out.append(s[pos:])
+    return ''.join(out)
+
+
 SHARED = re.compile(r'extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?'
                     r'([A-Za-z_][\w:]*(?:\s*\*)*)\s+(?:__align__\(\s*\d+\s*\)\s+)?'
                     r'(\w+)\s*\[\s*\]\s*;')
@@ -113,6 +174,8 @@ def main():
     s = SHARED.sub(lambda m: '%s *%s = (%s *)emu::dynamic_smem();' % (m[1], m[2], m[1]), s)
     s = launches(s)
     s = launches_ex(s)
+    s = launches_coop(s)
+    s = shared_statics(s)
     with open(dst, 'w') as f:
         f.write('#line 1 "%s"\n' % src)
         f.write(s)

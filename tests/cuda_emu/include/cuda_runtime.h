@@ -7,8 +7,11 @@
  *
  * Every CUDA thread is a fiber; threadIdx is the running fiber's, blockIdx,
  * blockDim and gridDim the running block's. Static __shared__ variables
- * become function statics: blocks run one after another, so one copy per
- * kernel is exactly one copy per block. extern __shared__ arrays are
+ * become function statics: blocks of a plain launch run one after another,
+ * so one copy per kernel is one copy per block; translate.py registers each
+ * with emu::shared_static, and while a cooperative launch runs (its blocks
+ * interleaved) the emulator swaps every block's own copy in and out of the
+ * statics as it moves between blocks. extern __shared__ arrays are
  * rewritten by translate.py into a pointer to the block's dynamic shared
  * memory (a fresh heap buffer per block, filled with 0xff bytes, so ASan
  * sees overruns and a read before any write gives NaN). */
@@ -70,6 +73,7 @@ enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorLaunchFailure = 719,
+    cudaErrorCooperativeLaunchTooLarge = 720,
     cudaErrorNotSupported = 801,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -108,13 +112,19 @@ struct cudaGraphExecUpdateResultInfo {
     int result;
 };
 /* Launch attributes (cudaLaunchKernelEx, which translate.py turns into
- * emu::launch_kernel_ex to pass the kernel's name): only programmatic
- * stream serialization. Kernels run one after another, so the dependency
- * it relaxes always holds; the emulator checks that every block of a kernel
- * launched with it calls cudaGridDependencySynchronize. */
-enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
+ * emu::launch_kernel_ex to pass the kernel's name): programmatic stream
+ * serialization and cooperative. Kernels run one after another, so the
+ * dependency programmatic serialization relaxes always holds; the emulator
+ * checks that every block of a kernel launched with it calls
+ * cudaGridDependencySynchronize. A cooperative launch has all its blocks
+ * resident at once (README.md, "Cooperative launches"). */
+enum cudaLaunchAttributeID {
+    cudaLaunchAttributeCooperative = 2,
+    cudaLaunchAttributeProgrammaticStreamSerialization = 6,
+};
 union cudaLaunchAttributeValue {
     int programmaticStreamSerializationAllowed;
+    int cooperative;
     char pad[64];
 };
 struct cudaLaunchAttribute {
@@ -217,14 +227,27 @@ enum Op { OP_SHFL, OP_SHFL_XOR, OP_SHFL_DOWN, OP_SHFL_UP, OP_ADD, OP_MIN, OP_MAX
 uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line);
 unsigned active_mask(void);
 void *dynamic_smem(void);
+/* Cooperative launches: thread 0 of a block waiting for a dependency flag
+ * (kernels/cuda/persist.cuh) read value < target at flag; the fiber sleeps
+ * until the flag changes, other blocks running meanwhile. */
+void spin(const unsigned *flag, unsigned value, unsigned target, int what, const char *file,
+          int line);
+/* The static __shared__ variable at p (translate.py adds the call after
+ * its declaration): while a cooperative launch runs it becomes per block. */
+extern bool coop_running;
+void shared_static_coop(void *p, size_t n);
+static inline void shared_static(void *p, size_t n) {
+    if (coop_running) shared_static_coop(p, n);
+}
 
 struct Config {
     dim3 grid, block;
     size_t smem;
     cudaStream_t stream;
-    bool pdl; /* programmatic stream serialization: each block must wait */
+    bool pdl;  /* programmatic stream serialization: each block must wait */
+    bool coop; /* cooperative: every block resident at once */
 };
-static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s, false}; }
+static inline Config cfg(dim3 g, dim3 b, size_t smem = 0, cudaStream_t s = 0) { return {g, b, smem, s, false, false}; }
 /* cudaGridDependencySynchronize: marks the running block as having waited. */
 void grid_dependency_sync(void);
 /* cudaTriggerProgrammaticLaunchCompletion: kernels run one after another,
@@ -235,7 +258,8 @@ void grid_trigger(void);
 void ldg_read(const void *p, size_t n);
 [[noreturn]] void fail_attr(const char *name, int id);
 
-/* Runs body once per thread of every block (blocks one after another);
+/* Runs body once per thread of every block (blocks one after another, or
+ * interleaved in a cooperative launch);
  * false (with the error set for cudaGetLastError) when the configuration
  * breaks a launch limit of sm_90. */
 typedef void (*Body)(void *);
@@ -272,11 +296,30 @@ cudaError_t launch_kernel_ex(const cudaLaunchConfig_t *c, const char *name, void
                              A &&...args) {
     Config x = cfg(c->gridDim, c->blockDim, c->dynamicSmemBytes, c->stream);
     for (unsigned i = 0; i < c->numAttrs; i++) {
-        if (c->attrs[i].id != cudaLaunchAttributeProgrammaticStreamSerialization)
+        if (c->attrs[i].id == cudaLaunchAttributeProgrammaticStreamSerialization)
+            x.pdl = c->attrs[i].val.programmaticStreamSerializationAllowed != 0;
+        else if (c->attrs[i].id == cudaLaunchAttributeCooperative)
+            x.coop = c->attrs[i].val.cooperative != 0;
+        else
             fail_attr(name, (int)c->attrs[i].id);
-        x.pdl = c->attrs[i].val.programmaticStreamSerializationAllowed != 0;
     }
     launch_kernel(x, name, k, std::forward<A>(args)...);
+    return cudaPeekAtLastError();
+}
+
+/* cudaLaunchCooperativeKernel(kernel, grid, block, args, smem, stream), which
+ * translate.py turns into this call: args[i] points at the i-th parameter. */
+template <class... P, size_t... I>
+void launch_cooperative_args(const char *name, void (*k)(P...), const Config &c, void **args,
+                             std::index_sequence<I...>) {
+    launch_kernel(c, name, k, *(const typename std::decay<P>::type *)args[I]...);
+}
+template <class... P>
+cudaError_t launch_cooperative(const char *name, void (*k)(P...), dim3 grid, dim3 block,
+                               void **args, size_t smem = 0, cudaStream_t s = 0) {
+    Config x = cfg(grid, block, smem, s);
+    x.coop = true;
+    launch_cooperative_args(name, k, x, args, std::index_sequence_for<P...>{});
     return cudaPeekAtLastError();
 }
 

@@ -1,0 +1,35 @@
+/* The matrix-vector product's arguments and one virtual block of it
+ * (mv.cuh), shared by matvec.cu's kernel and the persistent step
+ * (step.cu). */
+#ifndef SD_CUDA_MATVEC_CUH
+#define SD_CUDA_MATVEC_CUH
+
+#include "kernels/cuda/mv.cuh"
+
+struct MmArgs {
+    MvAct a;
+    MvMat w;
+    float *out; /* [n][rows] */
+    int accumulate;
+    int ntiles, ks;
+    unsigned blocks; /* virtual blocks (mv.cuh) */
+};
+
+/* Virtual block b; first and writer as mv_accum takes them. Every thread of
+ * the block calls it. */
+template <int T, int NT>
+__device__ __forceinline__ void mm_vblock(const MmArgs &p, unsigned b, bool first, bool writer) {
+    int i0, pair, slice;
+    mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
+    const int r0 = 2 * pair, r1 = r0 + 1;
+    float acc[2][NT], v0, v1;
+    mv_accum<T, NT>(mv_row(p.w, r0), mv_row(p.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
+    mv_reduce<NT>(acc, slice, p.ks, v0, v1);
+    const int lane = threadIdx.x & 31, i = i0 + lane;
+    if (slice != 0 || lane >= NT || i >= p.a.n) return;
+    float *o = p.out + (size_t)i * p.w.rows;
+    if (r0 < p.w.rows) o[r0] = p.accumulate ? o[r0] + v0 : v0;
+    if (r1 < p.w.rows) o[r1] = p.accumulate ? o[r1] + v1 : v1;
+}
+
+#endif
