@@ -19,13 +19,16 @@
  * the backend compute it next to the argmax (top_k_rows' probabilities), so
  * one float crosses with the id instead of the logits row.
  *
- * The hybrid drafter's rounds. Where the n-gram store knows the context
- * its continuation is the draft, and a round that took a store draft
- * stays with the store: it ends where the store stops knowing (the
- * target's token at that position costs nothing more), so the draft model
- * is never fed unverified store drafts to draft behind them. How many
- * store drafts a round takes follows how long the store's match has held:
- * twice the store drafts accepted in a row (sd_store_run). The draft model
+ * The hybrid drafter's rounds. The store learns every final token, and
+ * before it does, says whether it would have predicted it: the tokens it
+ * predicted in a row are its streak, how long its match has held. A round
+ * drafts from the store when the streak reaches STORE_TRUST and the store
+ * knows the context, up to sd_store_run(streak) drafts, and ends where the
+ * store stops knowing (the target's token at that position costs nothing
+ * more), so the draft model is never fed unverified store drafts to draft
+ * behind them; any other round drafts from the model. A store that merely
+ * knows a context (common words in fresh code) thus never displaces the
+ * model, while a copied span (an edit) runs long store rounds. The draft model
  * feeds the tokens it has not seen (accepted store drafts, the rounds'
  * last tokens) only when it is next asked to draft, in one call of that
  * many rows: a copy run of many rounds costs it one catch-up. */
@@ -37,6 +40,8 @@
 
 /* Rows of drafter logits one draft may need (see above). */
 #define DRAFT_ROWS 2
+/* Final tokens the store must have predicted in a row before it drafts. */
+#define STORE_TRUST 2
 
 typedef struct spec_ctx {
     sd_lm *drafter;
@@ -49,10 +54,9 @@ typedef struct spec_ctx {
     int gamma;       /* model drafts a round at most */
     int round;       /* position of the round's first draft */
     int n_model;     /* the round's model drafts */
-    int store_first; /* the round's first store draft (its index), n_store of them */
-    int n_store;
-    int store_run; /* store drafts this round at most */
-    int confirmed; /* store drafts accepted in a row, across rounds */
+    int n_store;     /* the round's store drafts */
+    int store_run;   /* store drafts this round at most */
+    int streak;      /* final tokens the store predicted in a row */
 } spec_ctx;
 
 /* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
@@ -67,7 +71,7 @@ static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats
         q[seq[at]] = 1;
     }
     st->drafted_ngram++;
-    if (!s->n_store++) s->store_first = at - s->round;
+    s->n_store++;
     return 1;
 }
 
@@ -90,7 +94,8 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
-    if (s->store && s->n_store < s->store_run && store_draft(s, seq, at, q, st)) {
+    if (s->store && (at == s->round || s->n_store) && s->streak >= STORE_TRUST &&
+        s->n_store < s->store_run && store_draft(s, seq, at, q, st)) {
         *conf = SD_CONF_NONE;
         return s->n_store == s->store_run ? 2 : 1;
     }
@@ -120,16 +125,17 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     return p < s->p_min || ++s->n_model == s->gamma ? 2 : 1;
 }
 
-/* After a round of n accepted drafts: the store's confirmed run grows by
- * the round's store drafts when all were accepted and starts over when
- * one was rejected; the next round may take twice the run. */
-static void next_round(spec_ctx *s, int n, int base) {
-    if (s->n_store) {
-        const int ok = n - s->store_first;
-        s->confirmed = ok >= s->n_store ? s->confirmed + s->n_store : 0;
+/* The store learns seq[from..to), each token after checking whether it
+ * would have predicted it (the streak), and sets the next round's bound. */
+static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
+    for (int i = from; i < to; i++) {
+        int32_t x;
+        const int hit = sd_ngram_predict(s->store, seq, i, 0, &x, NULL) && x == seq[i];
+        s->streak = hit ? s->streak + 1 : 0;
+        if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
-    s->store_run = sd_store_run(s->confirmed, base);
-    s->n_store = s->n_model = 0;
+    s->store_run = sd_store_run(s->streak, s->gamma);
+    return 0;
 }
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
@@ -177,14 +183,13 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
-    if (sc.store && sd_ngram_observe_seq(sc.store, seq, 0, n_inputs, e)) goto done;
+    if (sc.store && learn(&sc, seq, 0, n_inputs, e)) goto done;
     for (int first = o->v.first_target; r == 0 && cur < total; first = 0) {
         const int room = total - cur - 1 < v.cap ? total - cur - 1 : v.cap, from = cur;
-        const long accepted = st->accepted;
         sc.round = cur;
+        sc.n_store = sc.n_model = 0;
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
-        if (r >= 0 && sc.store && sd_ngram_observe_seq(sc.store, seq, from, cur, e)) r = -1;
-        next_round(&sc, (int)(st->accepted - accepted), gamma);
+        if (r >= 0 && sc.store && learn(&sc, seq, from, cur, e)) r = -1;
     }
     if (r >= 0) rc = sd_gen_finish(cfg, st, v.t0, out, count, max_gen_len);
 done:
