@@ -103,6 +103,58 @@ Test(speculative, hybrid_drafter_equals_autoregressive) {
     sd_model_free(draft);
 }
 
+/* The bound of a round of store drafts: twice the streak, at least the
+ * base, at most SD_STORE_RUN_MAX unless the base is larger. */
+Test(hybrid, store_run_follows_the_streak) {
+    cr_assert_eq(sd_store_run(0, 4), 4);
+    cr_assert_eq(sd_store_run(3, 4), 6);
+    cr_assert_eq(sd_store_run(8, 4), SD_STORE_RUN_MAX);
+    cr_assert_eq(sd_store_run(1000, 4), SD_STORE_RUN_MAX);
+    cr_assert_eq(sd_store_run(0, 20), 20);
+}
+
+/* A prompt that repeats one span: the store's streak grows over it and
+ * the rounds that copy it run longer than gamma + 1 rows, the drafter
+ * model catches up on them in calls of many rows, and the output is
+ * still the target's (hybrid drafter and NASD alike). */
+Test(hybrid, copied_span_runs_long_rounds) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    /* the prompt, the target's greedy story after it, the prompt again */
+    int32_t rep[NP + GEN + NP], want[GEN], got[GEN];
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    memcpy(rep, prompt, sizeof prompt);
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, target, GEN, &cfg, rep + NP, &st, &e), GEN);
+    memcpy(rep + NP + GEN, prompt, sizeof prompt);
+    const int n_rep = NP + GEN + NP;
+    cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    sd_spec_opts o = {{2, 0, 1, SD_STOP_BELOW_DEFAULT}, 0, 4};
+    cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want);
+    long wide = 0;
+    for (int n = 4; n < SD_COST_ROWS; n++) wide += st.verify_calls_n[n];
+    long catchup = 0;
+    for (int k = 5; k < SD_COST_ROWS; k++) catchup += st.draft_calls_n[k];
+    cr_assert_geq(st.drafted_ngram, 20, "the store drafted %ld", st.drafted_ngram);
+    cr_assert_gt(wide, 0, "no round verified more than gamma + 1 rows");
+    cr_assert_gt(catchup, 0, "the drafter never caught up on store drafts in one call");
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_ONE, 4, 256, &e);
+    cr_assert(store, "%s", e.msg);
+    sd_nasd_opts no = {{2, 0, 1, 0}, 1, 1};
+    cr_assert_eq(sd_ngram_assisted_generate(rep, n_rep, store, &tl, &no, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want);
+    wide = 0;
+    for (int n = 4; n < SD_COST_ROWS; n++) wide += st.verify_calls_n[n];
+    cr_assert_gt(wide, 0, "nasd: no round verified more than gamma + 1 rows");
+    sd_ngram_free(store);
+    sd_model_free(draft);
+    sd_model_free(target);
+}
+
 /* The decode rate leaves out the first call's time and every token it
  * emitted; it is 0 where nothing follows that call. */
 Test(stats, decode_rate_leaves_out_the_first_call) {
