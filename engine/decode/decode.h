@@ -303,10 +303,11 @@ int sd_store_run(int confirmed, int base);
  * itself is verified: its cost is paid); the output is unchanged, only the
  * rounds' lengths move.
  *
- * ngram_n >= 2 makes the drafter hybrid: an n-gram store of that order
- * (ngram.h, one level) learns the prompt and every final token, and where
- * the last ngram_n - 1 tokens were seen before, their continuation is the
- * draft (one-hot, costing a lookup) instead of the model's; the model
+ * ngram_n >= 2 makes the drafter hybrid: an n-gram store (ngram.h, multi-
+ * level, contexts of up to 7 tokens or ngram_n - 1 when longer) learns the
+ * prompt and every final token, and where the last ngram_n - 1 tokens or
+ * more were seen before, the continuation of the longest such context is
+ * the draft (one-hot, costing a lookup) instead of the model's; the model
  * feeds what it did not draft on its next call. A round that took a store
  * draft ends where the store stops knowing, and takes up to
  * sd_store_run store drafts (gamma bounds the model's). 0: the model alone.

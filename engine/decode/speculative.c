@@ -42,6 +42,10 @@
 #define DRAFT_ROWS 2
 /* Final tokens the store must have predicted in a row before it drafts. */
 #define STORE_TRUST 2
+/* The hybrid store's order: contexts of up to STORE_N - 1 tokens, the
+ * longest known one predicting (a copy of code repeats short contexts with
+ * different continuations: `order["customer"]`, `order["amount"]`). */
+#define STORE_N 8
 
 typedef struct spec_ctx {
     sd_lm *drafter;
@@ -57,13 +61,21 @@ typedef struct spec_ctx {
     int n_store;     /* the round's store drafts */
     int store_run;   /* store drafts this round at most */
     int streak;      /* final tokens the store predicted in a row */
+    int min_ctx;     /* the shortest context the store drafts from */
 } spec_ctx;
+
+/* The store's continuation of seq[0..at) from the longest known context
+ * of at least min_ctx tokens: 1 and *x, else 0. */
+static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
+    int level = 0;
+    return sd_ngram_predict(s->store, seq, at, 0, x, &level) && level >= s->min_ctx;
+}
 
 /* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
  * context (q, when asked for, one-hot at the draft), else 0. */
 static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats *st) {
     const double t = sd_now();
-    const int known = sd_ngram_predict(s->store, seq, at, 0, &seq[at], NULL);
+    const int known = store_predict(s, seq, at, &seq[at]);
     st->draft_s += sd_now() - t;
     if (!known) return 0;
     if (q) {
@@ -130,7 +142,7 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
 static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
     for (int i = from; i < to; i++) {
         int32_t x;
-        const int hit = sd_ngram_predict(s->store, seq, i, 0, &x, NULL) && x == seq[i];
+        const int hit = store_predict(s, seq, i, &x) && x == seq[i];
         s->streak = hit ? s->streak + 1 : 0;
         if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
@@ -162,11 +174,12 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (total < 0) return -1;
     spec_ctx sc = {.drafter = drafter, .cfg = cfg, .p_min = o->p_min,
                    .want_p = o->p_min > 0 || o->v.stop_below > 0, .gamma = gamma,
-                   .store_run = gamma};
+                   .store_run = gamma, .min_ctx = o->ngram_n - 1};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     const int sampled = !sd_fast_greedy(cfg);
     if (o->ngram_n && !(sampled && sc.smp && sd_sampler_keeps_history(sc.smp)) &&
-        !(sc.store = sd_ngram_create(SD_NGRAM_ONE, o->ngram_n, total, e)))
+        !(sc.store = sd_ngram_create(SD_NGRAM_MULTI, o->ngram_n > STORE_N ? o->ngram_n : STORE_N,
+                                     total, e)))
         return -1;
     sd_verify v = {.target = target, .drafter = drafter, .o = &o->v, .top_k = 1,
                    .cap = sc.store && gamma < SD_STORE_RUN_MAX ? SD_STORE_RUN_MAX : gamma,
