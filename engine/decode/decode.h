@@ -280,8 +280,8 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
  * drafts are estimated at least 90% likely to be all accepted. On a CPU a
  * model draft costs about a third of a target step and each further
  * verified row a fifth to a quarter, so a draft rejected one time in ten
- * already costs about what it brings; store drafts are near free, and
- * their calibrated acceptance lets edit-like text run long rounds. */
+ * already costs about what it brings. Store drafts are near free and
+ * follow their own bound (sd_store_run), outside this estimate. */
 #define SD_STOP_BELOW_DEFAULT 0.9
 
 /* The most n-gram store drafts one round takes, and how many the next

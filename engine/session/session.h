@@ -47,7 +47,8 @@ typedef struct sd_config {
     int fixed_gamma;
     double stop_below;
     /* speculative decoding's n-gram drafts (sd_spec_opts.ngram_n): the
-     * order of the store; 0: the draft model alone */
+     * store drafts from contexts of at least hybrid_n - 1 tokens; 0: the
+     * draft model alone */
     int hybrid_n;
     double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
