@@ -66,12 +66,11 @@ static void time_split(const sd_gen_stats *st, char *buf, size_t cap) {
  * seconds of the target's and the drafter's calls beside the measured
  * ones (after the first call), and the host's share, so the line says
  * which part the calibration missed. */
-static void miss_line(const char *name, const sd_gen_stats *st, const sd_cost_calib *cal,
-                      double real) {
+static void miss_line(const char *name, const sd_gen_stats *st, double real) {
     const double pred = st->predicted_speedup;
     if (!(pred > 0 && real > 0) || fabs(pred / real - 1) <= 0.10) return;
-    double v_pred = 0, d_pred = 0, v_real = 0;
-    sd_cost_predict(st, cal, &v_pred, &d_pred);
+    const double v_pred = st->predicted_verify_s, d_pred = st->predicted_draft_s;
+    double v_real = 0;
     for (int n = 1; n < SD_COST_ROWS; n++) v_real += st->verify_s_n[n];
     printf("  %s: predicted %.2fx, realised %.2fx: verification %.3f s predicted, %.3f s measured; "
            "drafter %.3f s predicted, %.3f s measured; host %.3f s; decode phase %.3f s\n",
@@ -151,7 +150,7 @@ static int run_case(const bench_case *c) {
         printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %9s %10s %13s %s\n", rows[k].name, n_out[k],
                med, med_dec, acc, st.target_calls + st.draft_calls,
                rounds ? (double)st.host_bytes / rounds : 0.0, med / ar_tps, real, pred, ratio, split, same);
-        miss_line(rows[k].name, &st, &s.cal, real);
+        miss_line(rows[k].name, &st, real);
     }
     rc = 0;
 done:
@@ -255,7 +254,6 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             sd_session_warm_up(&s, ids, &e))
             goto done;
         sd_gen_stats st, rs[N_PAIR_ROWS];
-        sd_cost_calib cal[N_PAIR_ROWS];
         int got[N_PAIR_ROWS], same[N_PAIR_ROWS];
         double ar_dec[2];
         int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
@@ -266,7 +264,6 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             set_row(&s, &cfg, pp[k].chat, w);
             int n = sd_session_generate(&s, w->bit, ids, n_ids, NULL, out, &rs[r], &e);
             if (n < 0) goto done;
-            cal[r] = s.cal;
             got[r] = n;
             same[r] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
         }
@@ -292,7 +289,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                    real > 0 ? pred / real : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
         for (int r = 0; r < N_PAIR_ROWS; r++)
-            miss_line(pair_rows[r].name, &rs[r], &cal[r], sd_gen_decode_tps(&rs[r]) / dref);
+            miss_line(pair_rows[r].name, &rs[r], sd_gen_decode_tps(&rs[r]) / dref);
         n_kind[pp[k].edit]++;
     }
     for (int kind = 0; kind < 2; kind++) {

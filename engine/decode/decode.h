@@ -52,8 +52,12 @@ typedef struct sd_gen_stats {
     /* The target's one-row step of the autoregressive run the realised
      * speedup is over, and the speedup over autoregressive decoding
      * (decode phase) the cost model predicts for this run from a
-     * calibration; 0 when either is unknown (the session fills both). */
+     * calibration; 0 when either is unknown (the session fills both), and
+     * the seconds the calibration predicts for the target's and the
+     * drafter's calls after the first, beside the measured verify_s_n and
+     * draft_s + catchup_s: where a missed prediction went wrong. */
     double step_s, predicted_speedup;
+    double predicted_verify_s, predicted_draft_s;
     /* The file of the model whose calls made the output (the drafter's for
      * draft-only generation); set by the session, NULL from the strategies. */
     const char *model;

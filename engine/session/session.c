@@ -339,7 +339,8 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
     if (rounds && st->verify_s > 0) {
         st->step_s = s->step_s;
-        st->predicted_speedup = sd_cost_predict(st, &s->cal, NULL, NULL);
+        st->predicted_speedup =
+            sd_cost_predict(st, &s->cal, &st->predicted_verify_s, &st->predicted_draft_s);
     }
     return n;
 }
