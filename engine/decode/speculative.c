@@ -75,9 +75,11 @@ static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t 
  * context (q, when asked for, one-hot at the draft), else 0. */
 static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats *st) {
     const double t = sd_now();
-    const int known = store_predict(s, seq, at, &seq[at]);
+    int32_t x;
+    const int known = store_predict(s, seq, at, &x);
     st->draft_s += sd_now() - t;
     if (!known) return 0;
+    seq[at] = x;
     if (q) {
         memset(q, 0, (size_t)s->drafter->m->hp.vocab * sizeof *q);
         q[seq[at]] = 1;
