@@ -103,6 +103,58 @@ Test(speculative, hybrid_drafter_equals_autoregressive) {
     sd_model_free(draft);
 }
 
+/* The bound of a round of store drafts: twice the streak, at least the
+ * base, at most SD_STORE_RUN_MAX unless the base is larger. */
+Test(hybrid, store_run_follows_the_streak) {
+    cr_assert_eq(sd_store_run(0, 4), 4);
+    cr_assert_eq(sd_store_run(3, 4), 6);
+    cr_assert_eq(sd_store_run(8, 4), SD_STORE_RUN_MAX);
+    cr_assert_eq(sd_store_run(1000, 4), SD_STORE_RUN_MAX);
+    cr_assert_eq(sd_store_run(0, 20), 20);
+}
+
+/* A prompt that repeats one span: the store's streak grows over it and
+ * the rounds that copy it run longer than gamma + 1 rows, the drafter
+ * model catches up on them in calls of many rows, and the output is
+ * still the target's (hybrid drafter and NASD alike). */
+Test(hybrid, copied_span_runs_long_rounds) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    /* the prompt, the target's greedy story after it, the prompt again */
+    int32_t rep[NP + GEN + NP], want[GEN], got[GEN];
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    memcpy(rep, prompt, sizeof prompt);
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, target, GEN, &cfg, rep + NP, &st, &e), GEN);
+    memcpy(rep + NP + GEN, prompt, sizeof prompt);
+    const int n_rep = NP + GEN + NP;
+    cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    sd_spec_opts o = {{2, 0, 1, SD_STOP_BELOW_DEFAULT}, 0, 4};
+    cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want);
+    long wide = 0;
+    for (int n = 4; n < SD_COST_ROWS; n++) wide += st.verify_calls_n[n];
+    long catchup = 0;
+    for (int k = 5; k < SD_COST_ROWS; k++) catchup += st.draft_calls_n[k];
+    cr_assert_geq(st.drafted_ngram, 20, "the store drafted %ld", st.drafted_ngram);
+    cr_assert_gt(wide, 0, "no round verified more than gamma + 1 rows");
+    cr_assert_gt(catchup, 0, "the drafter never caught up on store drafts in one call");
+    sd_ngram *store = sd_ngram_create(SD_NGRAM_ONE, 4, 256, &e);
+    cr_assert(store, "%s", e.msg);
+    sd_nasd_opts no = {{2, 0, 1, 0}, 1, 1};
+    cr_assert_eq(sd_ngram_assisted_generate(rep, n_rep, store, &tl, &no, GEN, &cfg, got, &st, &e), GEN,
+                 "%s", e.msg);
+    cr_assert_arr_eq(got, want, sizeof want);
+    wide = 0;
+    for (int n = 4; n < SD_COST_ROWS; n++) wide += st.verify_calls_n[n];
+    cr_assert_gt(wide, 0, "nasd: no round verified more than gamma + 1 rows");
+    sd_ngram_free(store);
+    sd_model_free(draft);
+    sd_model_free(target);
+}
+
 /* The decode rate leaves out the first call's time and every token it
  * emitted; it is 0 where nothing follows that call. */
 Test(stats, decode_rate_leaves_out_the_first_call) {
@@ -115,8 +167,9 @@ Test(stats, decode_rate_leaves_out_the_first_call) {
 }
 
 /* The time split of verification runs: each part is non-negative and the
- * four add up to the run; a model drafter has catch-up calls (the first
- * draft of each round), an n-gram store none; other strategies leave the
+ * four add up to the run; a model drafter has catch-up calls (calls that
+ * feed more than the position they draft from, as after a round whose
+ * drafts all passed), an n-gram store none; other strategies leave the
  * split at 0. */
 static void check_split(const sd_gen_stats *st, int catchup, const char *what) {
     const double sum = st->draft_s + st->catchup_s + st->verify_s + st->host_s;
@@ -153,20 +206,58 @@ Test(stats, time_split_of_verification_runs) {
     sd_model_free(t);
 }
 
-/* The cost model on made-up costs: 10 rounds after the first, 6 of 3 rows
- * (0.12 s each) and 4 of 5 rows (0.2 s each), 40 drafter calls of 0.03 s,
- * 30 tokens after the first call, a one-row step of 0.1 s: tau = 3,
- * c_v = 0.6 * 0.12 + 0.4 * 0.2 = 0.152, c_d = 4 * 0.03 = 0.12, so
- * S = 3 * 0.1 / 0.272. No rounds or no step: no prediction. */
-Test(stats, cost_model_of_a_made_up_run) {
+/* The cost model prices a run's counts with a calibration: 10 rounds after
+ * the first, 6 of 3 rows and 4 of 5, 30 one-row drafter calls and 10
+ * feeding 3 rows, 30 tokens after the first call. With V(1) = 0.1,
+ * V(3) = 0.12, V(5) = 0.2, D(1) = 0.03, D(3) = 0.05 the decode phase
+ * costs 0.72 + 0.8 + 0.9 + 0.5 = 2.92 s against 30 * 0.1 s: S = 3 / 2.92.
+ * The run's own times do not enter; another calibration moves the
+ * prediction; no rounds or no one-row step: no prediction. */
+Test(stats, cost_model_prices_counts_with_a_calibration) {
     sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1, .draft_calls = 40,
-                       .draft_s = 0.8, .catchup_s = 0.4};
-    st.verify_calls_n[3] = 6, st.verify_s_n[3] = 0.72;
-    st.verify_calls_n[5] = 4, st.verify_s_n[5] = 0.8;
-    cr_assert_float_eq(sd_cost_speedup(&st, 0.1), 0.3 / 0.272, 1e-9);
-    cr_assert_eq(sd_cost_speedup(&st, 0), 0);
+                       .draft_s = 9, .catchup_s = 9};
+    st.verify_calls_n[3] = 6, st.verify_s_n[3] = 5;
+    st.verify_calls_n[5] = 4, st.verify_s_n[5] = 7;
+    st.draft_calls_n[1] = 30, st.draft_calls_n[3] = 10;
+    sd_cost_calib cal = {0};
+    cal.verify_s[1] = 0.1, cal.verify_s[3] = 0.12, cal.verify_s[5] = 0.2;
+    cal.draft_s[1] = 0.03, cal.draft_s[3] = 0.05;
+    double v = 0, d = 0;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, &v, &d), 3 / 2.92, 1e-9);
+    cr_assert_float_eq(v, 1.52, 1e-9);
+    cr_assert_float_eq(d, 1.4, 1e-9);
+    st.verify_s_n[3] = 0.72, st.verify_s_n[5] = 0.8, st.draft_s = 0.1, st.catchup_s = 0.2;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, NULL, NULL), 3 / 2.92, 1e-9,
+                       "the run's measured times are not the model's inputs");
+    sd_cost_calib slow = cal;
+    slow.verify_s[5] = 0.4;
+    cr_assert_float_eq(sd_cost_predict(&st, &slow, NULL, NULL), 3 / 3.72, 1e-9);
+    /* a drafter call wider than the slots: its 40 rows at the widest
+     * timed call's price per row (0.05 / 3) */
+    st.draft_calls_n[SD_COST_ROWS - 1] = 1, st.draft_wide_rows = 40;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, NULL, NULL), 3 / (2.92 + 40 * 0.05 / 3), 1e-9);
+    cal.verify_s[1] = 0;
+    cr_assert_eq(sd_cost_predict(&st, &cal, NULL, NULL), 0);
     st.verify_calls_n[3] = st.verify_calls_n[5] = 0;
-    cr_assert_eq(sd_cost_speedup(&st, 0.1), 0);
+    cr_assert_eq(sd_cost_predict(&st, &slow, NULL, NULL), 0);
+}
+
+/* A calibration times every width up to the one asked for, interpolating
+ * between the widths it times, grows with the rows, and leaves the cache
+ * empty; a context that does not fit the cache is refused. */
+Test(stats, calibration_times_every_width) {
+    sd_model *t = load("stories260K.gguf");
+    sd_lm tl = {t, t->kv, 0, 0};
+    sd_err e = {{0}};
+    double c[SD_COST_ROWS];
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 20, 0, c, &e), 0, "%s", e.msg);
+    for (int n = 1; n <= 20; n++) cr_assert_gt(c[n], 0, "width %d", n);
+    for (int n = 21; n < SD_COST_ROWS; n++) cr_assert_eq(c[n], 0, "width %d", n);
+    cr_assert_gt(c[20], c[1]);
+    cr_assert_eq(t->kv->n, 0);
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, &e), -1);
+    cr_assert(strstr(e.msg, "context 250"), "%s", e.msg);
+    sd_model_free(t);
 }
 
 /* A real run's verification widths add up to its target calls after the
@@ -188,7 +279,13 @@ Test(stats, verification_widths_of_a_run) {
     cr_assert_eq(calls, st.target_calls - 1);
     for (int n = 6; n < SD_COST_ROWS; n++) cr_assert_eq(st.verify_calls_n[n], 0, "gamma 4: %d rows", n);
     cr_assert(s > 0 && s <= st.verify_s);
-    cr_assert(sd_cost_speedup(&st, 1e-3) > 0);
+    long dcalls = 0;
+    for (int k = 1; k < SD_COST_ROWS; k++) dcalls += st.draft_calls_n[k];
+    cr_assert_eq(dcalls, st.draft_calls, "every drafter call follows the target's first");
+    sd_cost_calib cal = {0};
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, &e), 0, "%s", e.msg);
+    cr_assert(sd_cost_predict(&st, &cal, NULL, NULL) > 0);
     sd_model_free(d);
     sd_model_free(t);
 }

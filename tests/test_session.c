@@ -170,6 +170,42 @@ Test(session, vocabulary_mismatch_is_reported_first) {
     cr_assert(strstr(e.msg, "vocabulary") && !strstr(e.msg, "context"), "%s", e.msg);
 }
 
+/* ---- the cost model's calibration ----------------------------------------- */
+
+/* No prediction before an autoregressive run; after one the session times
+ * the step costs once, keeps them for the next verification run and
+ * times the drafter again when its view changes; every prediction comes
+ * from them. */
+Test(session, calibrates_once_after_an_autoregressive_run) {
+    sd_session s;
+    open_session(&s, MODELS "stories260K.gguf", MODELS "stories260K-q8_0.gguf", 256);
+    sd_err e = {{0}};
+    int32_t *ids = NULL, out[24];
+    int n_ids = 0;
+    cr_assert_eq(sd_session_prompt_ids(&s, "Once upon a time", &ids, &n_ids, &e), 0, "%s", e.msg);
+    sd_gen_stats st;
+    cr_assert(sd_session_generate(&s, SD_STRAT_SPEC, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
+    cr_assert_eq(st.predicted_speedup, 0);
+    cr_assert_eq(s.cal.verify_s[1], 0, "no calibration without an ar run to compare");
+    cr_assert(sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
+    cr_assert(sd_session_generate(&s, SD_STRAT_SPEC, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
+    const sd_cost_calib first = s.cal;
+    cr_assert(first.verify_s[1] > 0 && first.draft_s[1] > 0);
+    cr_assert(first.verify_s[SD_STORE_RUN_MAX + 1] > 0, "widths up to a store round's");
+    cr_assert_eq(first.ctx, n_ids + s.c.n_predict / 2);
+    cr_assert_float_eq(st.predicted_speedup, sd_cost_predict(&st, &first, NULL, NULL), 1e-12);
+    cr_assert_gt(st.predicted_speedup, 0);
+    cr_assert(sd_session_generate(&s, SD_STRAT_NASD, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
+    cr_assert_gt(st.predicted_speedup, 0);
+    cr_assert(!memcmp(&first, &s.cal, sizeof first), "timed again for the same prompt");
+    s.c.draft_vocab = 256;
+    cr_assert(sd_session_generate(&s, SD_STRAT_SPEC, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
+    cr_assert(!memcmp(first.verify_s, s.cal.verify_s, sizeof first.verify_s), "the target is the same");
+    cr_assert_eq(s.cal_drafter.vocab_limit, 256, "the drafter's new head is timed");
+    free(ids);
+    sd_session_close(&s);
+}
+
 /* ---- draft-only generation is the drafter's ----------------------------- */
 
 Test(session, draft_only_counts_and_names_the_drafter) {

@@ -6,10 +6,11 @@
  * autoregressive output, and for the strategies with verification rounds
  * the shares of the run spent drafting, in the drafter's catch-up,
  * verifying and on the host (d/c/v/h, sd_gen_stats) with the speedup the
- * cost model predicts from the run's own costs (engine/decode/cost.c; its
- * one-row step is the autoregressive row's decode time per token, the one
- * the realised speedup divides by) and its ratio to the realised
- * decode-phase speedup. It runs the
+ * cost model predicts from step costs the session timed apart from the
+ * runs (sd_session_calibrate, engine/decode/cost.c) and the run's counts,
+ * and its ratio to the realised decode-phase speedup; a prediction off by
+ * more than 10% gets a line with each part's predicted and measured
+ * seconds. It runs the
  * strategies through the session, the same code path as the specdec
  * binary. SmolLM2 gets an input-grounded prompt (repeat a paragraph), where
  * n-gram drafts shine; its drafter is the self-speculative first 10 layers.
@@ -59,6 +60,22 @@ static void time_split(const sd_gen_stats *st, char *buf, size_t cap) {
     const double k = 100.0 / st->total_s;
     snprintf(buf, cap, "%.0f/%.0f/%.0f/%.0f", st->draft_s * k, st->catchup_s * k, st->verify_s * k,
              st->host_s * k);
+}
+
+/* A prediction more than 10% off the realised speedup: the predicted
+ * seconds of the target's and the drafter's calls beside the measured
+ * ones (after the first call), and the host's share, so the line says
+ * which part the calibration missed. */
+static void miss_line(const char *name, const sd_gen_stats *st, double real) {
+    const double pred = st->predicted_speedup;
+    if (!(pred > 0 && real > 0) || fabs(pred / real - 1) <= 0.10) return;
+    const double v_pred = st->predicted_verify_s, d_pred = st->predicted_draft_s;
+    double v_real = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++) v_real += st->verify_s_n[n];
+    printf("  %s: predicted %.2fx, realised %.2fx: verification %.3f s predicted, %.3f s measured; "
+           "drafter %.3f s predicted, %.3f s measured; host %.3f s; decode phase %.3f s\n",
+           name, pred, real, v_pred, v_real, d_pred, st->draft_s + st->catchup_s, st->host_s,
+           st->total_s - st->prefill_s);
 }
 
 static int cmp(const void *a, const void *b) {
@@ -125,7 +142,7 @@ static int run_case(const bench_case *c) {
         char split[32], pred[16] = "-", ratio[16] = "-";
         time_split(&st, split, sizeof split);
         const double real = ar_dec > 0 ? med_dec / ar_dec : 0.0;
-        const double predicted = ar_dec > 0 ? sd_cost_speedup(&st, 1 / ar_dec) : 0;
+        const double predicted = st.predicted_speedup;
         if (predicted > 0 && real > 0) {
             snprintf(pred, sizeof pred, "%.2fx", predicted);
             snprintf(ratio, sizeof ratio, "%.2f", predicted / real);
@@ -133,6 +150,7 @@ static int run_case(const bench_case *c) {
         printf("%-6s %8d %9.1f %9.1f %9s %8ld %12.0f %7.2fx %8.2fx %9s %10s %13s %s\n", rows[k].name, n_out[k],
                med, med_dec, acc, st.target_calls + st.draft_calls,
                rounds ? (double)st.host_bytes / rounds : 0.0, med / ar_tps, real, pred, ratio, split, same);
+        miss_line(rows[k].name, &st, real);
     }
     rc = 0;
 done:
@@ -150,10 +168,10 @@ done:
  * store), with its speedup over the autoregressive run
  * in the decode phase (after the first forward call; the drafter's own
  * prefill counts in it) next to the speedup the cost model predicts from
- * the run's own measured costs (sd_cost_speedup, with the mean decode step
- * of the two autoregressive runs as the one-row step, the same reference
- * the realised speedup has) and their ratio. Then the mean decode-phase speedup of each row over the code
- * prompts (completion, chat request) and on the edit prompt.
+ * the session's calibration and the run's counts (sd_gen_stats
+ * predicted_speedup) and their ratio. Then the mean decode-phase speedup
+ * of each row over the code prompts (completion, chat request) and on the
+ * edit prompt.
  *
  * A shared host's speed can drift over minutes, so the autoregressive run
  * is repeated after the last row and a row's speedup is over the mean of
@@ -261,7 +279,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
             const sd_gen_stats *q = &rs[r];
-            const double real = sd_gen_decode_tps(q) / dref, pred = sd_cost_speedup(q, 1 / dref);
+            const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
             mean[pp[k].edit][r] += real;
             char acc[16] = "-", split[32];
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
@@ -270,6 +288,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
                    got[r], sd_gen_decode_tps(q), acc, q->drafted_ngram, q->target_calls, q->draft_calls, real, pred,
                    real > 0 ? pred / real : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
+        for (int r = 0; r < N_PAIR_ROWS; r++)
+            miss_line(pair_rows[r].name, &rs[r], sd_gen_decode_tps(&rs[r]) / dref);
         n_kind[pp[k].edit]++;
     }
     for (int kind = 0; kind < 2; kind++) {
@@ -295,7 +315,9 @@ done:
  * mean of the autoregressive runs before and after the rows; the header
  * gives the speedup of speculative decoding with the defaults (adaptive
  * rounds, hybrid drafter) on the same prompt, the reference the fixed
- * rounds are measured against. Fewer new tokens than the pair part: the
+ * rounds are measured against, realised and as the cost model predicts it
+ * (greedy runs' counts are deterministic, so the predictions of one
+ * calibration compare the rows without the machine's drift). Fewer new tokens than the pair part: the
  * sweep runs 17 rows a prompt. */
 #define SWEEP_GEN 48
 #define SWEEP_MAX_GAMMA 8
@@ -347,17 +369,19 @@ static int run_sweep(const pair_prompt *pp, int n_pp) {
         const double dref = (ar_dec[0] + ar_dec[1]) / 2;
         printf("\nsweep, Qwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens (the pair part: "
                "%d), ar decode %.2f-%.2f tok/s (before and after the rows), spec with the defaults "
-               "%.2fx (%s)\n",
+               "%.2fx, predicted %.2fx (%s)\n",
                pp[k].title, n_ids, n_ar, PAIR_GEN, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]),
-               sd_gen_decode_tps(&rs[0]) / dref, same[0] ? "identical to ar" : "DIFFERS from ar");
-        printf("%-6s %5s %8s %9s %8s %7s %6s %9s %s\n", "", "gamma", "tokens", "decode/s", "accept", "target",
-               "draft", "dec vs ar", "output");
+               sd_gen_decode_tps(&rs[0]) / dref, rs[0].predicted_speedup,
+               same[0] ? "identical to ar" : "DIFFERS from ar");
+        printf("%-6s %5s %8s %9s %8s %7s %6s %9s %9s %s\n", "", "gamma", "tokens", "decode/s", "accept",
+               "target", "draft", "dec vs ar", "predicted", "output");
         for (int r = 1; r < N_SWEEP_ROWS; r++) {
             const sd_gen_stats *q = &rs[r];
             char acc[16] = "-";
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
-            printf("%-6s %5d %8d %9.2f %8s %7ld %6ld %8.2fx %s\n", rows[r].name, rows[r].gamma, got[r],
-                   sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls, sd_gen_decode_tps(q) / dref,
+            printf("%-6s %5d %8d %9.2f %8s %7ld %6ld %8.2fx %8.2fx %s\n", rows[r].name, rows[r].gamma,
+                   got[r], sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls,
+                   sd_gen_decode_tps(q) / dref, q->predicted_speedup,
                    same[r] ? "identical to ar" : "DIFFERS from ar");
         }
     }

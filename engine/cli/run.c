@@ -274,10 +274,19 @@ static void print_time_split(const sd_gen_stats *g) {
     for (int i = 0; i < 4; i++)
         fprintf(stderr, "%s %s %.3f s (%.1f%%)", i ? "," : "", name[i], part[i],
                 100.0 * part[i] / total);
-    if (g->predicted_speedup > 0 && isfinite(realised_speedup(g)))
-        fprintf(stderr, "; speedup predicted %.2fx, realised %.2fx\n", g->predicted_speedup,
-                realised_speedup(g));
-    else
+    if (g->predicted_speedup > 0 && isfinite(realised_speedup(g))) {
+        const double real = realised_speedup(g);
+        fprintf(stderr, "; speedup predicted %.2fx, realised %.2fx", g->predicted_speedup, real);
+        double verify = 0;
+        for (int n = 1; n < SD_COST_ROWS; n++) verify += g->verify_s_n[n];
+        /* a miss of more than 10%: the calibrated parts beside the measured */
+        if (fabs(g->predicted_speedup / real - 1) > 0.10)
+            fprintf(stderr, " (calibrated calls: verification %.3f s against %.3f s measured, "
+                            "drafter %.3f s against %.3f s)",
+                    g->predicted_verify_s, verify, g->predicted_draft_s,
+                    g->draft_s + g->catchup_s);
+        fputc('\n', stderr);
+    } else
         fprintf(stderr, "; speedup predicted -, realised - (no autoregressive run to compare)\n");
 }
 

@@ -1,35 +1,110 @@
 /* The cost model of verification runs (speculative decoding, NASD): what a
- * run's decode phase should gain over autoregressive decoding given what
- * its parts cost, so a realised speedup far below the prediction points at
- * time spent outside drafting and verification.
+ * run's decode phase should gain over autoregressive decoding, priced with
+ * step costs timed apart from the run (a calibration) and counted from
+ * the run's own acceptance. A realised speedup far from the prediction
+ * then says something: the run's calls cost more than the calibration's
+ * (compare the predicted seconds of each part with the measured ones), or
+ * time went outside the calls (host work, which the model leaves out).
  *
- * Per round after the first (the first also feeds the prompt):
- *   tau = 1 + accepted drafts per round      tokens a round emits
- *   c_v = sum_n f_n V(n)                     verification cost, f_n the share
- *                                            of rounds that scored n rows,
- *                                            V(n) their mean measured time
- *   c_d = d D                                drafter cost, d drafter calls per
- *                                            round, D their mean time (the
- *                                            catch-up calls included)
- * and the predicted speedup is S = tau T1 / (c_v + c_d), T1 the target's
- * one-row step (autoregressive decoding emits 1/T1 tokens a second). The
- * acceptance enters through tau, the verification widths through f_n and
- * V(n) (1, 1.03, 1.21, ... T1 for 1, 2, 3, ... rows on a 2-core AVX2 host),
- * the drafter's price through D; host work (acceptance tests, sampling,
- * the n-gram store) is left out on purpose. */
+ * For the calls after the target's first (the first also feeds the prompt):
+ *   T   = sum_n c_n V(n) + sum_k d_k D(k)     predicted decode-phase time,
+ *         c_n the run's target calls of n rows, V(n) their calibrated cost,
+ *         d_k its drafter calls feeding k rows, D(k) theirs
+ *   S   = N V(1) / T                          N the tokens after the first
+ *                                             call, V(1) the one-row step
+ * Calls wider than the calibration (the last slot) cost their rows at the
+ * per-row price of the widest timed call, which is close to prefill's. */
+#include <stdlib.h>
+
 #include "engine/decode/decode.h"
 
-double sd_cost_speedup(const sd_gen_stats *st, double step_s) {
-    long rounds = 0;
-    double c_v = 0;
-    for (int n = 1; n < SD_COST_ROWS; n++) rounds += st->verify_calls_n[n];
-    if (rounds == 0 || !(step_s > 0)) return 0;
+/* Timed widths: every one up to 8, then every 2nd to 16, every 4th above;
+ * the widths between are interpolated (the costs grow smoothly with the
+ * rows: matrix tiles of 5 to 9 rows, attention linear in them). */
+static int timed_width(int n) { return n <= 8 || (n <= 16 && n % 2 == 0) || n % 4 == 0; }
+
+#define REPS 3
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
+                       double *cost, sd_err *e) {
+    if (n_ids < 1 || ctx < 1 || max_rows < 1 || max_rows >= SD_COST_ROWS)
+        return sd_fail(e, "cost calibration: %d ids, context %d, %d rows", n_ids, ctx, max_rows);
+    if (ctx + max_rows > lm->kv->n_ctx)
+        return sd_fail(e, "cost calibration: context %d + %d rows exceeds the cache (%d)", ctx,
+                       max_rows, lm->kv->n_ctx);
+    const int len = ctx + max_rows;
+    int32_t *seq = malloc((size_t)len * sizeof *seq), *out = malloc((size_t)max_rows * sizeof *out);
+    sd_gen_stats st = {0};
+    int rc = -1;
+    if (!seq || !out) {
+        sd_fail(e, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < len; i++) seq[i] = ids[i % n_ids];
+    for (int n = 0; n < SD_COST_ROWS; n++) cost[n] = 0;
+    lm->kv->n = 0;
+    if (sd_lm_extend_top_k(lm, seq, ctx, 1, 1, 1, out, NULL, &st, e)) goto done;
+    int last = 0;
+    for (int n = 1; n <= max_rows; n++) {
+        if (!timed_width(n) && n < max_rows) continue;
+        double t[REPS];
+        for (int r = 0; r < REPS; r++) {
+            if (sd_kv_truncate(lm->kv, ctx, e)) goto done;
+            const double t0 = sd_now();
+            if (sd_lm_extend_top_k(lm, seq, ctx + n, 1, n_out ? n_out : n, 1, out, NULL, &st, e))
+                goto done;
+            t[r] = sd_now() - t0;
+        }
+        qsort(t, REPS, sizeof *t, cmp_double);
+        cost[n] = t[REPS / 2];
+        for (int m = last + 1; last && m < n; m++)
+            cost[m] = cost[last] + (cost[n] - cost[last]) * (m - last) / (n - last);
+        last = n;
+    }
+    rc = 0;
+done:
+    lm->kv->n = 0;
+    free(seq);
+    free(out);
+    return rc;
+}
+
+/* Seconds of the calls counted in calls[1..SD_COST_ROWS) (wide_rows: the
+ * rows of the last slot's) at the calibrated costs c; -1 when a counted
+ * width has no cost. */
+static double priced(const long *calls, long wide_rows, const double *c) {
+    int top = 0;
     for (int n = 1; n < SD_COST_ROWS; n++)
-        if (st->verify_calls_n[n])
-            c_v += (double)st->verify_calls_n[n] / rounds *
-                   (st->verify_s_n[n] / st->verify_calls_n[n]);
-    const double D = st->draft_calls ? (st->draft_s + st->catchup_s) / st->draft_calls : 0;
-    const double c_d = (double)st->draft_calls / rounds * D;
-    const double tau = (double)(st->new_tokens - st->prefill_new_tokens) / rounds;
-    return c_v + c_d > 0 ? tau * step_s / (c_v + c_d) : 0;
+        if (c[n] > 0) top = n;
+    double s = 0;
+    for (int n = 1; n < SD_COST_ROWS - 1; n++) {
+        if (!calls[n]) continue;
+        if (c[n] > 0) s += calls[n] * c[n];
+        else if (top && n > top) s += calls[n] * n * (c[top] / top);
+        else return -1;
+    }
+    if (calls[SD_COST_ROWS - 1]) {
+        if (!top) return -1;
+        s += (double)wide_rows * (c[top] / top);
+    }
+    return s;
+}
+
+double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
+                       double *draft_pred) {
+    long rounds = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++) rounds += st->verify_calls_n[n];
+    const int tokens = st->new_tokens - st->prefill_new_tokens;
+    if (rounds == 0 || tokens <= 0 || !(cal->verify_s[1] > 0)) return 0;
+    const double v = priced(st->verify_calls_n, st->verify_wide_rows, cal->verify_s);
+    const double d = priced(st->draft_calls_n, st->draft_wide_rows, cal->draft_s);
+    if (verify_pred) *verify_pred = v;
+    if (draft_pred) *draft_pred = d;
+    if (v < 0 || d < 0 || !(v + d > 0)) return 0;
+    return tokens * cal->verify_s[1] / (v + d);
 }

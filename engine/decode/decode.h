@@ -13,9 +13,9 @@
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler_host.h"
 
-/* Verification widths the stats time one by one (1..SD_COST_ROWS-1 rows;
- * wider calls share the last slot). */
-#define SD_COST_ROWS 17
+/* Call widths the stats count one by one (1..SD_COST_ROWS-1 rows; wider
+ * calls share the last slot, their rows summed apart). */
+#define SD_COST_ROWS 33
 
 typedef struct sd_gen_stats {
     int prompt_tokens;
@@ -31,23 +31,33 @@ typedef struct sd_gen_stats {
     long long host_bytes; /* copied from backend memory to the host (logits rows, ids) */
     int hit_context;  /* stopped because the context was full */
     /* Where a run of verification rounds (speculative decoding, NASD) spent
-     * its time; 0 for the other strategies. draft_s: the drafter's calls and
-     * draws after a round's first, or the n-gram lookups; catchup_s: a
-     * round's first drafter call, which also feeds the drafter what it has
-     * not seen (the prompt, then the previous round's last tokens);
-     * verify_s: the target's calls; host_s: the rest of total_s (acceptance
-     * tests, the target's sampling, emitting, the n-gram store). */
+     * its time; 0 for the other strategies. draft_s: the drafter's one-row
+     * calls and draws, and the n-gram lookups; catchup_s: the drafter's
+     * calls that also feed what it has not seen (the prompt, the previous
+     * round's last token, accepted n-gram drafts); verify_s: the target's
+     * calls; host_s: the rest of total_s (acceptance tests, the target's
+     * sampling, emitting, the n-gram store). */
     double draft_s, catchup_s, verify_s, host_s;
-    /* The verification calls after the first (the first also feeds the
-     * prompt) by the rows they scored: verify_calls_n[n] calls of n rows
-     * took verify_s_n[n] seconds. With draft_s and catchup_s they are the
-     * run's measured costs for the cost model (sd_cost_speedup). */
+    /* The calls after the target's first (which also feeds the prompt) by
+     * the rows they fed: verify_calls_n[n] target calls of n rows took
+     * verify_s_n[n] seconds; draft_calls_n[k] drafter calls fed k rows
+     * (k > 1: a catch-up). The last slot holds the wider calls, whose rows
+     * add up in verify_wide_rows and draft_wide_rows. The counts are what
+     * the cost model (sd_cost_predict) prices with calibrated step costs;
+     * verify_s_n is what the run measured, to compare. */
     long verify_calls_n[SD_COST_ROWS];
     double verify_s_n[SD_COST_ROWS];
-    /* The target's one-row step the prediction used, and the speedup over
-     * autoregressive decoding (decode phase) the cost model predicts for
-     * this run; 0 when no step was known (the session fills both). */
+    long draft_calls_n[SD_COST_ROWS];
+    long verify_wide_rows, draft_wide_rows;
+    /* The target's one-row step of the autoregressive run the realised
+     * speedup is over, and the speedup over autoregressive decoding
+     * (decode phase) the cost model predicts for this run from a
+     * calibration; 0 when either is unknown (the session fills both), and
+     * the seconds the calibration predicts for the target's and the
+     * drafter's calls after the first, beside the measured verify_s_n and
+     * draft_s + catchup_s: where a missed prediction went wrong. */
     double step_s, predicted_speedup;
+    double predicted_verify_s, predicted_draft_s;
     /* The file of the model whose calls made the output (the drafter's for
      * draft-only generation); set by the session, NULL from the strategies. */
     const char *model;
@@ -151,11 +161,34 @@ int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_
 /* The seconds per token of an autoregressive run's decode phase (its
  * one-row target step); 0 when it decoded nothing. */
 double sd_gen_step_s(const sd_gen_stats *st);
-/* The decode-phase speedup over autoregressive decoding that the cost
- * model (engine/decode/cost.c) predicts for a verification run from its
- * measured costs and acceptance, given the target's one-row step step_s;
- * 0 when the run had no rounds after its first or step_s is 0. */
-double sd_cost_speedup(const sd_gen_stats *st, double step_s);
+/* The cost model (engine/decode/cost.c). A calibration holds step costs
+ * timed apart from any run, at one context length: verify_s[n] a target
+ * call scoring n rows (verify_s[1] the one-row step of autoregressive
+ * decoding), draft_s[k] a drafter call feeding k rows and drafting from
+ * the last; 0 where not timed (no drafter: all of draft_s). */
+typedef struct sd_cost_calib {
+    int ctx;
+    double verify_s[SD_COST_ROWS];
+    double draft_s[SD_COST_ROWS];
+} sd_cost_calib;
+
+/* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
+ * context of ctx positions (ids repeated to fill it), the greedy path's
+ * calls: n_out = 0 returns the ids of every fed row (a verification),
+ * n_out = 1 of the last (a draft). Each timed width is the median of a
+ * few calls; widths between the timed ones are interpolated. The cache
+ * is left empty. */
+int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
+                       double *cost, sd_err *e);
+/* The decode-phase speedup over autoregressive decoding the calibration
+ * predicts for a verification run from its counts alone (its rounds'
+ * widths, its drafter calls and their rows, its tokens); 0 when the run
+ * had no rounds after its first or the calibration lacks the one-row
+ * step. *verify_pred and *draft_pred (either may be NULL) get the
+ * predicted seconds of the target's and the drafter's calls, to set
+ * beside the measured ones when the prediction misses. */
+double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
+                       double *draft_pred);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The
  * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */
@@ -204,8 +237,12 @@ typedef struct sd_verify_opts {
  * draft() proposes the token at seq[at] from seq[0..at): returns 1 with
  * seq[at] set (and, when q is not NULL, q = [vocab] the distribution it was
  * drawn from; *conf its confidence in the draft, left at 1 when it has
- * none), 2 the same with this draft the round's last, 0 when it has
- * none (drafting stops), -1 on error. A NULL q
+ * none, SD_CONF_NONE when the draft's length rule is the drafter's own:
+ * such a draft enters neither the round's estimated chance nor the
+ * calibration), 2 the same with this draft the round's last, 0 when it
+ * has none (drafting stops), -1 on error. The drafter times its own calls
+ * into st (draft_s, catchup_s); a round without a drafter model has its
+ * draft() calls timed as drafting. A NULL q
  * means the greedy path, where only ids are compared. With one_hot set
  * the drafts are deterministic (q is one-hot at the draft; q is never
  * asked for). verified(), when set, gets the target's top_k ids at every
@@ -214,6 +251,7 @@ typedef struct sd_verify {
     sd_lm *target;
     sd_lm *drafter; /* its cache rolls back with the target's; NULL: none */
     const sd_verify_opts *o;
+    int cap; /* the most drafts a round may hold (raised to o->gamma by sd_verify_init) */
     int one_hot;
     int top_k; /* ids per verified row on the greedy path (>= 1) */
     int (*draft)(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
@@ -222,15 +260,17 @@ typedef struct sd_verify {
     void *ud;
     /* set by sd_verify_init */
     int vocab;
-    int32_t *ids;              /* [gamma+1][top_k] */
-    float *q, *p, *tlog, *resid; /* sampled path: [gamma][vocab], [gamma+1][vocab] x2, [vocab] */
-    float *conf;                 /* [gamma]: the round's confidences */
+    int32_t *ids;              /* [cap+1][top_k] */
+    float *q, *p, *tlog, *resid; /* sampled path: [cap][vocab], [cap+1][vocab] x2, [vocab] */
+    float *conf;                 /* [cap]: the round's confidences */
     double judged_conf, judged_acc; /* adaptive rounds' calibration (decayed sums) */
     /* set by the caller before the first round */
     double t0; /* start of generation, for st->prefill_s */
 } sd_verify;
 
-/* Allocates the buffers for v's gamma, top_k and path. */
+#define SD_CONF_NONE (-1.0f)
+
+/* Allocates the buffers for v's cap, top_k and path. */
 int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e);
 void sd_verify_free(sd_verify *v);
 /* One round at *cur with room for max_drafts drafts (0: the target alone,
@@ -244,9 +284,18 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
  * drafts are estimated at least 90% likely to be all accepted. On a CPU a
  * model draft costs about a third of a target step and each further
  * verified row a fifth to a quarter, so a draft rejected one time in ten
- * already costs about what it brings; store drafts are near free, and
- * their calibrated acceptance lets edit-like text run long rounds. */
+ * already costs about what it brings. Store drafts are near free and
+ * follow their own bound (sd_store_run), outside this estimate. */
 #define SD_STOP_BELOW_DEFAULT 0.9
+
+/* The most n-gram store drafts one round takes, and how many the next
+ * round may take after `confirmed` store drafts were accepted in a row:
+ * twice that, at least base, at most SD_STORE_RUN_MAX (base when it is
+ * larger). A store's match that held for a while is likely to hold on
+ * (a copied span), and a long round of store drafts costs one wider
+ * verification, not drafter calls. */
+#define SD_STORE_RUN_MAX 16
+int sd_store_run(int confirmed, int base);
 
 /* Speculative decoding (lossless rejection sampling): the drafter proposes
  * gamma tokens, one target call scores gamma+1 positions; draft i is kept
@@ -258,11 +307,14 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
  * itself is verified: its cost is paid); the output is unchanged, only the
  * rounds' lengths move.
  *
- * ngram_n >= 2 makes the drafter hybrid: an n-gram store of that order
- * (ngram.h, one level) learns the prompt and every final token, and where
- * the last ngram_n - 1 tokens were seen before, their continuation is the
- * draft (one-hot, costing a lookup) instead of the model's; the model
- * feeds what it did not draft on its next call. 0: the model alone.
+ * ngram_n >= 2 makes the drafter hybrid: an n-gram store (ngram.h, multi-
+ * level, contexts of up to 7 tokens or ngram_n - 1 when longer) learns the
+ * prompt and every final token, and where the last ngram_n - 1 tokens or
+ * more were seen before, the continuation of the longest such context is
+ * the draft (one-hot, costing a lookup) instead of the model's; the model
+ * feeds what it did not draft on its next call. A round that took a store
+ * draft ends where the store stops knowing, and takes up to
+ * sd_store_run store drafts (gamma bounds the model's). 0: the model alone.
  * Sampled chains whose drafter instance keeps history draft from the
  * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {

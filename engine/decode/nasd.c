@@ -9,7 +9,11 @@
  * filler_top_k most likely tokens at every verified position whose context
  * is final (rows 0..n of a round with n accepted drafts). On the greedy
  * path those come from the backend's top-k ids of the verified rows
- * (k = max(1, filler_top_k) ids per row, no logits copied). */
+ * (k = max(1, filler_top_k) ids per row, no logits copied).
+ *
+ * A round drafts up to sd_store_run(confirmed, gamma) tokens, confirmed
+ * the drafts accepted in a row over the last rounds: a copied span runs
+ * long rounds, a rejection brings the next back to gamma. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,9 +62,10 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     int k = o->filler_top_k > 1 ? o->filler_top_k : 1;
     if (k > target->m->hp.vocab) k = target->m->hp.vocab;
     sd_verify v = {.target = target, .o = &o->v, .one_hot = 1, .top_k = k,
+                   .cap = gamma < SD_STORE_RUN_MAX ? SD_STORE_RUN_MAX : gamma,
                    .draft = nasd_draft, .verified = nasd_fillers, .ud = &nc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
-    int rc = -1, count = 0, cur = n_inputs, r = 0;
+    int rc = -1, count = 0, cur = n_inputs, r = 0, confirmed = 0;
     if (sd_verify_init(&v, cfg, e)) goto done;
     if (!seq) {
         sd_fail(e, "out of memory");
@@ -73,8 +78,13 @@ int sd_ngram_assisted_generate(const int32_t *inputs, int n_inputs, sd_ngram *st
     target->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
     for (int first = o->v.first_target; r == 0 && cur < total; first = 0) {
-        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, from = cur;
+        const int run = sd_store_run(confirmed, gamma);
+        const int room = total - cur - 1 < run ? total - cur - 1 : run, from = cur;
+        const long drafted = st->drafted, accepted = st->accepted;
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
+        confirmed = st->accepted - accepted == st->drafted - drafted
+                        ? confirmed + (int)(st->drafted - drafted)
+                        : 0;
         for (int i = from; r >= 0 && i < cur; i++)
             if (sd_ngram_observe(store, seq, i, seq[i], e)) r = -1;
     }

@@ -17,7 +17,21 @@
  * the round's last; with adaptive rounds (stop_below) that probability is
  * the draft's confidence. Sampled drafts read it from q; greedy drafts have
  * the backend compute it next to the argmax (top_k_rows' probabilities), so
- * one float crosses with the id instead of the logits row. */
+ * one float crosses with the id instead of the logits row.
+ *
+ * The hybrid drafter's rounds. The store learns every final token, and
+ * before it does, says whether it would have predicted it: the tokens it
+ * predicted in a row are its streak, how long its match has held. A round
+ * drafts from the store when the streak reaches STORE_TRUST and the store
+ * knows the context, up to sd_store_run(streak) drafts, and ends where the
+ * store stops knowing (the target's token at that position costs nothing
+ * more), so the draft model is never fed unverified store drafts to draft
+ * behind them; any other round drafts from the model. A store that merely
+ * knows a context (common words in fresh code) thus never displaces the
+ * model, while a copied span (an edit) runs long store rounds. The draft model
+ * feeds the tokens it has not seen (accepted store drafts, the rounds'
+ * last tokens) only when it is next asked to draft, in one call of that
+ * many rows: a copy run of many rounds costs it one catch-up. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +40,12 @@
 
 /* Rows of drafter logits one draft may need (see above). */
 #define DRAFT_ROWS 2
+/* Final tokens the store must have predicted in a row before it drafts. */
+#define STORE_TRUST 2
+/* The hybrid store's order: contexts of up to STORE_N - 1 tokens, the
+ * longest known one predicting (a copy of code repeats short contexts with
+ * different continuations: `order["customer"]`, `order["amount"]`). */
+#define STORE_N 8
 
 typedef struct spec_ctx {
     sd_lm *drafter;
@@ -35,18 +55,51 @@ typedef struct spec_ctx {
     double p_min;
     int want_p; /* greedy drafts: the backend also returns the draft's probability */
     sd_ngram *store; /* hybrid drafting; NULL: the model alone */
+    int gamma;       /* model drafts a round at most */
+    int round;       /* position of the round's first draft */
+    int n_model;     /* the round's model drafts */
+    int n_store;     /* the round's store drafts */
+    int store_run;   /* store drafts this round at most */
+    int streak;      /* final tokens the store predicted in a row */
+    int min_ctx;     /* the shortest context the store drafts from */
 } spec_ctx;
+
+/* The store's continuation of seq[0..at) from the longest known context
+ * of at least min_ctx tokens: 1 and *x, else 0. */
+static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
+    int level = 0;
+    return sd_ngram_predict(s->store, seq, at, 0, x, &level) && level >= s->min_ctx;
+}
 
 /* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
  * context (q, when asked for, one-hot at the draft), else 0. */
 static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats *st) {
-    if (!s->store || !sd_ngram_predict(s->store, seq, at, 0, &seq[at], NULL)) return 0;
+    const double t = sd_now();
+    int32_t x;
+    const int known = store_predict(s, seq, at, &x);
+    st->draft_s += sd_now() - t;
+    if (!known) return 0;
+    seq[at] = x;
     if (q) {
         memset(q, 0, (size_t)s->drafter->m->hp.vocab * sizeof *q);
         q[seq[at]] = 1;
     }
     st->drafted_ngram++;
+    s->n_store++;
     return 1;
+}
+
+/* Counts a drafter call that fed `fed` positions (after the target's first
+ * call) and books its seconds as drafting or, when it fed more than the
+ * one position it drafts from, as catch-up. */
+static void count_call(int fed, double dt, sd_gen_stats *st) {
+    if (fed > 1) st->catchup_s += dt;
+    else st->draft_s += dt;
+    st->draft_calls++;
+    if (!st->target_calls) return;
+    const int w = fed < SD_COST_ROWS - 1 ? fed : SD_COST_ROWS - 1;
+    st->draft_calls_n[w]++;
+    if (w == SD_COST_ROWS - 1) st->draft_wide_rows += fed;
 }
 
 static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_gen_stats *st,
@@ -55,7 +108,16 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
-    if (store_draft(s, seq, at, q, st)) return 1;
+    if (s->store && (at == s->round || s->n_store) && s->streak >= STORE_TRUST &&
+        s->n_store < s->store_run && store_draft(s, seq, at, q, st)) {
+        *conf = SD_CONF_NONE;
+        return s->n_store == s->store_run ? 2 : 1;
+    }
+    if (s->n_store || s->n_model >= s->gamma) return 0;
+    /* the positions the call feeds (sd_lm_extend: from the cache's end, and
+     * at least the rows it returns) */
+    int fed = cfg->use_cache ? at - s->drafter->kv->n : at;
+    const double t = sd_now();
     if (!q) {
         if (sd_lm_extend_top_k(s->drafter, seq, at, cfg->use_cache, 1, 1, &seq[at],
                                s->want_p ? &p : NULL, st, e))
@@ -63,6 +125,7 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     } else {
         int first = sd_token_need(s->smp, seq, at, e);
         if (first < 0) return -1;
+        if (fed < at - first + 1) fed = at - first + 1;
         if (at - first + 1 > DRAFT_ROWS)
             return sd_fail(e, "speculative: the drafter's sampler is %d tokens behind", at - first);
         if (sd_lm_extend(s->drafter, seq, at, cfg->use_cache, s->dlog, at - first + 1, st, e) ||
@@ -71,9 +134,22 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
             return -1;
         p = q[seq[at]];
     }
-    st->draft_calls++;
+    count_call(fed > 1 ? fed : 1, sd_now() - t, st);
     *conf = p;
-    return p < s->p_min ? 2 : 1;
+    return p < s->p_min || ++s->n_model == s->gamma ? 2 : 1;
+}
+
+/* The store learns seq[from..to), each token after checking whether it
+ * would have predicted it (the streak), and sets the next round's bound. */
+static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
+    for (int i = from; i < to; i++) {
+        int32_t x;
+        const int hit = store_predict(s, seq, i, &x) && x == seq[i];
+        s->streak = hit ? s->streak + 1 : 0;
+        if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
+    }
+    s->store_run = sd_store_run(s->streak, s->gamma);
+    return 0;
 }
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
@@ -98,13 +174,17 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     int limit = target->kv->n_ctx < drafter->kv->n_ctx ? target->kv->n_ctx : drafter->kv->n_ctx;
     int total = sd_gen_total(n_inputs, max_gen_len, limit, st, e);
     if (total < 0) return -1;
-    spec_ctx sc = {drafter, cfg, NULL, NULL, o->p_min, o->p_min > 0 || o->v.stop_below > 0, NULL};
+    spec_ctx sc = {.drafter = drafter, .cfg = cfg, .p_min = o->p_min,
+                   .want_p = o->p_min > 0 || o->v.stop_below > 0, .gamma = gamma,
+                   .store_run = gamma, .min_ctx = o->ngram_n - 1};
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     const int sampled = !sd_fast_greedy(cfg);
     if (o->ngram_n && !(sampled && sc.smp && sd_sampler_keeps_history(sc.smp)) &&
-        !(sc.store = sd_ngram_create(SD_NGRAM_ONE, o->ngram_n, total, e)))
+        !(sc.store = sd_ngram_create(SD_NGRAM_MULTI, o->ngram_n > STORE_N ? o->ngram_n : STORE_N,
+                                     total, e)))
         return -1;
     sd_verify v = {.target = target, .drafter = drafter, .o = &o->v, .top_k = 1,
+                   .cap = sc.store && gamma < SD_STORE_RUN_MAX ? SD_STORE_RUN_MAX : gamma,
                    .draft = spec_draft, .ud = &sc};
     int32_t *seq = malloc(((size_t)total + 1) * sizeof *seq);
     int rc = -1, count = 0, cur = n_inputs, r = 0;
@@ -118,11 +198,13 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (sd_reset_samplers(cfg, inputs, n_inputs, e)) goto done;
     target->kv->n = drafter->kv->n = 0; /* a fresh sequence: nothing cached is ours */
     v.t0 = sd_now();
-    if (sc.store && sd_ngram_observe_seq(sc.store, seq, 0, n_inputs, e)) goto done;
+    if (sc.store && learn(&sc, seq, 0, n_inputs, e)) goto done;
     for (int first = o->v.first_target; r == 0 && cur < total; first = 0) {
-        int room = total - cur - 1 < gamma ? total - cur - 1 : gamma, from = cur;
+        const int room = total - cur - 1 < v.cap ? total - cur - 1 : v.cap, from = cur;
+        sc.round = cur;
+        sc.n_store = sc.n_model = 0;
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
-        if (r >= 0 && sc.store && sd_ngram_observe_seq(sc.store, seq, from, cur, e)) r = -1;
+        if (r >= 0 && sc.store && learn(&sc, seq, from, cur, e)) r = -1;
     }
     if (r >= 0) rc = sd_gen_finish(cfg, st, v.t0, out, count, max_gen_len);
 done:

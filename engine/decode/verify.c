@@ -37,7 +37,8 @@
 #include "engine/decode/decode.h"
 
 int sd_verify_init(sd_verify *v, const sd_gen_cfg *cfg, sd_err *e) {
-    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->o->gamma;
+    if (v->cap < v->o->gamma) v->cap = v->o->gamma;
+    size_t V = (size_t)v->target->m->hp.vocab, G = (size_t)v->cap;
     v->vocab = (int)V;
     v->ids = malloc((G + 1) * (size_t)v->top_k * sizeof *v->ids);
     v->conf = malloc(G * sizeof *v->conf);
@@ -99,12 +100,11 @@ static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_d
         const double t = sd_now();
         v->conf[g] = 1;
         int r = v->draft(v->ud, seq, cur + g, q, &v->conf[g], st, e);
-        if (g == 0 && v->drafter) st->catchup_s += sd_now() - t;
-        else st->draft_s += sd_now() - t;
+        if (!v->drafter) st->draft_s += sd_now() - t;
         if (r < 0) return -1;
         if (r == 0) break;
         const double c = v->conf[g] * a;
-        chance *= c < 1 ? c : 1;
+        if (v->conf[g] >= 0) chance *= c < 1 ? c : 1;
         g++;
         if (r == 2 || (stop > 0 && chance < stop)) break;
     }
@@ -116,9 +116,11 @@ static int draft_tokens(sd_verify *v, int fast, int32_t *seq, int cur, int max_d
  * judged the accepted ones and the first rejected one. */
 static void calibrate(sd_verify *v, int g, int n) {
     double c = 0;
-    for (int i = 0; i < n + (n < g); i++) c += v->conf[i];
+    int acc = 0;
+    for (int i = 0; i < n + (n < g); i++)
+        if (v->conf[i] >= 0) c += v->conf[i], acc += i < n;
     v->judged_conf = DECAY * v->judged_conf + c;
-    v->judged_acc = DECAY * v->judged_acc + n;
+    v->judged_acc = DECAY * v->judged_acc + acc;
 }
 
 /* Scores the g drafts at seq[c..c+g): the number accepted and the token
@@ -178,9 +180,10 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     const double dt = sd_now() - t;
     st->verify_s += dt;
     if (st->target_calls > 0) {
-        const int w = g + 1 < SD_COST_ROWS ? g + 1 : SD_COST_ROWS - 1;
+        const int w = g + 1 < SD_COST_ROWS - 1 ? g + 1 : SD_COST_ROWS - 1;
         st->verify_calls_n[w]++;
         st->verify_s_n[w] += dt;
+        if (w == SD_COST_ROWS - 1) st->verify_wide_rows += g + 1;
     }
     st->target_calls++;
     if (st->target_calls == 1) st->prefill_s = sd_now() - v->t0;
@@ -210,6 +213,12 @@ static int round_at(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
     seq[c + n] = x;
     *cur = c + n + 1;
     return sd_emit(cfg, out, count, x);
+}
+
+int sd_store_run(int confirmed, int base) {
+    if (base >= SD_STORE_RUN_MAX) return base;
+    const int run = confirmed < SD_STORE_RUN_MAX ? 2 * confirmed : SD_STORE_RUN_MAX;
+    return run < base ? base : run > SD_STORE_RUN_MAX ? SD_STORE_RUN_MAX : run;
 }
 
 int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur, int max_drafts,

@@ -47,7 +47,8 @@ typedef struct sd_config {
     int fixed_gamma;
     double stop_below;
     /* speculative decoding's n-gram drafts (sd_spec_opts.ngram_n): the
-     * order of the store; 0: the draft model alone */
+     * store drafts from contexts of at least hybrid_n - 1 tokens; 0: the
+     * draft model alone */
     int hybrid_n;
     double draft_p_min; /* > 0: a draft below this drafter probability ends its round */
     int skip_sample_adjustment;
@@ -96,8 +97,12 @@ typedef struct sd_session {
      * cut to the drafter's); "" if none */
     char notice[512];
     /* the target's one-row step, from the last autoregressive run (0 before
-     * one): the cost model's T1 (sd_gen_stats.predicted_speedup) */
+     * one): what a verification run's realised speedup is over */
     double step_s;
+    /* the cost model's step costs (sd_session_calibrate); cal_drafter is
+     * the drafter view its draft_s was timed with (m NULL: not timed) */
+    sd_cost_calib cal;
+    sd_lm cal_drafter;
 } sd_session;
 
 /* Loads the model at path with its caches as o describes them (positions,
@@ -167,12 +172,22 @@ typedef struct sd_hooks {
     const volatile sig_atomic_t *cancel;
 } sd_hooks;
 
+/* Times the step costs the cost model prices strategy strat's runs on ids
+ * with (engine/session/calibrate.c): the target's calls of 1..gamma+1
+ * rows (at least SD_STORE_RUN_MAX+1) and, for a strategy with a drafter,
+ * the drafter's calls feeding 1..SD_COST_ROWS-1 rows, after a context of
+ * the prompt and half of c.n_predict. Kept while the prompt's length, the
+ * widths and the drafter view allow; the caches are left empty. */
+int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e);
+
 /* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
  * the session's sampler and the rng reseeded from s->seed, so every
  * strategy sees the same random stream. out has room for c.n_predict ids.
- * An autoregressive run sets s->step_s; a verification run gets the cost
- * model's prediction for that step (st->predicted_speedup) once one is
- * known. Returns the count or -1. */
+ * An autoregressive run sets s->step_s; a verification run after one is
+ * calibrated first (sd_session_calibrate, when the calibration does not
+ * serve it yet) and gets the cost model's prediction
+ * (st->predicted_speedup) and the autoregressive step (st->step_s).
+ * Returns the count or -1. */
 int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         const sd_hooks *h, int32_t *out, sd_gen_stats *st, sd_err *e);
 

@@ -1,0 +1,46 @@
+/* The cost model's calibration for a session (sd_session_calibrate): the
+ * target's verification calls and the drafter's calls timed once, apart
+ * from any run, at about the context a run of the current prompt reaches
+ * halfway, and timed again only when that context, the widths needed or
+ * the drafter view (model, layers, head cut) change. */
+#include "engine/session/session.h"
+
+/* A calibration serves prompts whose halfway context is within this many
+ * positions of the one it was timed at (attention's share of a step grows
+ * slowly with the context). */
+#define CTX_SLACK 64
+
+static int same_view(const sd_lm *a, const sd_lm *b) {
+    return a->m == b->m && a->kv == b->kv && a->n_layers == b->n_layers &&
+           a->vocab_limit == b->vocab_limit;
+}
+
+static int near(int a, int b) { return a - b <= CTX_SLACK && b - a <= CTX_SLACK; }
+
+int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e) {
+    const sd_strategy *t = sd_strategy_find(strat);
+    if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
+    const int longest = s->c.gamma > SD_STORE_RUN_MAX ? s->c.gamma : SD_STORE_RUN_MAX;
+    const int rows = longest + 1 < SD_COST_ROWS - 1 ? longest + 1 : SD_COST_ROWS - 1;
+    const int draft_rows = SD_COST_ROWS - 1;
+    const int drafter = t->needs_drafter && s->have_drafter;
+    int n_ctx = s->target_lm.kv->n_ctx;
+    if (drafter && s->draft_lm.kv->n_ctx < n_ctx) n_ctx = s->draft_lm.kv->n_ctx;
+    int ctx = n_ids + s->c.n_predict / 2;
+    if (ctx > n_ctx - draft_rows) ctx = n_ctx - draft_rows;
+    if (ctx < 1) return sd_fail(e, "cost calibration: a context of %d is too short", n_ctx);
+    sd_cost_calib *cal = &s->cal;
+    if (!(cal->verify_s[rows] > 0) || !near(cal->ctx, ctx)) {
+        for (int n = 0; n < SD_COST_ROWS; n++) cal->draft_s[n] = 0;
+        if (sd_cost_time_calls(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s, e))
+            return -1;
+        cal->ctx = ctx;
+        s->cal_drafter = (sd_lm){0};
+    }
+    if (drafter && !same_view(&s->cal_drafter, &s->draft_lm)) {
+        if (sd_cost_time_calls(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s, e))
+            return -1;
+        s->cal_drafter = s->draft_lm;
+    }
+    return 0;
+}
