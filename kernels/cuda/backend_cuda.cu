@@ -882,7 +882,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_
     c->attn_merge_launch = d.cuda_attn_merge_launch != 0;
     c->pdl = prop.major >= 9 && d.cuda_pdl;
     c->fuse_norm = d.cuda_fuse_norm;
-    c->persist_on = d.cuda_persistent != 0;
+    c->persist_on = prop.major >= 9 && d.cuda_persistent;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||

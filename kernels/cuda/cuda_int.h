@@ -173,7 +173,8 @@ typedef struct sd_cuda {
     int fuse_norm;
     cu_norm norm;
     long folded; /* norms folded so far (sd_cuda_norms_folded) */
-    /* cuda_persistent (sd_backend_opts): graph_end runs a recorded step as
+    /* cuda_persistent (sd_backend_opts) on sm_90 or newer (step.cu is built
+     * for those alone, Makefile): graph_end runs a recorded step as
      * one persistent launch (step.cu) where it can; pst its state (NULL
      * until the first); step set while the launchers add stages to it. */
     int persist_on;
