@@ -576,7 +576,6 @@ bool check_config(const Config &c, const char *name, const void *func) {
     return true;
 }
 
-
 void grid_dependency_sync(void) {
     if (!t_cur) fail("cudaGridDependencySynchronize outside a kernel");
     blk.pdl_waited = true;
