@@ -1,13 +1,17 @@
-/* cuda-emu: runs the CUDA backend's kernels on the CPU (README.md here).
+/* cuda-emu: runs the CUDA backend's kernels on the CPU (README.md here):
+ * the fibers, barriers and collectives, launches and their checks; the
+ * runtime API around them is emu_api.cpp's.
  *
  * A launch runs its blocks one after another on the calling thread. A block
  * is one fiber per CUDA thread, each on its own stack, switched by a small
  * hand-written x86-64 context switch (callee-saved registers, MXCSR and the
  * x87 control word). A fiber runs until it reaches __syncthreads, a warp
- * collective or its end; the scheduler then resumes the next runnable fiber
- * in order, forward in even blocks and backward in odd ones, so a result
- * that depends on the order of threads between two barriers differs between
- * blocks (and a read of shared memory nobody wrote yet sees the 0xff fill).
+ * collective, a dependency-flag wait or its end; the scheduler then resumes
+ * the next runnable fiber in order, forward in even blocks and backward in
+ * odd ones, so a result that depends on the order of threads between two
+ * barriers differs between blocks (and a read of shared memory nobody wrote
+ * yet sees the 0xff fill). A cooperative launch has all its blocks' fibers
+ * at once and interleaves the blocks ("cooperative launches" below).
  *
  * Checks, each a "cuda-emu: ERROR ..." line and abort(): a barrier reached
  * with threads of the block exited, or a thread exiting while others wait at
@@ -15,10 +19,13 @@
  * collective whose mask names exited, absent (past the block's last thread)
  * or diverged lanes (at another collective, another call site, with another
  * mask); a collective reading a lane outside its mask; nothing runnable
- * (deadlock). Launches that break sm_90's limits fail as a GPU's would
- * (cudaErrorInvalidConfiguration / cudaErrorInvalidValue for cudaGetLastError)
- * with a line on stderr naming the limit. Memory copies check that their
- * device side lies inside one cudaMalloc allocation. */
+ * (deadlock, in a cooperative launch with every waiting block); a
+ * cooperative result that depends on the order of the blocks
+ * (CUDA_EMU_COOP_CHECK=1). Launches that break sm_90's limits fail as a
+ * GPU's would (cudaErrorInvalidConfiguration / cudaErrorInvalidValue /
+ * cudaErrorCooperativeLaunchTooLarge for cudaGetLastError) with a line on
+ * stderr naming the limit. Memory copies check that their device side lies
+ * inside one cudaMalloc allocation. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "cuda_runtime.h"
+#include "tests/cuda_emu/emu_int.h"
 #undef warpSize /* a field of cudaDeviceProp here */
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -83,11 +91,9 @@ namespace emu {
 
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, SPINNING, EXITED };
 
-struct Block;
 struct Fiber {
     uint3 tid;
     int linear, lane, warp;
-    Block *b;
     State state;
     void *sp;
     char *stack_lo;
@@ -100,7 +106,11 @@ struct Fiber {
     unsigned mask;
     int arg, width;
     uint64_t value, result;
-    const unsigned *flag; /* spinning: on flag, read as seen, until >= target */
+};
+
+/* A fiber spinning on a dependency flag: it read seen, waits for >= target. */
+struct Spin {
+    const unsigned *flag;
     unsigned seen, target;
     int what;
 };
@@ -121,19 +131,19 @@ struct Block {
     bool pdl_waited; /* a thread called cudaGridDependencySynchronize */
     void *smem;      /* dynamic shared memory */
     std::vector<uint8_t> statics; /* cooperative: its copy of the static __shared__ variables */
+    std::vector<Spin> spin;       /* by thread, once one spins */
 };
 
 uint3 t_block, t_bdim, t_gdim;
 Fiber *t_cur;
-static Block blk0;      /* a plain launch's one block at a time */
-static Block *bp = &blk0; /* the running block */
+static Block blk; /* the running block (a cooperative launch swaps its blocks in) */
 static Body cur_body;
 static void *cur_ctx;
 static const char *cur_name;
 static void *sched_sp;
 static std::vector<char *> stacks; /* reused between blocks and launches */
 static size_t stack_bytes;
-static cudaError_t last_error = cudaSuccess;
+cudaError_t last_error = cudaSuccess;
 #ifdef EMU_ASAN
 static void *sched_fake;
 static const void *main_lo;
@@ -167,12 +177,12 @@ void fail(const char *fmt, ...) {
 /* ---- fibers ------------------------------------------------------------------ */
 /* The next runnable fiber after f in the block's order, or NULL. */
 static Fiber *next_runnable(const Fiber *f) {
-    if (bp->backward) {
+    if (blk.backward) {
         for (int i = f->linear - 1; i >= 0; i--)
-            if (bp->f[i].state == RUNNABLE) return &bp->f[i];
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
     } else {
-        for (int i = f->linear + 1; i < bp->n; i++)
-            if (bp->f[i].state == RUNNABLE) return &bp->f[i];
+        for (int i = f->linear + 1; i < blk.n; i++)
+            if (blk.f[i].state == RUNNABLE) return &blk.f[i];
     }
     return NULL;
 }
@@ -201,14 +211,14 @@ static void wait_released(void) {
 }
 
 static void fiber_exit_checks(Fiber *f) {
-    if (bp->arrived > 0)
+    if (blk.arrived > 0)
         fail("this thread exits while %d thread(s) of its block wait at __syncthreads (%s:%d); "
              "every thread must reach the barrier",
-             bp->arrived, bp->bar_file, bp->bar_line);
+             blk.arrived, blk.bar_file, blk.bar_line);
     const int base = f->warp * 32;
-    for (unsigned m = bp->w[f->warp].at_warp; m; m &= m - 1) {
+    for (unsigned m = blk.w[f->warp].at_warp; m; m &= m - 1) {
         const int l = __builtin_ctz(m);
-        const Fiber &o = bp->f[base + l];
+        const Fiber &o = blk.f[base + l];
         if (o.mask >> f->lane & 1)
             fail("this lane exits while lane %d waits for it in a warp collective with mask 0x%08x "
                  "(%s:%d)",
@@ -224,9 +234,9 @@ static void fiber_entry(void) {
     Fiber *f = t_cur;
     fiber_exit_checks(f);
     f->state = EXITED;
-    bp->w[f->warp].exited |= 1u << f->lane;
-    bp->exited++;
-    bp->live--;
+    blk.w[f->warp].exited |= 1u << f->lane;
+    blk.exited++;
+    blk.live--;
     to_scheduler(true);
     fail("an exited fiber was resumed");
 }
@@ -253,10 +263,7 @@ static void fiber_init(Fiber *f, char *lo, size_t size) {
     f->sp = s;
 }
 
-static void enter_block(Block *b);
-
 static void resume(Fiber *f) {
-    if (f->b != bp) enter_block(f->b);
     t_cur = f;
 #ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(&sched_fake, f->stack_lo, f->stack_size);
@@ -273,14 +280,16 @@ static const char *state_name(State s) {
 }
 
 /* " thread T <where it waits>;" appended to msg at len; the new length. */
-static int describe(char *msg, size_t cap, int len, const Fiber &f) {
+static int describe(char *msg, size_t cap, int len, const Block &b, const Fiber &f) {
     if (len >= (int)cap) return len;
-    if (f.state == SPINNING)
+    if (f.state == SPINNING) {
+        const Spin &p = b.spin[f.linear];
         return len + snprintf(msg + len, cap - (size_t)len,
                               " thread %d spins on flag %p = %u, waiting for >= %u (what %d) at "
                               "%s:%d;",
-                              f.linear, (const void *)f.flag, *(const volatile unsigned *)f.flag,
-                              f.target, f.what, f.file, f.line);
+                              f.linear, (const void *)p.flag, *(const volatile unsigned *)p.flag,
+                              p.target, p.what, f.file, f.line);
+    }
     return len + snprintf(msg + len, cap - (size_t)len, " thread %d %s (%s:%d, mask 0x%08x);",
                           f.linear, state_name(f.state), f.file, f.line, f.mask);
 }
@@ -289,48 +298,50 @@ static int describe(char *msg, size_t cap, int len, const Fiber &f) {
     char msg[1200];
     int len = snprintf(msg, sizeof msg, "deadlock: no thread of the block can go on;");
     int shown = 0;
-    for (int i = 0; i < bp->n && shown < 6 && len < (int)sizeof msg; i++) {
-        const Fiber &f = bp->f[i];
+    for (int i = 0; i < blk.n && shown < 6 && len < (int)sizeof msg; i++) {
+        const Fiber &f = blk.f[i];
         if (f.state == EXITED) continue;
-        if (i > 0 && bp->f[i - 1].state == f.state && bp->f[i - 1].line == f.line &&
-            bp->f[i - 1].mask == f.mask)
+        if (i > 0 && blk.f[i - 1].state == f.state && blk.f[i - 1].line == f.line &&
+            blk.f[i - 1].mask == f.mask)
             continue;
-        len = describe(msg, sizeof msg, len, f);
+        len = describe(msg, sizeof msg, len, blk, f);
         shown++;
     }
     t_cur = NULL;
     fail("in kernel %s block (%u,%u,%u): %s (%d exited)", cur_name, t_block.x, t_block.y,
-         t_block.z, msg, bp->exited);
+         t_block.z, msg, blk.exited);
 }
 
 /* Every fiber of b at its start, on the stacks from stk on. */
-static void block_reset(Block *b, char *const *stk) {
-    for (int i = 0; i < b->n; i++) {
-        Fiber *f = &b->f[i];
+static void block_reset(Block &b, char *const *stk) {
+    for (int i = 0; i < b.n; i++) {
+        Fiber *f = &b.f[i];
         f->state = RUNNABLE;
         f->file = "";
         f->line = 0;
         f->mask = 0;
         fiber_init(f, stk[i], stack_bytes);
     }
-    for (Warp &w : b->w) w.exited = w.at_barrier = w.at_warp = 0;
-    b->live = b->n;
-    b->arrived = b->exited = 0;
+    for (Warp &w : b.w) w.exited = w.at_barrier = w.at_warp = 0;
+    b.live = b.n;
+    b.arrived = b.exited = 0;
 }
 
 /* A spinning fiber becomes runnable once its flag changed: only another
  * fiber can change it, so one whose flag did not change cannot go on. */
 static inline bool ready(Fiber *f) {
-    if (f->state == SPINNING && *(const volatile unsigned *)f->flag != f->seen) f->state = RUNNABLE;
+    if (f->state == SPINNING &&
+        *(const volatile unsigned *)blk.spin[f->linear].flag != blk.spin[f->linear].seen)
+        f->state = RUNNABLE;
     return f->state == RUNNABLE;
 }
 
-/* Resumes every fiber of b that can go on, once, in b's order; false when
- * none could. */
-static bool block_pass(Block *b) {
+/* Resumes every fiber of the running block that can go on, once, in the
+ * block's order; false when none could. */
+static bool block_pass(void) {
     bool ran = false;
-    for (int k = 0; k < b->n; k++) {
-        Fiber *f = &b->f[b->backward ? b->n - 1 - k : k];
+    for (int k = 0; k < blk.n; k++) {
+        Fiber *f = &blk.f[blk.backward ? blk.n - 1 - k : k];
         if (!ready(f)) continue;
         resume(f);
         ran = true;
@@ -339,21 +350,19 @@ static bool block_pass(Block *b) {
 }
 
 static void run_block(bool backward) {
-    bp->backward = backward;
-    block_reset(bp, stacks.data());
-    while (bp->live > 0)
-        if (!block_pass(bp) && bp->live > 0) deadlock();
+    blk.backward = backward;
+    block_reset(blk, stacks.data());
+    while (blk.live > 0)
+        if (!block_pass() && blk.live > 0) deadlock();
 }
 
 void spin(const unsigned *flag, unsigned value, unsigned target, int what, const char *file,
           int line) {
     Fiber *f = t_cur;
     if (!f) fail("a dependency-flag wait outside a kernel");
+    if (blk.spin.size() < (size_t)blk.n) blk.spin.resize(blk.n);
+    blk.spin[f->linear] = Spin{flag, value, target, what};
     f->state = SPINNING;
-    f->flag = flag;
-    f->seen = value;
-    f->target = target;
-    f->what = what;
     f->file = file;
     f->line = line;
     f->mask = 0;
@@ -364,27 +373,27 @@ void spin(const unsigned *flag, unsigned value, unsigned target, int what, const
 void syncthreads(const char *file, int line) {
     Fiber *f = t_cur;
     if (!f) fail("__syncthreads outside a kernel");
-    if (bp->exited > 0)
+    if (blk.exited > 0)
         fail("__syncthreads (%s:%d) reached after %d thread(s) of the block exited; every thread "
              "must reach the barrier",
-             file, line, bp->exited);
-    if (bp->arrived == 0) {
-        bp->bar_file = file;
-        bp->bar_line = line;
-    } else if (bp->bar_line != line || (bp->bar_file != file && strcmp(bp->bar_file, file) != 0)) {
+             file, line, blk.exited);
+    if (blk.arrived == 0) {
+        blk.bar_file = file;
+        blk.bar_line = line;
+    } else if (blk.bar_line != line || (blk.bar_file != file && strcmp(blk.bar_file, file) != 0)) {
         fail("threads of one block wait at different __syncthreads: %s:%d and %s:%d (divergent "
              "barrier)",
-             bp->bar_file, bp->bar_line, file, line);
+             blk.bar_file, blk.bar_line, file, line);
     }
     f->state = AT_BARRIER;
     f->file = file;
     f->line = line;
     f->mask = 0;
-    bp->w[f->warp].at_barrier |= 1u << f->lane;
-    if (++bp->arrived == bp->n) {
-        for (Fiber &o : bp->f) o.state = RUNNABLE;
-        for (Warp &w : bp->w) w.at_barrier = 0;
-        bp->arrived = 0;
+    blk.w[f->warp].at_barrier |= 1u << f->lane;
+    if (++blk.arrived == blk.n) {
+        for (Fiber &o : blk.f) o.state = RUNNABLE;
+        for (Warp &w : blk.w) w.at_barrier = 0;
+        blk.arrived = 0;
         return;
     }
     wait_released();
@@ -462,7 +471,7 @@ static void complete(Fiber *w, unsigned mask) {
         }
         o.state = RUNNABLE;
     }
-    bp->w[me.warp].at_warp &= ~mask;
+    blk.w[me.warp].at_warp &= ~mask;
 }
 
 uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line) {
@@ -473,8 +482,8 @@ uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const cha
              line, mask, f->lane);
     if (width < 1 || width > 32 || (width & (width - 1)))
         fail("%s (%s:%d): width %d is not a power of two up to 32", op_name(op), file, line, width);
-    Fiber *w = &bp->f[f->warp * 32];
-    Warp &wm = bp->w[f->warp];
+    Fiber *w = &blk.f[f->warp * 32];
+    Warp &wm = blk.w[f->warp];
     if (mask & (~wm.present | wm.exited | wm.at_barrier)) {
         const int present = __builtin_popcount(wm.present);
         for (int l = 0; l < 32; l++) {
@@ -482,7 +491,7 @@ uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const cha
             if (!(wm.present >> l & 1))
                 fail("%s (%s:%d) with mask 0x%08x names lane %d, which does not exist (the block "
                      "has %d threads, this warp %d lanes)",
-                     op_name(op), file, line, mask, l, bp->n, present);
+                     op_name(op), file, line, mask, l, blk.n, present);
             if (wm.exited >> l & 1)
                 fail("%s (%s:%d) with mask 0x%08x names lane %d, which has exited", op_name(op),
                      file, line, mask, l);
@@ -512,18 +521,17 @@ unsigned active_mask(void) {
     Fiber *f = t_cur;
     if (!f) fail("__activemask outside a kernel");
     unsigned m = 0;
-    for (int l = 0; l < 32 && f->warp * 32 + l < bp->n; l++)
-        if (bp->f[f->warp * 32 + l].state != EXITED) m |= 1u << l;
+    for (int l = 0; l < 32 && f->warp * 32 + l < blk.n; l++)
+        if (blk.f[f->warp * 32 + l].state != EXITED) m |= 1u << l;
     return m;
 }
 
 void *dynamic_smem(void) {
     if (!t_cur) fail("dynamic shared memory outside a kernel");
-    return bp->smem;
+    return blk.smem;
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
-enum : size_t { SMEM_DEFAULT = 48 * 1024, SMEM_OPTIN_MAX = 227 * 1024 };
 static std::map<const void *, int> max_dyn_smem; /* cudaFuncSetAttribute */
 
 static bool refuse(cudaError_t err, const char *name, const char *fmt, ...) {
@@ -543,8 +551,7 @@ static size_t stack_size(void) {
     return (size_t)(kb >= 16 ? kb : 256) * 1024;
 }
 
-/* The launch limits of sm_90 (README.md); false with the error set. */
-static bool check_config(const Config &c, const char *name, const void *func) {
+bool check_config(const Config &c, const char *name, const void *func) {
     if (t_cur) fail("kernel %s launched from inside a kernel", name);
     static pthread_t owner;
     static bool owned;
@@ -569,10 +576,9 @@ static bool check_config(const Config &c, const char *name, const void *func) {
     return true;
 }
 
-
 void grid_dependency_sync(void) {
     if (!t_cur) fail("cudaGridDependencySynchronize outside a kernel");
-    bp->pdl_waited = true;
+    blk.pdl_waited = true;
 }
 
 void grid_trigger(void) {
@@ -612,21 +618,20 @@ static void prepare_stacks(unsigned long long n) {
 }
 
 /* b's fibers and warps for blocks of shape bd. */
-static void block_shape(Block *b, dim3 bd) {
+static void block_shape(Block &b, dim3 bd) {
     const unsigned long long threads = (unsigned long long)bd.x * bd.y * bd.z;
-    b->n = (int)threads;
-    b->f.assign(threads, Fiber());
-    b->w.assign((threads + 31) / 32, Warp());
-    for (size_t k = 0; k < b->w.size(); k++) {
+    b.n = (int)threads;
+    b.f.assign(threads, Fiber());
+    b.w.assign((threads + 31) / 32, Warp());
+    for (size_t k = 0; k < b.w.size(); k++) {
         const unsigned long long left = threads - 32 * k;
-        b->w[k].present = left >= 32 ? 0xffffffffu : (1u << left) - 1;
+        b.w[k].present = left >= 32 ? 0xffffffffu : (1u << left) - 1;
     }
-    for (int i = 0; i < b->n; i++) {
-        Fiber &f = b->f[i];
+    for (int i = 0; i < b.n; i++) {
+        Fiber &f = b.f[i];
         f.linear = i;
         f.lane = i & 31;
         f.warp = i >> 5;
-        f.b = b;
         f.tid = uint3{(unsigned)i % bd.x, (unsigned)i / bd.x % bd.y, (unsigned)i / (bd.x * bd.y)};
     }
 }
@@ -648,7 +653,7 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
     }
     ldg_kernel_start(c.pdl);
     prepare_stacks((unsigned long long)b.x * b.y * b.z);
-    block_shape(&blk0, b);
+    block_shape(blk, b);
     unsigned long long nblock = 0;
     for (unsigned z = 0; z < g.z; z++)
         for (unsigned y = 0; y < g.y; y++)
@@ -660,25 +665,24 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
                     if (!smem) fail("no memory for %zu bytes of shared memory", c.smem);
                     memset(smem, 0xff, c.smem);
                 }
-                blk0.smem = smem;
-                blk0.pdl_waited = false;
+                blk.smem = smem;
+                blk.pdl_waited = false;
                 run_block(nblock & 1);
-                if (c.pdl && !blk0.pdl_waited)
+                if (c.pdl && !blk.pdl_waited)
                     fail("kernel %s, block (%u,%u,%u): launched with programmatic stream "
                          "serialization, but no thread of the block called "
                          "cudaGridDependencySynchronize", name, x, y, z);
                 free(smem);
-                blk0.smem = NULL;
+                blk.smem = NULL;
             }
     cur_name = NULL;
     return true;
 }
 
 /* ---- memory ---------------------------------------------------------------------------- */
-static std::map<uintptr_t, size_t> allocs; /* cudaMalloc'd: start -> bytes */
+std::map<uintptr_t, size_t> allocs;
 
-/* 1 when [p, p+n) lies inside one device allocation. */
-static bool is_device(const void *p, size_t n) {
+bool is_device(const void *p, size_t n) {
     auto it = allocs.upper_bound((uintptr_t)p);
     if (it == allocs.begin()) return false;
     --it;
@@ -713,7 +717,7 @@ static void ldg_take(void) {
 }
 
 /* A copy, a memset or an allocation: the stream waits for every kernel before it. */
-static void ldg_barrier(void) {
+void ldg_barrier(void) {
     ldg_chain.clear();
     if (ldg_on()) ldg_take();
     else ldg_snap.clear();
@@ -754,7 +758,7 @@ void ldg_read(const void *p, size_t n) {
                  cur_name, n, p, (void *)it->first, off);
 }
 
-static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind k, const char *what) {
+cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKind k, const char *what) {
     const bool dd = k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice;
     const bool sd = k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice;
     if (n && dd && !is_device(dst, n))
@@ -766,43 +770,54 @@ static cudaError_t check_copy(void *dst, const void *src, size_t n, cudaMemcpyKi
 
 /* ---- cooperative launches ------------------------------------------------------------
  * Every block of a cooperative launch is resident at once: all its fibers
- * exist together. A pass over a block resumes each of its runnable fibers
- * once (each runs until a barrier, a collective, a flag wait or its end).
- * By default the scheduler goes round the blocks, first to last, a pass
- * each; the schedule-dependence check instead runs by priority, always the
- * first block (in increasing or decreasing index) that can go on, so a
- * block runs as far as its dependencies let it before any block after it.
- * A fiber spinning on a dependency flag (persist.cuh) is passed over until
- * the flag changes; when no block can go on, that is a deadlock. Static __shared__ variables are the
- * running block's: each block keeps its own copy (statics, in the order of
- * coop_statics) and enter_block swaps them on the way from one block to the
- * next. */
+ * exist together. The block that runs is in blk, as a plain launch's block
+ * is (so the barriers and collectives, and plain launches, are unchanged);
+ * the others wait in coop_blocks, and enter_block swaps one for another
+ * (their vectors trade owners, so fibers do not move). A pass over a block
+ * resumes each of its runnable fibers once (each runs until a barrier, a
+ * collective, a flag wait or its end). By default the scheduler goes round
+ * the blocks, first to last, a pass each; the schedule-dependence check
+ * instead runs by priority, always the first block (in increasing or
+ * decreasing index) that can go on, so a block runs as far as its
+ * dependencies let it before any block after it. A fiber spinning on a
+ * dependency flag (persist.cuh) is passed over until the flag changes; when
+ * no block can go on, that is a deadlock. Static __shared__ variables are
+ * the running block's: each block keeps its own copy (statics, in the order
+ * of coop_statics), swapped by enter_block too. */
 bool coop_running;
 static std::vector<std::pair<void *, size_t>> coop_statics; /* address, bytes */
-static std::vector<Block> coop_blocks;
+static std::vector<Block> coop_blocks; /* the slot of the block in blk holds blk's old content */
+static size_t coop_cur;                /* the block in blk */
 
-static int sm_count(void) {
+int sm_count(void) {
     const char *sms = getenv("CUDA_EMU_SMS"); /* the planners size grids by it */
     return sms && atoi(sms) > 0 ? atoi(sms) : 132;
 }
+
+static Block &coop_block(size_t k) { return k == coop_cur ? blk : coop_blocks[k]; }
 
 void shared_static_coop(void *p, size_t n) {
     for (const auto &v : coop_statics)
         if (v.first == p) return;
     coop_statics.push_back({p, n});
-    for (Block &b : coop_blocks) b.statics.resize(b.statics.size() + n, 0xff);
+    for (size_t k = 0; k < coop_blocks.size(); k++)
+        coop_block(k).statics.resize(coop_block(k).statics.size() + n, 0xff);
     memset(p, 0xff, n); /* the running block's fresh copy: never written, like shared memory */
 }
 
-static void enter_block(Block *b) {
+static void enter_block(size_t k) {
+    if (k == coop_cur) return;
+    Block &in = coop_blocks[k];
     size_t off = 0;
     for (const auto &v : coop_statics) {
-        memcpy(bp->statics.data() + off, v.first, v.second);
-        memcpy(v.first, b->statics.data() + off, v.second);
+        memcpy(blk.statics.data() + off, v.first, v.second);
+        memcpy(v.first, in.statics.data() + off, v.second);
         off += v.second;
     }
-    bp = b;
-    t_block = b->idx;
+    std::swap(blk, coop_blocks[coop_cur]);
+    std::swap(blk, in);
+    coop_cur = k;
+    t_block = blk.idx;
 }
 
 [[noreturn]] static void coop_deadlock(void) {
@@ -811,7 +826,8 @@ static void enter_block(Block *b) {
                        "deadlock in cooperative kernel %s: no block of the %zu can go on;",
                        cur_name, coop_blocks.size());
     size_t shown = 0, waiting = 0, done = 0;
-    for (const Block &b : coop_blocks) {
+    for (size_t k = 0; k < coop_blocks.size(); k++) {
+        const Block &b = coop_block(k);
         if (!b.live) {
             done++;
             continue;
@@ -828,7 +844,7 @@ static void enter_block(Block *b) {
         }
         len += snprintf(msg + len, sizeof msg - (size_t)len, " block (%u,%u,%u):", b.idx.x,
                         b.idx.y, b.idx.z);
-        len = describe(msg, sizeof msg, len, *w);
+        len = describe(msg, sizeof msg, len, b, *w);
         shown++;
     }
     t_cur = NULL;
@@ -846,27 +862,29 @@ static void coop_run(const Config &c, Order order) {
     coop_statics.clear();
     for (size_t i = 0; i < nb; i++) {
         Block &b = coop_blocks[i];
-        block_reset(&b, stacks.data() + i * (size_t)b.n);
+        block_reset(b, stacks.data() + i * (size_t)b.n);
         b.statics.clear();
         b.pdl_waited = false;
         if (c.smem) memset(b.smem, 0xff, c.smem);
     }
-    bp = &coop_blocks[backward ? nb - 1 : 0];
-    t_block = bp->idx;
+    coop_cur = backward ? nb - 1 : 0;
+    std::swap(blk, coop_blocks[coop_cur]);
+    t_block = blk.idx;
     coop_running = true;
     for (;;) {
         bool ran = false, live = false;
         for (size_t k = 0; k < nb && !(ran && order != ROUND_ROBIN); k++) {
-            Block *b = &coop_blocks[backward ? nb - 1 - k : k];
-            if (!b->live) continue;
-            ran |= block_pass(b);
+            const size_t i = backward ? nb - 1 - k : k;
+            if (!coop_block(i).live) continue;
+            enter_block(i);
+            ran |= block_pass();
             live = true;
         }
         if (!live) break;
         if (!ran) coop_deadlock();
     }
     coop_running = false;
-    bp = &blk0;
+    std::swap(blk, coop_blocks[coop_cur]);
     for (const Block &b : coop_blocks)
         if (c.pdl && !b.pdl_waited)
             fail("kernel %s, block (%u,%u,%u): launched with programmatic stream serialization, "
@@ -934,7 +952,7 @@ static bool launch_coop(const Config &c, const char *name, const void *func) {
         for (unsigned y = 0; y < g.y; y++)
             for (unsigned x = 0; x < g.x; x++, i++) {
                 Block &b = coop_blocks[i];
-                block_shape(&b, bd);
+                block_shape(b, bd);
                 b.idx = uint3{x, y, z};
                 b.backward = i & 1;
                 b.smem = NULL;
@@ -955,280 +973,9 @@ static bool launch_coop(const Config &c, const char *name, const void *func) {
 
 using namespace emu;
 
-/* ---- graphs (cuda_runtime.h: stream capture) ------------------------------------------ */
-namespace emu {
-enum NodeKind { NODE_KERNEL, NODE_COPY, NODE_SET };
-struct Node {
-    NodeKind kind;
-    Config cfg; /* kernel */
-    const char *name;
-    const void *func;
-    Body body;
-    std::shared_ptr<void> ctx;
-    void *dst; /* copy, memset */
-    const void *src;
-    size_t n;
-    int value;
-    cudaMemcpyKind k;
-};
-} /* namespace emu */
-
-struct emu_graph { std::vector<emu::Node> nodes; };
-struct emu_graph_exec { std::vector<emu::Node> nodes; };
-struct emu_stream {
-    int flags;
-    emu_graph *cap; /* capturing into it */
-    bool invalid;   /* the capture broke: EndCapture fails */
-};
-
-bool emu::capturing(cudaStream_t s) { return s && s->cap; }
-
-void emu::record(const Config &c, const char *name, const void *func, Body body,
-                 std::shared_ptr<void> ctx) {
-    if (!check_config(c, name, func)) {
-        c.stream->invalid = true;
-        return;
-    }
-    Node n{};
-    n.kind = NODE_KERNEL;
-    n.cfg = c;
-    n.name = name;
-    n.func = func;
-    n.body = body;
-    n.ctx = ctx;
-    c.stream->cap->nodes.push_back(n);
-}
-
-static void record_copy(cudaStream_t s, NodeKind kind, void *dst, const void *src, size_t n,
-                        int value, cudaMemcpyKind k) {
-    Node x{};
-    x.kind = kind;
-    x.dst = dst;
-    x.src = src;
-    x.n = n;
-    x.value = value;
-    x.k = k;
-    s->cap->nodes.push_back(x);
-}
-struct emu_event { int recorded; };
-
-static cudaError_t ret(cudaError_t e) {
-    if (e != cudaSuccess) last_error = e;
-    return e;
-}
-
-const char *cudaGetErrorString(cudaError_t err) {
-    switch (err) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotSupported: return "operation not supported";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
-    case cudaErrorGraphExecUpdateFailure: return "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update";
-    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
-    default: return "unknown error (cuda-emu)";
-    }
-}
-
-cudaError_t cudaGetLastError(void) {
-    cudaError_t e = last_error;
-    last_error = cudaSuccess;
-    return e;
-}
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
-cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
-cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
-    if (d != 0) return ret(cudaErrorInvalidDevice);
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "cuda-emu (H200-like sm_90 on the CPU)");
-    p->totalGlobalMem = 143771000832ull;
-    p->sharedMemPerBlock = SMEM_DEFAULT;
-    p->sharedMemPerBlockOptin = SMEM_OPTIN_MAX;
-    p->sharedMemPerMultiprocessor = 228 * 1024;
-    p->regsPerBlock = 65536;
-    p->warpSize = 32;
-    p->maxThreadsPerBlock = 1024;
-    p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
-    p->maxThreadsDim[2] = 64;
-    p->maxGridSize[0] = 0x7fffffff;
-    p->maxGridSize[1] = p->maxGridSize[2] = 65535;
-    p->major = 9;
-    p->minor = 0;
-    p->multiProcessorCount = sm_count();
-    p->maxThreadsPerMultiProcessor = 2048;
-    p->l2CacheSize = 50 * 1024 * 1024;
-    p->memoryBusWidth = 6144;
-    return cudaSuccess;
-}
-
-cudaError_t cudaMalloc(void **p, size_t bytes) {
-    *p = NULL;
-    if (!bytes) return cudaSuccess;
-    void *m = NULL;
-    if (posix_memalign(&m, 256, bytes)) return ret(cudaErrorMemoryAllocation);
-    memset(m, 0xff, bytes); /* device memory starts as garbage: NaN floats */
-    allocs[(uintptr_t)m] = bytes;
-    *p = m;
-    ldg_barrier();
-    return cudaSuccess;
-}
-
-cudaError_t cudaFree(void *p) {
-    if (!p) return cudaSuccess;
-    auto it = allocs.find((uintptr_t)p);
-    if (it == allocs.end()) return ret(cudaErrorInvalidValue);
-    allocs.erase(it);
-    free(p);
-    ldg_barrier();
-    return cudaSuccess;
-}
-
-cudaError_t cudaMallocHost(void **p, size_t bytes) {
-    *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
-}
-cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
-    check_copy(dst, src, n, k, "cudaMemcpy");
-    if (n) memmove(dst, src, n);
-    ldg_barrier();
-    return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
-    check_copy(dst, src, n, k, "cudaMemcpyAsync");
-    if (capturing(s)) {
-        record_copy(s, NODE_COPY, dst, src, n, 0, k);
-        return cudaSuccess;
-    }
-    if (n) memmove(dst, src, n);
-    ldg_barrier();
-    return cudaSuccess;
-}
-cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                              size_t height, cudaMemcpyKind k, cudaStream_t) {
-    if (width > dpitch || width > spitch) return ret(cudaErrorInvalidValue);
-    if (!height || !width) return cudaSuccess;
-    check_copy(dst, src, dpitch * (height - 1) + width, k, "cudaMemcpy2DAsync");
-    for (size_t r = 0; r < height; r++)
-        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-    ldg_barrier();
-    return cudaSuccess;
-}
-cudaError_t cudaMemset(void *p, int v, size_t n) {
-    if (n && !is_device(p, n)) fail("cudaMemset of %zu bytes at %p: not inside one cudaMalloc allocation", n, p);
-    memset(p, v, n);
-    ldg_barrier();
-    return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-    if (!capturing(s)) return cudaMemset(p, v, n);
-    if (n && !is_device(p, n)) fail("cudaMemsetAsync of %zu bytes at %p: not inside one cudaMalloc allocation", n, p);
-    record_copy(s, NODE_SET, p, NULL, n, v, cudaMemcpyDeviceToDevice);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
-    *s = new emu_stream{(int)flags, NULL, false};
-    return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    if (s) delete s->cap;
-    delete s;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    if (!capturing(s)) return cudaSuccess;
-    s->invalid = true; /* as on a GPU: not allowed while capturing, and the capture is lost */
-    return ret(cudaErrorStreamCaptureUnsupported);
-}
-cudaError_t cudaEventCreate(cudaEvent_t *ev) { *ev = new emu_event{0}; return cudaSuccess; }
-cudaError_t cudaEventDestroy(cudaEvent_t ev) { delete ev; return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned) { return cudaEventCreate(ev); }
-cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
-    if (!s || s->cap) return ret(cudaErrorInvalidValue);
-    s->cap = new emu_graph;
-    s->invalid = false;
-    return cudaSuccess;
-}
-cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
-    *g = NULL;
-    if (!capturing(s)) return ret(cudaErrorInvalidValue);
-    emu_graph *x = s->cap;
-    s->cap = NULL;
-    if (s->invalid) {
-        delete x;
-        return ret(cudaErrorStreamCaptureInvalidated);
-    }
-    *g = x;
-    return cudaSuccess;
-}
-cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *count) {
-    if (!g || !count) return ret(cudaErrorInvalidValue);
-    if (nodes)
-        for (size_t i = 0; i < *count && i < g->nodes.size(); i++) nodes[i] = (cudaGraphNode_t)&g->nodes[i];
-    *count = g->nodes.size();
-    return cudaSuccess;
-}
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long) {
-    *x = NULL;
-    if (!g) return ret(cudaErrorInvalidValue);
-    *x = new emu_graph_exec{g->nodes};
-    return cudaSuccess;
-}
-cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphExecUpdateResultInfo *info) {
-    bool same = x && g && x->nodes.size() == g->nodes.size();
-    for (size_t i = 0; same && i < g->nodes.size(); i++)
-        same = x->nodes[i].kind == g->nodes[i].kind && x->nodes[i].func == g->nodes[i].func;
-    if (info) info->result = same ? 0 : 1;
-    if (!same) return ret(cudaErrorGraphExecUpdateFailure);
-    x->nodes = g->nodes;
-    return cudaSuccess;
-}
-cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
-    if (!x) return ret(cudaErrorInvalidValue);
-    if (capturing(s)) fail("cudaGraphLaunch into a stream being captured (not emulated)");
-    for (const Node &n : x->nodes) {
-        if (n.kind == NODE_KERNEL) {
-            if (!launch(n.cfg, n.name, n.func, n.body, n.ctx.get())) return ret(cudaErrorLaunchFailure);
-        } else if (n.kind == NODE_COPY) {
-            check_copy(n.dst, n.src, n.n, n.k, "graph copy node");
-            if (n.n) memmove(n.dst, n.src, n.n);
-            ldg_barrier();
-        } else {
-            cudaMemset(n.dst, n.value, n.n);
-        }
-    }
-    return cudaSuccess;
-}
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) {
-    delete x;
-    return cudaSuccess;
-}
-cudaError_t cudaGraphDestroy(cudaGraph_t g) {
-    delete g;
-    return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { ev->recorded = 1; return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-    if (!a->recorded || !b->recorded) return ret(cudaErrorInvalidResourceHandle);
-    *ms = 0.f;
-    return cudaSuccess;
-}
-
+/* ---- occupancy and function attributes (cuda_runtime.h) ------------------------------- */
 cudaError_t emu_occupancy(int *blocks, const void *func, int block, size_t smem) {
-    if (!blocks || !func || block <= 0 || block > 1024) return ret(cudaErrorInvalidValue);
+    if (!blocks || !func || block <= 0 || block > 1024) return last_error = cudaErrorInvalidValue;
     auto it = max_dyn_smem.find(func);
     const size_t cap = it != max_dyn_smem.end() ? (size_t)it->second : (size_t)SMEM_DEFAULT;
     if (smem > cap) {
@@ -1248,7 +995,7 @@ cudaError_t emu_occupancy(int *blocks, const void *func, int block, size_t smem)
 
 cudaError_t emu_func_set_attribute(const void *func, cudaFuncAttribute attr, int value) {
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || (size_t)value > SMEM_OPTIN_MAX) return ret(cudaErrorInvalidValue);
+        if (value < 0 || (size_t)value > SMEM_OPTIN_MAX) return last_error = cudaErrorInvalidValue;
         max_dyn_smem[func] = value;
     }
     return cudaSuccess;

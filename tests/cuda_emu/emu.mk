@@ -21,7 +21,7 @@ EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -Wno-comment -Wno-unknow
 EMU_CUH      := $(wildcard kernels/cuda/*.cuh)
 EMU_TX_H     := $(EMU_CUH:%=$(EMU_BUILD)/tx/%)
 EMU_KOBJ     := $(CU_SRC:%.cu=$(EMU_BUILD)/%.o)
-EMU_RT_OBJ   := $(EMU_BUILD)/emu.o
+EMU_RT_OBJ   := $(EMU_BUILD)/emu.o $(EMU_BUILD)/emu_api.o
 EMU_TESTS    := $(EMU_BUILD)/test_cuda $(EMU_BUILD)/test_emu_forward $(EMU_BUILD)/test_emu_misuse
 CUDA_EMU_TESTS ?= $(EMU_TESTS)
 CUDA_EMU_PATTERN ?=
@@ -46,7 +46,7 @@ $(EMU_BUILD)/tx/%.cpp: %.cu tests/cuda_emu/translate.py
 $(EMU_BUILD)/%.o: $(EMU_BUILD)/tx/%.cpp $(EMU_TX_H)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
-$(EMU_RT_OBJ): tests/cuda_emu/emu.cpp
+$(EMU_RT_OBJ): $(EMU_BUILD)/%.o: tests/cuda_emu/%.cpp
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
 
