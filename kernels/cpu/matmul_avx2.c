@@ -110,14 +110,17 @@ static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], con
 
 /* SD_Q6_K_X16, 8 rows (half hf of a group): per sub-block of 16, two
  * pieces of low nibbles and one of top bits give 4 code vectors (elements
- * 4k..4k+3 of each row); sum(code*x) + xo16 (-32*sum(x)) is the sub-block's
- * integer sum, which the row's scale times d times the activation block's
- * d turns into float. Two vpmaddubsw add in int16 (2 * 2 *
- * 63 * 127 < 32767) before each vpmaddwd. */
-AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xo,
+ * 4k..4k+3 of each row). A row's 4 vpmaddubsw add in int16 with its
+ * offset xoh (-32 x the sums of the 8 elements that meet in each int16
+ * lane, sd_mm_job.xo16h): a lane's own sum is sum((code-32)*x) over 8
+ * elements, at most 8 * 32 * 127 = 32512 in size, so the wrapping int16
+ * adds give it exactly even where the partial sums leave int16, and one
+ * vpmaddwd makes the sub-block's int32 sum. The row's scale times d times
+ * the activation block's d turns it into float. */
+AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xoh,
                   float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), one = _mm256_set1_epi16(1);
     __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -139,19 +142,18 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
 #pragma GCC unroll 8
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
-                const __m256i one = _mm256_set1_epi16(1);
-                const __m256i t = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))), one),
-                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
-                const __m256i i32 = _mm256_add_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
-                acc[a] = x16_step(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
+                const __m256i t = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))),
+                                     _mm256_set1_epi32(xoh[a * no + 16 * sb + j])),
+                    _mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))));
+                acc[a] = x16_step(acc[a], _mm256_madd_epi16(t, one), D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
-static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q6kx(k, 0, g, x, xo, res, lim), tile_q6kx(k, 1, g, x, xo, res, NULL)
+static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xoh, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q6kx(k, 0, g, x, xoh, res, lim), tile_q6kx(k, 1, g, x, xoh, res, NULL)
     XCASES(C)
 #undef C
 }
@@ -323,7 +325,7 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
             const int left = j->n - i, passes = (left + XA - 1) / XA, A = (left + passes - 1) / passes;
             const uint8_t *pl = i == i0 ? lim : NULL;
             const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
-            const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
+            const int32_t *xo = q6 ? j->xo16h + (size_t)i * (cols / 16) : NULL;
             if (q6) run_q6kx(A, g, &xq, xo, res, pl);
             else if (t == SD_Q4_K_X16) run_q4kx(A, g, &xq, res, pl);
             else if (nx >= 0) run_nibx(nx, A, g, &xq, res, pl);
