@@ -45,18 +45,21 @@
 AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
 }
-AI __m256 x16_min(__m256 acc, __m256 M, float sx) { return _mm256_fnmadd_ps(M, _mm256_set1_ps(sx), acc); }
 
 /* Both halves of a group in one pass, for 1-5 activation rows: each
  * activation broadcast feeds the codes of all 16 rows (two vpmaddubsw)
  * and the scale bytes are unpacked once. Per piece of codes every row's
- * two sums stay live (2A + 7 registers; at 5 rows GCC spills a few, which
- * costs less than a second broadcast of everything). */
+ * two int16 sums stay in registers (2A + 6 of the 16, KEEP holding each
+ * where it is formed: left alone, GCC computes all products of a
+ * sub-block first and spills them); the float accumulators live in res,
+ * one load and store a sub-block, row and half, instead of spilling. An
+ * activation block's d and s are broadcast once for both halves: each
+ * broadcast takes a vector unit slot, and two of them per half and row
+ * cost more than a sixth of the tile's time. */
 AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi16(1);
-    __m256 acc[SD_XA][2];
-    for (int a = 0; a < A; a++) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int a = 0; a < A; a++) memset(res[a], 0, sizeof res[a]);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 2304 * sb;
         __m256 d8[2], m8[2];
@@ -64,16 +67,9 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
             d8[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
             m8[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)));
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 2
         for (int s = 0; s < 8; s++) {
             if (s < 4) x16_pf(G + 64 * s, lim);
-            __m128i sc, mn;
-            x16_scales(G, s, &sc, &mn);
-            __m256 D[2], M[2];
-            for (int h = 0; h < 2; h++, sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8)) {
-                D[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8[h]);
-                M[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8[h]);
-            }
             const int8_t *xs = x->q + 256 * sb + 32 * s;
             __m256i t[SD_XA][2];
 #pragma GCC unroll 4
@@ -85,22 +81,36 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
                     lo[h] = _mm256_and_si256(c, m4);
                     hi[h] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
                 }
+#pragma GCC unroll 5
                 for (int a = 0; a < A; a++) {
                     const __m256i bl = bc4(xs + a * cols + 8 * q), bh = bc4(xs + a * cols + 8 * q + 4);
                     for (int h = 0; h < 2; h++) {
                         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], bl), _mm256_maddubs_epi16(hi[h], bh));
                         t[a][h] = q ? _mm256_add_epi16(t[a][h], p) : p;
+                        KEEP(t[a][h]);
                     }
                 }
             }
+            __m128i sc, mn;
+            x16_scales(G, s, &sc, &mn);
+            __m256 D[2], M[2];
+            for (int h = 0; h < 2; h++, sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8)) {
+                D[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8[h]);
+                M[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8[h]);
+            }
+#pragma GCC unroll 5
             for (int a = 0; a < A; a++) {
                 const int64_t b = a * nb + 8 * sb + s;
-                for (int h = 0; h < 2; h++)
-                    acc[a][h] = x16_min(x16_step(acc[a][h], _mm256_madd_epi16(t[a][h], one), D[h], x->d[b]), M[h], x->s[b]);
+                const __m256 dx = _mm256_set1_ps(x->d[b]), sx = _mm256_set1_ps(x->s[b]);
+                for (int h = 0; h < 2; h++) {
+                    float *r = res[a] + 8 * h;
+                    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(t[a][h], one)),
+                                                     _mm256_mul_ps(D[h], dx), _mm256_loadu_ps(r));
+                    _mm256_storeu_ps(r, _mm256_fnmadd_ps(M[h], sx, f));
+                }
             }
         }
     }
-    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a], acc[a][0]), _mm256_storeu_ps(res[a] + 8, acc[a][1]);
 }
 static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q4kx(k, g, x, res, lim)
@@ -209,14 +219,18 @@ AI void tile_nibx16(const int T, const int A, const uint8_t *g, const qx *x, flo
                 }
             }
         }
+        __m256 D[2], M[2];
         for (int h = 0; h < 2; h++) {
-            const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
-            const __m256 M = T == NX_Q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)))
-                                         : _mm256_mul_ps(D, _mm256_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
-            for (int a = 0; a < A; a++) {
+            D[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
+            M[h] = T == NX_Q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)))
+                               : _mm256_mul_ps(D[h], _mm256_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
+        }
+        for (int a = 0; a < A; a++) {
+            const __m256 dx = _mm256_set1_ps(x->d[a * nb + b]), sx = _mm256_set1_ps(x->s[a * nb + b]);
+            for (int h = 0; h < 2; h++) {
                 const __m256i ti = T == NX_Q50 ? _mm256_add_epi32(t[a][h], _mm256_madd_epi16(u[a][h], one))
                                                : _mm256_madd_epi16(u[a][h], one);
-                acc[a][h] = _mm256_fmadd_ps(M, _mm256_set1_ps(x->s[a * nb + b]), x16_step(acc[a][h], ti, D, x->d[a * nb + b]));
+                acc[a][h] = _mm256_fmadd_ps(M[h], sx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(ti), _mm256_mul_ps(D[h], dx), acc[a][h]));
             }
         }
     }
