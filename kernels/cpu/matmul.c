@@ -300,14 +300,22 @@ static void quant_task(void *v, int64_t i, int thread) {
             memcpy(u + k, &v, 8);
         }
     }
-    if (p->xo16 || p->xo16h) {
+    if (p->xo16) {
         const int8_t *q = p->xq + i * p->cols;
-        int32_t *o = (p->xo16 ? p->xo16 : p->xo16h) + i * (p->cols / 16);
+        int32_t *o = p->xo16 + i * (p->cols / 16);
         for (int64_t k = 0; k < p->cols / 16; k++) {
-            int32_t t[2] = {0, 0};
-            for (int m = 0; m < 16; m++) t[m >> 1 & 1] += q[16 * k + m];
-            o[k] = p->xo16 ? -32 * (t[0] + t[1])
-                           : (int32_t)((uint32_t)(uint16_t)(-32 * t[0]) | (uint32_t)(uint16_t)(-32 * t[1]) << 16);
+            int32_t t = 0;
+            for (int m = 0; m < 16; m++) t += q[16 * k + m];
+            o[k] = -32 * t;
+        }
+    }
+    if (p->xo16h) {
+        const int8_t *q = p->xq + i * p->cols;
+        int32_t *o = p->xo16h + i * (p->cols / 16);
+        for (int64_t k = 0; k < p->cols / 16; k++, q += 16) {
+            const int32_t lo = q[0] + q[1] + q[4] + q[5] + q[8] + q[9] + q[12] + q[13];
+            const int32_t hi = q[2] + q[3] + q[6] + q[7] + q[10] + q[11] + q[14] + q[15];
+            o[k] = (int32_t)((uint32_t)(uint16_t)(-32 * lo) | (uint32_t)(uint16_t)(-32 * hi) << 16);
         }
     }
 }
