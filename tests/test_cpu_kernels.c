@@ -616,6 +616,48 @@ static void repacked_type(uint32_t t) {
     sd_cpu_destroy(ctx[0]);
     sd_cpu_destroy(ctx[1]);
 }
+/* Q6_K codes at their top (63) against activation codes of +-127: a
+ * sub-block's 8 products per int16 lane sum to +-64008, past int16, and
+ * only the -32 offset brings them back (+-31496). The 256-bit tile adds
+ * them in int16 and must still give the exact sums: every level within
+ * the tolerance of the scalar level's output. Each 16 elements of a row
+ * are -1 and 15 x 31/32 (times the row's scale), which the quantizer maps
+ * to codes 0 and 63, the element the test looks at (1) being a 63; the
+ * activations alternate pairs of codes 127 and 16, so that an offset
+ * split between the wrong int16 lanes leaves int16 and shows. */
+Test(matmul, q6_k_repacked_int16_edge) {
+    sd_err e = {{0}};
+    sd_cpu *c = new_cpu(1, &e);
+    cr_assert(c, "%s", e.msg);
+    enum { ROWS = 32, COLS = 512, N = 4 };
+    sd_weight w = {.type = SD_Q6_K, .rows = ROWS, .cols = COLS, .row_bytes = row_bytes(SD_Q6_K, COLS)};
+    uint8_t *data = malloc(w.row_bytes * ROWS);
+    float row[COLS], x[N * COLS], ref[N * ROWS], out[N * ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        const float sc = 0.1f + 0.05f * (float)(r % 5);
+        for (int k = 0; k < COLS; k++) row[k] = sc * (k % 16 ? 31.0f / 32.0f : -1.0f);
+        cr_assert_eq(sd_quantize_row(SD_Q6_K, row, data + r * w.row_bytes, COLS), 0);
+        const uint8_t *blk = data + r * w.row_bytes; /* ql[128] | qh[64] | ... */
+        cr_assert_eq((blk[1] & 0x0f) | (blk[128 + 1] & 3) << 4, 63, "row %d: element 1 is not code 63", r);
+    }
+    w.data = data;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < COLS; k++) x[i * COLS + k] = (i & 1 ? -2.0f : 1.5f) * (k % 4 < 2 ? 1.0f : 0.125f);
+    cr_assert_eq(sd_cpu_repack(c, &w, &e), 0, "%s", e.msg);
+    cr_assert_eq(w.type, (uint32_t)SD_Q6_K_X16);
+    sd_cpu_set_isa(c, SD_ISA_SCALAR);
+    cr_assert_eq(sd_cpu_matmul(c, ref, &w, x, N, 0, &e), 0, "%s", e.msg);
+    for (int isa = 1; isa < n_isas(); isa++) {
+        sd_cpu_set_isa(c, isa);
+        cr_assert_eq(sd_cpu_matmul(c, out, &w, x, N, 0, &e), 0, "%s", e.msg);
+        for (int k = 0; k < N * ROWS; k++)
+            cr_assert_leq(fabs((double)out[k] - ref[k]), 1e-5 * fabs(ref[k]) + 1e-6, "isa %s out[%d]: %.9g, scalar %.9g",
+                          sd_isa_name(isa), k, out[k], ref[k]);
+    }
+    sd_cpu_repack_free(&w);
+    free(data);
+    sd_cpu_destroy(c);
+}
 Test(matmul, q4_k_repacked) { repacked_type(SD_Q4_K); }
 Test(matmul, q6_k_repacked) { repacked_type(SD_Q6_K); }
 Test(matmul, q5_0_repacked) { repacked_type(SD_Q5_0); }

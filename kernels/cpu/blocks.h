@@ -88,7 +88,8 @@ static inline void sd_q4_k_scales(const uint8_t *s12, uint8_t out[16]) {
  * Values are Q6_K's: x = d*scale*(code-32), codes 0..63; the kernels take
  * sum((code-32)*x) as sum(code*x) - 32*sum(x), the second term per
  * activation row and 16 elements (sd_mm_job.xo16, stored negated so that
- * a VNNI sum can start from it).
+ * a VNNI sum can start from it; on the avx2 level xo16h, its two int16
+ * halves, see tile_q6kx in matmul_avx2.c).
  *
  * SD_Q4_0_X16, SD_Q4_1_X16, SD_Q5_0_X16 and SD_Q8_0_X16 are Q4_0, Q4_1,
  * Q5_0 and Q8_0 the same way, per block of 32 elements (288 = 16 x 18,

@@ -40,6 +40,11 @@ typedef struct sd_mm_job {
     const int8_t *xqp;  /* pair layout (SIMD, see above), row stride cols */
     const float *xds8;  /* [n][cols/64][16] */
     const int32_t *xo16; /* SD_Q6_K_X16: [n][cols/16], -32 x the sum of each 16 codes of xq */
+    /* SD_Q6_K_X16 on the avx2 level: [n][cols/16], each 16 codes' xo16 in
+     * two int16 halves, -32 x the sum of codes 4k and 4k+1 (low) and of
+     * codes 4k+2 and 4k+3 (high), k = 0..3: what vpmaddubsw puts in the
+     * two int16 lanes of a 32-bit lane */
+    const int32_t *xo16h;
     const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI: [n][cols], xq + 128 */
     /* k8: SD_Q4_K_X16 and SD_Q6_K_X16 on the amx level read these instead
      * of the 32-element blocks: one scale per 256 elements (d = max|x|/127

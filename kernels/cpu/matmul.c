@@ -263,7 +263,7 @@ typedef struct {
     int64_t cols;
     int8_t *xq, *xqp;
     float *xd, *xs, *xds8;
-    int32_t *xo16;
+    int32_t *xo16, *xo16h;
     uint8_t *xu8;
     int8_t *xk; /* k8 (sd_mm_job): NULL when no product of the call reads it */
     uint8_t *xku;
@@ -307,6 +307,15 @@ static void quant_task(void *v, int64_t i, int thread) {
             int32_t t = 0;
             for (int m = 0; m < 16; m++) t += q[16 * k + m];
             o[k] = -32 * t;
+        }
+    }
+    if (p->xo16h) {
+        const int8_t *q = p->xq + i * p->cols;
+        int32_t *o = p->xo16h + i * (p->cols / 16);
+        for (int64_t k = 0; k < p->cols / 16; k++, q += 16) {
+            const int32_t lo = q[0] + q[1] + q[4] + q[5] + q[8] + q[9] + q[12] + q[13];
+            const int32_t hi = q[2] + q[3] + q[6] + q[7] + q[10] + q[11] + q[14] + q[15];
+            o[k] = (int32_t)((uint32_t)(uint16_t)(-32 * lo) | (uint32_t)(uint16_t)(-32 * hi) << 16);
         }
     }
 }
@@ -363,7 +372,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
 
     /* quantized activations: q [n][cols] | d [n][nb] | s [n][nb], then for
      * the SIMD pair-layout kernels qp [n][cols] | ds8 [n][cols/64][16],
-     * then for the SIMD SD_Q6_K_X16 kernels xo16 [n][cols/16], then for
+     * then for the SIMD SD_Q6_K_X16 kernels xo16 or (avx2) xo16h
+     * [n][cols/16], then for
      * the VNNI SD_Q8_0_X16 kernel xu8 [n][cols], then k8: xk [n][cols] |
      * xku [n/16*16][cols] | xkd [n][cols/256] | xks [n][nb] | xko
      * [n][cols/16], each part 64-byte aligned */
@@ -381,7 +391,7 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     int8_t *xq = NULL, *xqp = NULL;
     float *xd = NULL, *xs = NULL, *xds8 = NULL;
-    int32_t *xo16 = NULL, *xko = NULL;
+    int32_t *xo16 = NULL, *xo16h = NULL, *xko = NULL;
     uint8_t *xu8 = NULL, *xku = NULL;
     int8_t *xk = NULL;
     float *xkd = NULL;
@@ -403,7 +413,8 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
         const size_t k0 = qbytes + dsbytes + pbytes + obytes + ubytes;
         uint8_t *buf = sd_cpu_scratch(c, SD_SCRATCH_QACT, k0 + kq + ku + kd + ks + ko, e);
         if (!buf) return -1;
-        if (need_o16) xo16 = (int32_t *)(buf + qbytes + dsbytes + pbytes);
+        if (need_o16 && isa == SD_ISA_AVX2) xo16h = (int32_t *)(buf + qbytes + dsbytes + pbytes);
+        else if (need_o16) xo16 = (int32_t *)(buf + qbytes + dsbytes + pbytes);
         if (need_u8) xu8 = buf + qbytes + dsbytes + pbytes + obytes;
         if (need_q32) {
             xq = (int8_t *)buf;
@@ -424,14 +435,14 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     }
     mm_plan pl = {.n_w = n_w, .ws = ws, .mm = mm, .qa = qa, .pair = need_pair ? pair : NULL,
                   .x = x, .cols = cols, .xq = xq, .xd = xd, .xs = xs, .xqp = xqp, .xds8 = xds8,
-                  .xo16 = xo16, .xu8 = xu8, .xk = xk, .xku = xku, .xkd = xkd, .xks = xks,
-                  .xko = xko, .ku_rows = ku_rows};
+                  .xo16 = xo16, .xo16h = xo16h, .xu8 = xu8, .xk = xk, .xku = xku, .xkd = xkd,
+                  .xks = xks, .xko = xko, .ku_rows = ku_rows};
     pl.gstart[0] = 0;
     double work = 0;
     for (int k = 0; k < n_w; k++) {
         pl.jobs[k] = (sd_mm_job){.out = outs[k], .ldo = ws[k]->rows, .accumulate = accumulate,
                                  .n = n, .w = ws[k], .x = x, .xq = xq, .xd = xd, .xs = xs,
-                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16, .xu8 = xu8, .xk = xk,
+                                 .xqp = xqp, .xds8 = xds8, .xo16 = xo16, .xo16h = xo16h, .xu8 = xu8, .xk = xk,
                                  .xku = xku, .xkd = xkd, .xks = xks, .xko = xko};
         pl.gstart[k + 1] = pl.gstart[k] + (ws[k]->rows + GROUP - 1) / GROUP;
         work += (double)ws[k]->rows * (double)ws[k]->row_bytes * n;

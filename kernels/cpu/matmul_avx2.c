@@ -45,18 +45,21 @@
 AI __m256 x16_step(__m256 acc, __m256i t, __m256 D, float dx) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(D, _mm256_set1_ps(dx)), acc);
 }
-AI __m256 x16_min(__m256 acc, __m256 M, float sx) { return _mm256_fnmadd_ps(M, _mm256_set1_ps(sx), acc); }
 
 /* Both halves of a group in one pass, for 1-5 activation rows: each
  * activation broadcast feeds the codes of all 16 rows (two vpmaddubsw)
  * and the scale bytes are unpacked once. Per piece of codes every row's
- * two sums stay live (2A + 7 registers; at 5 rows GCC spills a few, which
- * costs less than a second broadcast of everything). */
+ * two int16 sums stay in registers (2A + 6 of the 16, KEEP holding each
+ * where it is formed: left alone, GCC computes all products of a
+ * sub-block first and spills them); the float accumulators live in res,
+ * one load and store a sub-block, row and half, instead of spilling. An
+ * activation block's d and s are broadcast once for both halves: each
+ * broadcast takes a vector unit slot, and two of them per half and row
+ * cost more than a sixth of the tile's time. */
 AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb;
     const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi16(1);
-    __m256 acc[SD_XA][2];
-    for (int a = 0; a < A; a++) acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+    for (int a = 0; a < A; a++) memset(res[a], 0, sizeof res[a]);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 2304 * sb;
         __m256 d8[2], m8[2];
@@ -64,16 +67,9 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
             d8[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
             m8[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)));
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 2
         for (int s = 0; s < 8; s++) {
             if (s < 4) x16_pf(G + 64 * s, lim);
-            __m128i sc, mn;
-            x16_scales(G, s, &sc, &mn);
-            __m256 D[2], M[2];
-            for (int h = 0; h < 2; h++, sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8)) {
-                D[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8[h]);
-                M[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8[h]);
-            }
             const int8_t *xs = x->q + 256 * sb + 32 * s;
             __m256i t[SD_XA][2];
 #pragma GCC unroll 4
@@ -85,22 +81,36 @@ AI void tile_q4kx(const int A, const uint8_t *g, const qx *x, float (*res)[16], 
                     lo[h] = _mm256_and_si256(c, m4);
                     hi[h] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
                 }
+#pragma GCC unroll 5
                 for (int a = 0; a < A; a++) {
                     const __m256i bl = bc4(xs + a * cols + 8 * q), bh = bc4(xs + a * cols + 8 * q + 4);
                     for (int h = 0; h < 2; h++) {
                         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], bl), _mm256_maddubs_epi16(hi[h], bh));
                         t[a][h] = q ? _mm256_add_epi16(t[a][h], p) : p;
+                        KEEP(t[a][h]);
                     }
                 }
             }
+            __m128i sc, mn;
+            x16_scales(G, s, &sc, &mn);
+            __m256 D[2], M[2];
+            for (int h = 0; h < 2; h++, sc = _mm_srli_si128(sc, 8), mn = _mm_srli_si128(mn, 8)) {
+                D[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), d8[h]);
+                M[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), m8[h]);
+            }
+#pragma GCC unroll 5
             for (int a = 0; a < A; a++) {
                 const int64_t b = a * nb + 8 * sb + s;
-                for (int h = 0; h < 2; h++)
-                    acc[a][h] = x16_min(x16_step(acc[a][h], _mm256_madd_epi16(t[a][h], one), D[h], x->d[b]), M[h], x->s[b]);
+                const __m256 dx = _mm256_set1_ps(x->d[b]), sx = _mm256_set1_ps(x->s[b]);
+                for (int h = 0; h < 2; h++) {
+                    float *r = res[a] + 8 * h;
+                    const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(t[a][h], one)),
+                                                     _mm256_mul_ps(D[h], dx), _mm256_loadu_ps(r));
+                    _mm256_storeu_ps(r, _mm256_fnmadd_ps(M[h], sx, f));
+                }
             }
         }
     }
-    for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a], acc[a][0]), _mm256_storeu_ps(res[a] + 8, acc[a][1]);
 }
 static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], const uint8_t *lim) {
 #define C(k) tile_q4kx(k, g, x, res, lim)
@@ -110,20 +120,26 @@ static void run_q4kx(int A, const uint8_t *g, const qx *x, float (*res)[16], con
 
 /* SD_Q6_K_X16, 8 rows (half hf of a group): per sub-block of 16, two
  * pieces of low nibbles and one of top bits give 4 code vectors (elements
- * 4k..4k+3 of each row); sum(code*x) + xo16 (-32*sum(x)) is the sub-block's
- * integer sum, which the row's scale times d times the activation block's
- * d turns into float. Two vpmaddubsw add in int16 (2 * 2 *
- * 63 * 127 < 32767) before each vpmaddwd. */
-AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xo,
+ * 4k..4k+3 of each row). A row's 4 vpmaddubsw add in int16 with its
+ * offset xoh (-32 x the sums of the 8 elements that meet in each int16
+ * lane, sd_mm_job.xo16h): a lane's own sum is sum((code-32)*x) over 8
+ * elements, at most 8 * 32 * 127 = 32512 in size, so the wrapping int16
+ * adds give it exactly even where the partial sums leave int16, and one
+ * vpmaddwd makes the sub-block's int32 sum. The row's scale times d times
+ * the activation block's d turns it into float. The sub-block loop
+ * unrolls by 2: all 16 unrolled, the 5-row tile is some 12 KiB of code,
+ * more than the op cache holds, and it ran at up to 2.3 times the time
+ * depending on where the link put it. */
+AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, const int32_t *xoh,
                   float (*res)[16], const uint8_t *lim) {
     const int64_t nsb = x->cols / 256, cols = x->cols, nb = x->nb, no = cols / 16;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), one = _mm256_set1_epi16(1);
     __m256 acc[SD_XA];
     for (int a = 0; a < A; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 3360 * sb;
         const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * hf)));
-#pragma GCC unroll 16
+#pragma GCC unroll 2
         for (int j = 0; j < 16; j++) {
             if (j < 5) x16_pf(G + 64 * j, lim);
             for (int l = 0; l < 3; l++) x16_pf(G + 288 + 192 * j + 64 * l, lim);
@@ -139,19 +155,18 @@ AI void tile_q6kx(const int A, const int hf, const uint8_t *g, const qx *x, cons
 #pragma GCC unroll 8
             for (int a = 0; a < A; a++) {
                 const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
-                const __m256i one = _mm256_set1_epi16(1);
-                const __m256i t = _mm256_add_epi32(
-                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))), one),
-                    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))), one));
-                const __m256i i32 = _mm256_add_epi32(t, _mm256_set1_epi32(xo[a * no + 16 * sb + j]));
-                acc[a] = x16_step(acc[a], i32, D, x->d[a * nb + 8 * sb + j / 2]);
+                const __m256i t = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(c0, bc4(xp)), _mm256_maddubs_epi16(c1, bc4(xp + 4))),
+                                     _mm256_set1_epi32(xoh[a * no + 16 * sb + j])),
+                    _mm256_add_epi16(_mm256_maddubs_epi16(c2, bc4(xp + 8)), _mm256_maddubs_epi16(c3, bc4(xp + 12))));
+                acc[a] = x16_step(acc[a], _mm256_madd_epi16(t, one), D, x->d[a * nb + 8 * sb + j / 2]);
             }
         }
     }
     for (int a = 0; a < A; a++) _mm256_storeu_ps(res[a] + 8 * hf, acc[a]);
 }
-static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xo, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q6kx(k, 0, g, x, xo, res, lim), tile_q6kx(k, 1, g, x, xo, res, NULL)
+static void run_q6kx(int A, const uint8_t *g, const qx *x, const int32_t *xoh, float (*res)[16], const uint8_t *lim) {
+#define C(k) tile_q6kx(k, 0, g, x, xoh, res, lim), tile_q6kx(k, 1, g, x, xoh, res, NULL)
     XCASES(C)
 #undef C
 }
@@ -207,14 +222,18 @@ AI void tile_nibx16(const int T, const int A, const uint8_t *g, const qx *x, flo
                 }
             }
         }
+        __m256 D[2], M[2];
         for (int h = 0; h < 2; h++) {
-            const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
-            const __m256 M = T == NX_Q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)))
-                                         : _mm256_mul_ps(D, _mm256_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
-            for (int a = 0; a < A; a++) {
+            D[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 16 * h)));
+            M[h] = T == NX_Q41 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * h)))
+                               : _mm256_mul_ps(D[h], _mm256_set1_ps(T == NX_Q40 ? -8.0f : -16.0f));
+        }
+        for (int a = 0; a < A; a++) {
+            const __m256 dx = _mm256_set1_ps(x->d[a * nb + b]), sx = _mm256_set1_ps(x->s[a * nb + b]);
+            for (int h = 0; h < 2; h++) {
                 const __m256i ti = T == NX_Q50 ? _mm256_add_epi32(t[a][h], _mm256_madd_epi16(u[a][h], one))
                                                : _mm256_madd_epi16(u[a][h], one);
-                acc[a][h] = _mm256_fmadd_ps(M, _mm256_set1_ps(x->s[a * nb + b]), x16_step(acc[a][h], ti, D, x->d[a * nb + b]));
+                acc[a][h] = _mm256_fmadd_ps(M[h], sx, _mm256_fmadd_ps(_mm256_cvtepi32_ps(ti), _mm256_mul_ps(D[h], dx), acc[a][h]));
             }
         }
     }
@@ -323,7 +342,7 @@ static void mm_x16(const sd_mm_job *j, int64_t r0, int64_t r1) {
             const int left = j->n - i, passes = (left + XA - 1) / XA, A = (left + passes - 1) / passes;
             const uint8_t *pl = i == i0 ? lim : NULL;
             const qx xq = {j->xq + (size_t)i * cols, j->xd + (size_t)i * nb, j->xs + (size_t)i * nb, cols, nb};
-            const int32_t *xo = q6 ? j->xo16 + (size_t)i * (cols / 16) : NULL;
+            const int32_t *xo = q6 ? j->xo16h + (size_t)i * (cols / 16) : NULL;
             if (q6) run_q6kx(A, g, &xq, xo, res, pl);
             else if (t == SD_Q4_K_X16) run_q4kx(A, g, &xq, res, pl);
             else if (nx >= 0) run_nibx(nx, A, g, &xq, res, pl);

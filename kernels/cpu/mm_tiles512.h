@@ -419,7 +419,8 @@ AI void tile_q6kx512(const int A, const uint8_t *g, const qx *x, const int32_t *
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *G = g + 3360 * sb;
         const __m512 d16 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
-#pragma GCC unroll 16
+        /* by 2, not 16: unrolled whole, the tile outgrows the op cache */
+#pragma GCC unroll 2
         for (int j = 0; j < 16; j++) {
             const uint8_t *P = G + 288 + 192 * j;
             if (j < 5) x16_pf(G + 64 * j, lim);
