@@ -903,31 +903,43 @@ static Image device_image(void) {
 }
 
 /* CUDA_EMU_COOP_CHECK=1: the launch runs from the same device memory by
- * increasing and by decreasing block priority; a byte that differs
- * afterwards is a result that depends on the order of the blocks. */
+ * increasing block priority, by decreasing priority and round the blocks;
+ * a byte that differs between the first result and a later one is a
+ * result that depends on the order of the blocks. The two priority orders
+ * catch blocks given fixed items; round the blocks catches blocks that
+ * take items from a shared counter (the persistent step), where by either
+ * priority one block takes every item in turn. */
+static const char *order_name(Order o) {
+    return o == PRIORITY_UP ? "increasing block priority"
+           : o == PRIORITY_DOWN ? "decreasing block priority" : "round the blocks";
+}
+
 static void coop_checked(const Config &c) {
     const Image before = device_image();
     coop_run(c, PRIORITY_UP);
-    const Image fwd = device_image();
-    for (const auto &a : before) memcpy((void *)a.first, a.second.data(), a.second.size());
-    coop_run(c, PRIORITY_DOWN);
-    for (const auto &a : fwd) {
-        const uint8_t *now = (const uint8_t *)a.first;
-        const size_t n = a.second.size();
-        if (!memcmp(now, a.second.data(), n)) continue;
-        size_t i = 0;
-        while (now[i] == a.second[i]) i++;
-        const size_t w = i & ~(size_t)3;
-        uint32_t u = 0, v = 0;
-        if (w + 4 <= n) {
-            memcpy(&u, a.second.data() + w, 4);
-            memcpy(&v, now + w, 4);
+    const Image first = device_image();
+    for (const Order o : {PRIORITY_DOWN, ROUND_ROBIN}) {
+        for (const auto &a : before) memcpy((void *)a.first, a.second.data(), a.second.size());
+        coop_run(c, o);
+        for (const auto &a : first) {
+            const uint8_t *now = (const uint8_t *)a.first;
+            const size_t n = a.second.size();
+            if (!memcmp(now, a.second.data(), n)) continue;
+            size_t i = 0;
+            while (now[i] == a.second[i]) i++;
+            const size_t w = i & ~(size_t)3;
+            uint32_t u = 0, v = 0;
+            if (w + 4 <= n) {
+                memcpy(&u, a.second.data() + w, 4);
+                memcpy(&v, now + w, 4);
+            }
+            fail("kernel %s (cooperative, CUDA_EMU_COOP_CHECK=1): the result depends on the order "
+                 "of the blocks: allocation %p (%zu bytes) differs at offset %zu: 0x%02x by %s, "
+                 "0x%02x by %s (the 32-bit word at offset %zu: 0x%08x / 0x%08x); a block reads "
+                 "what another has not written yet (a missing flag wait?)",
+                 cur_name, (void *)a.first, n, i, a.second[i], order_name(PRIORITY_UP), now[i],
+                 order_name(o), w, u, v);
         }
-        fail("kernel %s (cooperative, CUDA_EMU_COOP_CHECK=1): the result depends on the order of "
-             "the blocks: allocation %p (%zu bytes) differs at offset %zu: 0x%02x by increasing "
-             "block priority, 0x%02x by decreasing (the 32-bit word at offset %zu: 0x%08x / "
-             "0x%08x); a block reads what another has not written yet (a missing flag wait?)",
-             cur_name, (void *)a.first, n, i, a.second[i], now[i], w, u, v);
     }
 }
 
