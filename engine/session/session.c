@@ -332,14 +332,16 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     const sd_strategy *t = sd_strategy_find(strat);
     if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
     if (check_strategies(s, strat, e) || (t->needs_drafter && set_draft_vocab(s, strat, e))) return -1;
-    const int rounds = (t->options & SD_OPT_GAMMA) && s->step_s > 0;
-    if (rounds && sd_session_calibrate(s, strat, ids, n_ids, e)) return -1;
+    const int cal = (t->options & SD_OPT_GAMMA) && s->step_s > 0
+                        ? sd_session_calibrate(s, strat, ids, n_ids, e)
+                        : 1;
+    if (cal < 0) return -1;
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
     if (n < 0) return n;
     if (!st->model) st->model = c->model;
     if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
-    if (rounds && st->verify_s > 0) {
+    if (cal == 0 && st->verify_s > 0) {
         st->step_s = s->step_s;
         st->predicted_speedup =
             sd_cost_predict(st, &s->cal, &st->predicted_verify_s, &st->predicted_draft_s);

@@ -177,7 +177,9 @@ typedef struct sd_hooks {
  * rows (at least SD_STORE_RUN_MAX+1) and, for a strategy with a drafter,
  * the drafter's calls feeding 1..SD_COST_ROWS-1 rows, after a context of
  * the prompt and half of c.n_predict. Kept while the prompt's length, the
- * widths and the drafter view allow; the caches are left empty. */
+ * widths and the drafter view allow; the caches are left empty. Returns 0,
+ * 1 when the cache is too short to hold the context and the widest call
+ * (nothing timed: the runs go without a prediction), or -1. */
 int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e);
 
 /* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
