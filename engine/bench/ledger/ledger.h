@@ -125,6 +125,11 @@ double lg_consts_point(const lg_consts *c, const char *key, int dev);
 /* The text of a file of at most 1 MiB (no NUL bytes), malloc'd into *out;
  * errors name the file. */
 int lg_read_text(const char *path, char **out, sd_err *e);
+/* The next line of the text at *s into line (LG_LINE_MAX bytes, without
+ * its newline or a carriage return before it), *s past it and *ln counted:
+ * 1, or 0 at the end, or -1 for a line too long ("NAME:LINE: ..."). */
+#define LG_LINE_MAX 512
+int lg_next_line(const char **s, char *line, int *ln, const char *name, sd_err *e);
 
 /* ---- the targets (ledger_targets.c) --------------------------------------- */
 

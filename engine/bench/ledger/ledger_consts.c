@@ -24,8 +24,6 @@ static const char *const k_dev[LG_NDEV] = {"h100", "h200"};
 const char *lg_const_name(int k) { return k >= 0 && k < LG_NCONST ? k_const[k] : "?"; }
 const char *lg_dev_name(int d) { return d >= 0 && d < LG_NDEV ? k_dev[d] : "?"; }
 
-#define LINE_MAX_LEN 512
-
 /* The next whitespace-separated word of *p into w (cap bytes); its length. */
 static size_t word(const char **p, char *w, size_t cap) {
     const char *s = *p;
@@ -89,23 +87,28 @@ static int parse_line(const char *line, const char *name, int ln, lg_consts *c,
 int lg_consts_parse(const char *text, const char *name, lg_consts *c, sd_err *e) {
     memset(c, 0, sizeof *c);
     unsigned char seen[LG_NDEV][LG_NCONST] = {{0}};
-    int ln = 0;
-    for (const char *s = text; *s;) {
-        const char *nl = strchr(s, '\n');
-        const size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        ln++;
-        if (len >= LINE_MAX_LEN) return sd_fail(e, "%s:%d: line longer than %d bytes", name, ln, LINE_MAX_LEN - 1);
-        char line[LINE_MAX_LEN];
-        memcpy(line, s, len);
-        line[len] = 0;
-        if (len && line[len - 1] == '\r') line[len - 1] = 0;
+    int ln = 0, got;
+    char line[LG_LINE_MAX];
+    for (const char *s = text; (got = lg_next_line(&s, line, &ln, name, e)) > 0;)
         if (parse_line(line, name, ln, c, seen, e)) return -1;
-        s += len + (nl ? 1 : 0);
-    }
+    if (got < 0) return -1;
     for (int d = 0; d < LG_NDEV; d++)
         for (int k = 0; k < LG_NCONST; k++)
             if (!seen[d][k]) return sd_fail(e, "%s: no %s for %s", name, k_const[k], k_dev[d]);
     return 0;
+}
+
+int lg_next_line(const char **s, char *line, int *ln, const char *name, sd_err *e) {
+    if (!**s) return 0;
+    const char *nl = strchr(*s, '\n');
+    size_t len = nl ? (size_t)(nl - *s) : strlen(*s);
+    ++*ln;
+    if (len >= LG_LINE_MAX) return sd_fail(e, "%s:%d: line longer than %d bytes", name, *ln, LG_LINE_MAX - 1);
+    memcpy(line, *s, len);
+    *s += len + (nl ? 1 : 0);
+    if (len && line[len - 1] == '\r') len--;
+    line[len] = 0;
+    return 1;
 }
 
 int lg_read_text(const char *path, char **out, sd_err *e) {

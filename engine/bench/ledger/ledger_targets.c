@@ -16,7 +16,6 @@
 #include "engine/bench/ledger/ledger.h"
 
 #define WORDS 12
-#define LINE_MAX_LEN 512
 
 /* Splits line (modified) into at most WORDS words; their count. */
 static int split(char *line, char **w) {
@@ -81,18 +80,11 @@ static int parse_line(char *line, const char *name, int ln, lg_targets *t, sd_er
 
 int lg_targets_parse(const char *text, const char *name, lg_targets *t, sd_err *e) {
     memset(t, 0, sizeof *t);
-    int ln = 0;
-    for (const char *s = text; *s;) {
-        const char *nl = strchr(s, '\n');
-        const size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        ln++;
-        if (len >= LINE_MAX_LEN) return sd_fail(e, "%s:%d: line longer than %d bytes", name, ln, LINE_MAX_LEN - 1);
-        char line[LINE_MAX_LEN];
-        memcpy(line, s, len);
-        line[len] = 0;
+    int ln = 0, got;
+    char line[LG_LINE_MAX];
+    for (const char *s = text; (got = lg_next_line(&s, line, &ln, name, e)) > 0;)
         if (parse_line(line, name, ln, t, e)) return -1;
-        s += len + (nl ? 1 : 0);
-    }
+    if (got < 0) return -1;
     if (!t->n_accept || !(t->spec > 0)) return sd_fail(e, "%s: no accept or no spec line", name);
     return 0;
 }
