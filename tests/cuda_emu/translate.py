@@ -77,61 +77,54 @@ def launches(s):
         pos = end
 
 
-def launches_ex(s):
-    """cudaLaunchKernelEx(cfg, kernel, args) -> emu::launch_kernel_ex(cfg,
-    "kernel", kernel, args): the kernel expression ends at the first comma
-    outside parentheses and template brackets."""
+def top_comma(s, j, end):
+    """Index of the first comma in s[j:end] outside parentheses and template
+    brackets (end when there is none)."""
+    depth = 0
+    while j < end and not (depth == 0 and s[j] == ','):
+        if s[j] in '(<':
+            depth += 1
+        elif s[j] in ')>':
+            depth -= 1
+        j += 1
+    return j
+
+
+def rewrite_calls(s, fname, rewrite):
+    """Each call fname(...) in s becomes rewrite(s, k, end): k the index of
+    its '(' and end the index just past its ')'."""
     out = []
     pos = 0
     while True:
-        i = s.find('cudaLaunchKernelEx(', pos)
+        i = s.find(fname + '(', pos)
         if i < 0:
             out.append(s[pos:])
             return ''.join(out)
-        k = i + len('cudaLaunchKernelEx')
+        k = i + len(fname)
         end = balanced(s, k)
-        first = s.find(',', k)
-        j = first + 1
-        depth = 0
-        while j < end - 1 and not (depth == 0 and s[j] == ','):
-            if s[j] in '(<':
-                depth += 1
-            elif s[j] in ')>':
-                depth -= 1
-            j += 1
-        kernel = s[first + 1:j].strip()
-        label = re.sub(r'\s+', ' ', kernel)
         out.append(s[pos:i])
-        out.append('emu::launch_kernel_ex(%s, "%s", %s%s' % (s[k + 1:first], label, kernel, s[j:end]))
+        out.append(rewrite(s, k, end))
         pos = end
 
 
-def launches_coop(s):
+def launch_ex(s, k, end):
+    """cudaLaunchKernelEx(cfg, kernel, args) -> emu::launch_kernel_ex(cfg,
+    "kernel", kernel, args)."""
+    first = s.find(',', k)
+    j = top_comma(s, first + 1, end - 1)
+    kernel = s[first + 1:j].strip()
+    label = re.sub(r'\s+', ' ', kernel)
+    return 'emu::launch_kernel_ex(%s, "%s", %s%s' % (s[k + 1:first], label, kernel, s[j:end])
+
+
+def launch_coop(s, k, end):
     """cudaLaunchCooperativeKernel(kernel, rest) -> emu::launch_cooperative(
     "kernel", kernel, rest); a (void *) or (const void *) cast in front of
     the kernel is dropped (the emulator needs its parameter types)."""
-    out = []
-    pos = 0
-    while True:
-        i = s.find('cudaLaunchCooperativeKernel(', pos)
-        if i < 0:
-            out.append(s[pos:])
-            return ''.join(out)
-        k = i + len('cudaLaunchCooperativeKernel')
-        end = balanced(s, k)
-        j = k + 1
-        depth = 0
-        while j < end - 1 and not (depth == 0 and s[j] == ','):
-            if s[j] in '(<':
-                depth += 1
-            elif s[j] in ')>':
-                depth -= 1
-            j += 1
-        kernel = re.sub(r'^\(\s*(const\s+)?void\s*\*\s*\)\s*', '', s[k + 1:j].strip())
-        label = re.sub(r'\s+', ' ', kernel)
-        out.append(s[pos:i])
-        out.append('emu::launch_cooperative("%s", %s%s' % (label, kernel, s[j:end]))
-        pos = end
+    j = top_comma(s, k + 1, end - 1)
+    kernel = re.sub(r'^\(\s*(const\s+)?void\s*\*\s*\)\s*', '', s[k + 1:j].strip())
+    label = re.sub(r'\s+', ' ', kernel)
+    return 'emu::launch_cooperative("%s", %s%s' % (label, kernel, s[j:end])
 
 
 def shared_statics(s):
@@ -173,8 +166,8 @@ def main():
         s = f.read()
     s = SHARED.sub(lambda m: '%s *%s = (%s *)emu::dynamic_smem();' % (m[1], m[2], m[1]), s)
     s = launches(s)
-    s = launches_ex(s)
-    s = launches_coop(s)
+    s = rewrite_calls(s, 'cudaLaunchKernelEx', launch_ex)
+    s = rewrite_calls(s, 'cudaLaunchCooperativeKernel', launch_coop)
     s = shared_statics(s)
     with open(dst, 'w') as f:
         f.write('#line 1 "%s"\n' % src)
