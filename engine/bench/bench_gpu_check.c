@@ -408,6 +408,20 @@ static int spec_runs(sd_model *t, sd_model *d, int gamma, const int32_t *prompt,
     return 0;
 }
 
+/* The cost model (sd_cost_predict) priced with this run's own costs: the
+ * autoregressive run's step for one row, each verification width at its
+ * mean measured call, every drafter call at their mean. */
+static double own_cost_speedup(const sd_gen_stats *sp, double step) {
+    sd_cost_calib cal = {0};
+    cal.verify_s[1] = step;
+    for (int n = 2; n < SD_COST_ROWS; n++)
+        if (sp->verify_calls_n[n]) cal.verify_s[n] = sp->verify_s_n[n] / sp->verify_calls_n[n];
+    const double per_draft = sp->draft_calls ? (sp->draft_s + sp->catchup_s) / sp->draft_calls : 0;
+    for (int k = 1; k < SD_COST_ROWS; k++)
+        if (sp->draft_calls_n[k]) cal.draft_s[k] = per_draft;
+    return sd_cost_predict(sp, &cal, NULL, NULL);
+}
+
 static int cmd_spec(const char *target, const char *draft, const char *gamma_s, int n_alpha,
                     char **alpha) {
     char *end;
@@ -437,7 +451,7 @@ static int cmd_spec(const char *target, const char *draft, const char *gamma_s, 
         goto done;
     }
     const int same = !memcmp(ar_ids, sp_ids, sizeof ar_ids), identical = !strcmp(target, draft);
-    const double step = 1 / ar_rate, real = sp_rate / ar_rate, pred = sd_cost_speedup(&sp, step);
+    const double step = 1 / ar_rate, real = sp_rate / ar_rate, pred = own_cost_speedup(&sp, step);
     const double acc = sp.drafted ? (double)sp.accepted / sp.drafted : 0;
     const long vc = sp.verify_calls_n[gamma + 1];
     const double t_draft = sp.draft_calls ? (sp.draft_s + sp.catchup_s) / sp.draft_calls : 0;
