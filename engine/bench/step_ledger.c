@@ -120,11 +120,11 @@ static double cost_us(const lg_trace *t, int path, const lg_device *d) {
 static int decode_path(int path) { return path != LG_GRAPH_PDL_MMA && path != LG_PERSIST_FINE_MMA; }
 
 static void print_decode(const lg_device *d, int ctx) {
-    printf("decode, one row at position %d: launches (graph nodes; a persistent step: 1 + its "
-           "stages), stage-level waits + item-level waits (per layer), MB read and written, "
-           "predicted step (of it exposed: launches, waits, host)\n",
+    printf("decode, one row at position %d: launches (graph nodes, or the persistent launch's "
+           "stages; the argmax is launched after either), stage-level + item-level waits (per "
+           "layer), MB read and written, predicted step (of it exposed: launches, waits, host)\n",
            ctx);
-    printf("  %-18s %-17s %9s %15s %7s %6s %6s %8s %8s %7s %7s %6s  %s\n", "shape", "path", "launches",
+    printf("  %-18s %-17s %10s %15s %7s %6s %6s %8s %8s %7s %7s %6s  %s\n", "shape", "path", "launches",
            "waits (/layer)", "wt MB", "KV MB", "act MB", "us/step", "exposed", "tok/s", "bound",
            "%bound", "target");
     for (int i = 0; i < SYNTH_N_PRESETS; i++) {
@@ -137,8 +137,8 @@ static void print_decode(const lg_device *d, int ctx) {
             sd_err e;
             if (!decode_path(path) || lg_cost(&s->at[1], path, d, &st, &e)) continue;
             char lw[32], wt[48], goal[48] = "";
-            snprintf(lw, sizeof lw, st.stages ? "%d+%d" : st.nodes ? "%d (%d)" : "%d",
-                     st.stages ? 1 : st.launches, st.stages ? st.stages : st.nodes);
+            snprintf(lw, sizeof lw, st.stages ? "%d (%d st)" : st.nodes ? "%d (%d)" : "%d", st.launches,
+                     st.stages ? st.stages : st.nodes);
             snprintf(wt, sizeof wt, "%d+%d (%.1f)", st.waits, st.partial,
                      (double)(st.waits + st.partial) / s->p->n_layers);
             const double toks = 1e6 / st.us, pct = 100 * toks / bound;
@@ -146,7 +146,7 @@ static void print_decode(const lg_device *d, int ctx) {
                 snprintf(goal, sizeof goal, ">= %.0f tok/s: %s", toks_goal, toks >= toks_goal ? "met" : "not met");
             else if (pct_goal > 0)
                 snprintf(goal, sizeof goal, ">= %.0f%%: %s", pct_goal, pct >= pct_goal ? "met" : "not met");
-            printf("  %-18s %-17s %9s %15s %7.1f %6.1f %6.1f %8.1f %8.1f %7.0f %7.0f %5.1f%%  %s\n",
+            printf("  %-18s %-17s %10s %15s %7.1f %6.1f %6.1f %8.1f %8.1f %7.0f %7.0f %5.1f%%  %s\n",
                    first ? s->p->name : "", lg_path_name(path), lw, wt, st.w_bytes / 1e6,
                    st.kv_bytes / 1e6, st.act_bytes / 1e6, st.us, st.exposed_us, toks, bound, pct, goal);
             first = 0;
