@@ -603,7 +603,8 @@ static void print_device(const lg_consts *c, int dev, int ctx) {
     printf("the ledger against the measured figures (each on the path its key names; decode at "
            "position %d, verify at %d)\n",
            DECODE_AT, VERIFY_AT);
-    const double ed = check_points(c, dev, d, 1, ALL_PATHS, PT_DECODE);
+    check_points(c, dev, d, 1, ALL_PATHS, PT_DECODE | PT_VERIFY);
+    const double ed = check_points(c, dev, d, 0, ALL_PATHS, PT_DECODE);
     const double ev = check_points(c, dev, d, 0, ALL_PATHS, PT_VERIFY);
     printf("  mean |error|: decode %.1f%%, verify %.1f%%\n\n", 100 * (exp(ed) - 1), 100 * (exp(ev) - 1));
     print_verdicts(c, dev);
