@@ -215,9 +215,13 @@ $(BUILD)/bench/step_ledger: engine/bench/step_ledger.c $(LEDGER_OBJ) $(LIB)
 	$(CC) $(CFLAGS) $< $(LEDGER_OBJ) $(LIB) $(LDLIBS) -o $@
 $(BUILD)/tests/test_step_ledger: $(LEDGER_OBJ)
 $(BUILD)/tests/test_step_ledger: TUTIL_OBJ += $(LEDGER_OBJ)
-.PHONY: ledger
+.PHONY: ledger ledger-record
 ledger: $(BUILD)/bench/step_ledger
 	$(BUILD)/bench/step_ledger $(LEDGER_FILES) --commit '$(GIT_DESCRIBE)' $(ARGS)
+# The ledger's output as docs/perf/gpu-ledger.txt keeps it, the command at its head.
+ledger-record: $(BUILD)/bench/step_ledger
+	{ echo '# make ledger-record: step_ledger $(LEDGER_FILES) --commit $(GIT_DESCRIBE)'; \
+	  $(BUILD)/bench/step_ledger $(LEDGER_FILES) --commit '$(GIT_DESCRIBE)'; } >docs/perf/gpu-ledger.txt
 # The test helpers' objects are kept, so a second `make test` rebuilds nothing.
 .SECONDARY: $(TUTIL_OBJ) $(FUZZ_REGRESS_OBJ) $(LEDGER_OBJ)
 

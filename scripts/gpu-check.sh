@@ -375,6 +375,10 @@ if [ $GPU = 1 ]; then
         # shellcheck disable=SC2046
         step "decode_persist_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
+    # the Qwen pair's drafter, whose step the spec targets turn on (the step
+    # ledger's decode_pdl / decode_stage figures of qwen-0.5b-q4_k_m)
+    step decode_graph_pdl_qwen-0.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-0.5b-q4_k_m.gguf"
+    step decode_persist_qwen-0.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-0.5b-q4_k_m.gguf"
     # folded launches planned for 4 and 16 resident blocks a multiprocessor (default 8)
     for k in 4 16; do
         for p in smollm2-135m-q4_1 qwen-1.5b-q4_k_m; do

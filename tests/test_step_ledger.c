@@ -30,11 +30,16 @@ static lg_device dev(double copy_gbs, double kernel, double launch, double step,
     d.v[LG_KERNEL_US] = kernel;
     d.v[LG_LAUNCH_US] = launch;
     d.v[LG_STEP_US] = step;
-    d.v[LG_BARRIER_US] = 2;
+    d.v[LG_BUILD_US] = 0.1;
     d.v[LG_FLAG_US] = 0.5;
+    d.v[LG_TAIL_US] = 1;
+    d.v[LG_LOAD_US] = 0.25;
     d.v[LG_OP_US] = 0;
     d.v[LG_QUANT_RATE] = 1e30;
     d.v[LG_FLOAT_RATE] = float_rate;
+    d.v[LG_IMMA_RATE] = 1e30;
+    d.v[LG_HMMA_RATE] = 1e30;
+    d.v[LG_MMA_EFF] = 1;
     return d;
 }
 
@@ -74,11 +79,25 @@ Test(ledger, counts_by_hand) {
     cr_expect(s.launches == 18 && s.nodes == 19, "nofold: %d launches, %d nodes", s.launches, s.nodes);
     cr_expect(s.w_bytes == ROW_W + 2 * (LAYER_W + 2 * 256) + HEAD_W + 256, "nofold weight bytes %.0f",
               s.w_bytes);
-    /* 13 ops, 12 boundaries: qkv -> attention partial in each layer */
-    s = cost(m, 1, 10, LG_PERSISTENT, &d);
-    cr_expect(s.launches == 1 && s.nodes == 0 && s.waits == 10 && s.partial == 2,
-              "persistent: %d launches, %d waits + %d partial", s.launches, s.waits, s.partial);
-    cr_expect(fabs(s.us - (100 + 10 + 10 * 2 + 2 * 0.5)) < 1e-3, "persistent %.6f us", s.us);
+    /* today's persistent step: the 17 kernels of the graph as stages, 16
+     * stage waits (flag + tail + load each), a build a stage; the argmax
+     * launched after it */
+    s = cost(m, 1, 10, LG_PERSIST_STAGE, &d);
+    cr_expect(s.launches == 2 && s.stages == 17 && s.nodes == 0 && s.waits == 17 && s.partial == 0,
+              "persist stage: %d launches, %d stages, %d waits + %d", s.launches, s.stages, s.waits, s.partial);
+    cr_expect(fabs(s.us - (100 + 10 + 17 * 0.1 + 16 * 1.75 + 10)) < 1e-3, "persist stage %.6f us", s.us);
+    /* fine waits: a norm after the embedding, Q/K/V and the SwiGLU after
+     * their norms, attention after Q/K/V, the head after the last norm wait
+     * for items (8); wo, the second norm and down in each layer, and the
+     * first norm of layer 1 and the last norm after down, for whole stages
+     * (8, and the argmax's launch) */
+    s = cost(m, 1, 10, LG_PERSIST_FINE, &d);
+    cr_expect(s.launches == 2 && s.stages == 17 && s.waits == 9 && s.partial == 8,
+              "persist fine: %d launches, %d stages, %d waits + %d", s.launches, s.stages, s.waits, s.partial);
+    /* no build; a stage wait flag + tail (the prefetch hides load), an item
+     * wait max(flag, load) */
+    cr_expect(fabs(s.us - (100 + 10 + 8 * 1.5 + 8 * 0.5 + 10)) < 1e-3, "persist fine %.6f us", s.us);
+    cr_expect(fabs(s.us - s.exposed_us) < 1e-3, "nothing but exposed: %.6f of %.6f", s.exposed_us, s.us);
     lg_model_close(m);
 }
 
@@ -93,12 +112,85 @@ Test(ledger, bytes_work_and_tiles) {
     const double elems = 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 2 * 128 * 64 + 64 * 128) + 512 * 64;
     s = cost(m, 3, 10, LG_GRAPH_PDL, &fl);
     cr_expect(fabs(s.us - 3 * elems) < 1e-3, "3 rows: %.3f us, want %.0f", s.us, 3 * elems);
-    /* 9 rows are two tiles of 8: every product reads its weights twice,
-     * unless the step is persistent */
+    /* 9 rows are two tiles of 8 on dp4a: every product reads its weights
+     * twice, on any launch scheme; the mma reads them once */
     s = cost(m, 9, 10, LG_GRAPH_PDL, &bw);
     cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W), "9 rows: %.0f", s.w_bytes);
-    s = cost(m, 9, 10, LG_PERSISTENT, &bw);
-    cr_expect(s.w_bytes == 9 * ROW_W + 2 * LAYER_W + HEAD_W, "9 rows persistent: %.0f", s.w_bytes);
+    s = cost(m, 9, 10, LG_PERSIST_FINE, &bw);
+    cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W) + 5 * 256, "9 rows fine: %.0f", s.w_bytes);
+    s = cost(m, 9, 10, LG_PERSIST_FINE_MMA, &bw);
+    cr_expect(s.w_bytes == 9 * ROW_W + 2 * LAYER_W + HEAD_W + 5 * 256, "9 rows fine mma: %.0f", s.w_bytes);
+    lg_model_close(m);
+}
+
+/* The new design against today's: fewer stage-level waits, the mma's
+ * weights read once for every width, one row untouched by the mma. */
+Test(ledger, fine_waits_and_mma_bytes) {
+    lg_model *m = open_tiny(&k_tiny);
+    const lg_device d = dev(1e12, 1, 10, 100, 1e30);
+    const lg_step st = cost(m, 1, 10, LG_PERSIST_STAGE, &d), fi = cost(m, 1, 10, LG_PERSIST_FINE, &d);
+    cr_expect(fi.waits < st.waits && fi.waits + fi.partial == st.waits && fi.stages == st.stages,
+              "stage %d waits, fine %d + %d", st.waits, fi.waits, fi.partial);
+    cr_expect(fi.us < st.us, "fine %.3f us, stage %.3f us", fi.us, st.us);
+    const int mma[2] = {LG_GRAPH_PDL_MMA, LG_PERSIST_FINE_MMA}, dp4a[2] = {LG_GRAPH_PDL, LG_PERSIST_FINE};
+    for (int p = 0; p < 2; p++) {
+        const lg_step one = cost(m, 1, 10, dp4a[p], &d), one_mma = cost(m, 1, 10, mma[p], &d);
+        cr_expect(one.us == one_mma.us && one.w_bytes == one_mma.w_bytes, "%s: one row differs",
+                  lg_path_name(mma[p]));
+        for (int n = 2; n <= 16; n++) {
+            const lg_step s = cost(m, n, 10, mma[p], &d);
+            cr_expect(s.w_bytes - n * ROW_W == one.w_bytes - ROW_W, "%s, %d rows: %.0f weight bytes",
+                      lg_path_name(mma[p]), n, s.w_bytes);
+        }
+    }
+    lg_model_close(m);
+}
+
+/* The products' compute: dp4a n x the elements, the mma the elements once
+ * (dequantised as one row does) plus the mma issue over rows padded to 8. */
+Test(ledger, mma_compute) {
+    lg_model *m = open_tiny(&k_tiny_q);
+    lg_device d = dev(1e12, 0, 0, 0, 1e30);
+    d.v[LG_QUANT_RATE] = 1e6;
+    const double elems = 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 2 * 128 * 64 + 64 * 128) + 512 * 64;
+    lg_step s = cost(m, 8, 10, LG_GRAPH_PDL, &d);
+    cr_expect(fabs(s.work_us / (8 * elems) - 1) < 1e-9, "dp4a 8 rows: %.3f us", s.work_us);
+    s = cost(m, 8, 10, LG_GRAPH_PDL_MMA, &d);
+    cr_expect(fabs(s.work_us / elems - 1) < 1e-9, "mma 8 rows: %.3f us", s.work_us);
+    d.v[LG_IMMA_RATE] = 1e6, d.v[LG_MMA_EFF] = 0.5;
+    s = cost(m, 8, 10, LG_GRAPH_PDL_MMA, &d);
+    cr_expect(fabs(s.work_us / (elems + 16 * elems) - 1) < 1e-9, "mma issue, 8 rows: %.3f us", s.work_us);
+    s = cost(m, 9, 10, LG_PERSIST_FINE_MMA, &d);
+    cr_expect(fabs(s.work_us / (elems + 32 * elems) - 1) < 1e-9, "mma issue, 9 rows: %.3f us", s.work_us);
+    lg_model_close(m);
+}
+
+/* Each constant moves the prediction its way, and only where its path
+ * uses it. */
+Test(ledger, predictions_move) {
+    lg_model *m = open_tiny(&k_tiny_q);
+    const lg_device base = dev(1, 1, 10, 100, 1e9);
+    lg_device x = base;
+    x.v[LG_FLAG_US] *= 2;
+    cr_expect(cost(m, 1, 10, LG_PERSIST_FINE, &x).us > cost(m, 1, 10, LG_PERSIST_FINE, &base).us);
+    cr_expect(cost(m, 1, 10, LG_GRAPH_PDL, &x).us == cost(m, 1, 10, LG_GRAPH_PDL, &base).us);
+    x = base, x.v[LG_ETA] = 0.5;
+    cr_expect(cost(m, 1, 10, LG_PERSIST_FINE, &x).us > cost(m, 1, 10, LG_PERSIST_FINE, &base).us);
+    /* the prefetch: load_us up to the wait itself costs the fine path
+     * nothing at stage-level waits, and every stage wait of today's path */
+    x = base, x.v[LG_LOAD_US] = 0.5, x.v[LG_FLAG_US] = 0.5;
+    lg_device y = x;
+    y.v[LG_LOAD_US] = 0;
+    const lg_step st = cost(m, 1, 10, LG_PERSIST_STAGE, &x), st0 = cost(m, 1, 10, LG_PERSIST_STAGE, &y);
+    cr_expect(fabs(st.us - st0.us - 0.5 * (st.waits - 1)) < 1e-6, "stage: %.3f -> %.3f us", st0.us, st.us);
+    cr_expect(fabs(cost(m, 1, 10, LG_PERSIST_FINE, &x).us - cost(m, 1, 10, LG_PERSIST_FINE, &y).us) < 1e-6);
+    /* a slower mma makes a compute-bound verification dearer, and only
+     * there */
+    x = base, x.v[LG_QUANT_RATE] = 1e6, x.v[LG_IMMA_RATE] = 1e8;
+    y = x, y.v[LG_MMA_EFF] = 0.25;
+    cr_expect(cost(m, 8, 10, LG_PERSIST_FINE_MMA, &y).us > cost(m, 8, 10, LG_PERSIST_FINE_MMA, &x).us);
+    cr_expect(cost(m, 8, 10, LG_PERSIST_FINE, &y).us == cost(m, 8, 10, LG_PERSIST_FINE, &x).us);
+    cr_expect(cost(m, 8, 10, LG_PERSIST_FINE_MMA, &x).us < cost(m, 8, 10, LG_PERSIST_FINE, &x).us);
     lg_model_close(m);
 }
 
@@ -139,8 +231,11 @@ static char *good_text(void) {
     for (int d = 0; d < LG_NDEV; d++)
         for (int k = 0; k < LG_NCONST; k++)
             o += (size_t)snprintf(buf + o, sizeof buf - o, "%s %s %g run %d\n", lg_const_name(k),
-                                  lg_dev_name(d), k == LG_ETA ? 0.5 : 1.0 + k + 10 * d, k);
-    snprintf(buf + o, sizeof buf - o, "# a comment\n\ndecode_nofold:llama-1b-bf16 h200 982 a run\n");
+                                  lg_dev_name(d), k == LG_ETA || k == LG_MMA_EFF ? 0.5 : 1.0 + k + 10 * d,
+                                  k);
+    snprintf(buf + o, sizeof buf - o,
+             "# a comment\n\ndecode_nofold:llama-1b-bf16 h200 982 a run\n"
+             "verify_fine_mma:qwen-1.5b-q4_k_m:5 h100 1.1 assumption: not a run\n");
     return buf;
 }
 
@@ -154,6 +249,33 @@ Test(ledger_consts, parses) {
     cr_expect(strcmp(c.source[LG_H100][LG_STEP_US], "run 4") == 0, "'%s'", c.source[LG_H100][LG_STEP_US]);
     cr_expect(lg_consts_point(&c, "decode_nofold:llama-1b-bf16", LG_H200) == 982);
     cr_expect(lg_consts_point(&c, "decode_nofold:llama-1b-bf16", LG_H100) == -1);
+    cr_expect(lg_consts_point(&c, "verify_fine_mma:qwen-1.5b-q4_k_m:5", LG_H100) == 1.1);
+    cr_expect(!c.assumed[LG_H100][LG_STEP_US]);
+    cr_expect(lg_point_path("verify_fine_mma:x:5") == LG_PERSIST_FINE_MMA);
+    cr_expect(lg_point_path("decode_stage:x") == LG_PERSIST_STAGE);
+    cr_expect(lg_point_path("decode_fine:") == -1 && lg_point_path("decode_persist:x") == -1 &&
+              lg_point_path("prefill_pdl:x") == -1);
+}
+
+Test(ledger_consts, marks_assumptions) {
+    static lg_consts c;
+    static char buf[4096];
+    sd_err e;
+    snprintf(buf, sizeof buf, "%s", good_text());
+    char *line = strstr(buf, "flag_us h200");
+    cr_assert(line);
+    memcpy(strstr(line, "run"), "as~", 3);
+    cr_assert(lg_consts_parse(buf, "a.txt", &c, &e) == 0, "%s", e.msg);
+    cr_expect(!c.assumed[LG_H200][LG_FLAG_US]);
+    snprintf(buf, sizeof buf, "%s", good_text());
+    line = strstr(buf, "flag_us h200");
+    const char *rest = strchr(line, '\n');
+    char tail[4096];
+    snprintf(tail, sizeof tail, "%s", rest);
+    snprintf(line, sizeof buf - (size_t)(line - buf), "flag_us h200 0.7 assumption: a guess%s", tail);
+    cr_assert(lg_consts_parse(buf, "a.txt", &c, &e) == 0, "%s", e.msg);
+    cr_expect(c.assumed[LG_H200][LG_FLAG_US] && c.dev[LG_H200].v[LG_FLAG_US] == 0.7);
+    cr_expect(!c.assumed[LG_H100][LG_FLAG_US]);
 }
 
 Test(ledger_consts, shipped_file) {
@@ -186,6 +308,7 @@ Test(ledger_consts, refuses) {
     refused(3, "kernel_ms h100 3 run", "bad.txt:3: unknown constant 'kernel_ms'");
     refused(2, "eta a100 0.5 run", "bad.txt:2: device 'a100'");
     refused(2, "eta h100 1.5 run", "bad.txt:2: eta 1.5 is above 1");
+    refused(2, "mma_eff h100 2 run", "bad.txt:2: mma_eff 2 is above 1");
     refused(4, "launch_us h100 -4 run", "bad.txt:4: value '-4'");
     refused(4, "launch_us h100 4us run", "bad.txt:4: value '4us'");
     refused(4, "launch_us h100 4", "bad.txt:4: launch_us h100 has no source");

@@ -21,7 +21,10 @@
  *       0. With graphs on, 64 graphed steps must give the ids of 64 plain
  *       ones.
  *       --min-toks T / --min-pct P print the target and whether it is met
- *       (reported, not an exit status).
+ *       (reported, not an exit status). Where the settings run a path of
+ *       the step ledger (graph with PDL, norms folded or not; the
+ *       persistent step), a "ledger:" line gives the figure under its key
+ *       in docs/perf/gpu-ledger-constants.txt; verify prints one too.
  *   bench_gpu_check verify TARGET DRAFT ALPHA...
  *       CUDA: the cost of one target call over n = 1..9 rows (positions
  *       64.., argmax of every row on the device), median of 15, as a
@@ -89,6 +92,22 @@ static const char *fold_setting(void) {
 static const char *base(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* The step ledger's tag of the path these settings run (the keys of
+ * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
+ * path; the persistent step is the stage-level one of kernels/cuda/step.cu. */
+static const char *ledger_tag(void) {
+    if (opts.cuda_persistent) return "stage";
+    if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
+    return opts.cuda_fuse_norm ? "pdl" : "nofold";
+}
+
+/* A file's name less its directories and ".gguf": the synth_gguf preset. */
+static int preset_len(const char *path) {
+    const char *b = base(path);
+    const size_t n = strlen(b);
+    return (int)(n > 5 && !strcmp(b + n - 5, ".gguf") ? n - 5 : n);
 }
 
 static sd_model *load(const char *path, int device, sd_err *e) {
@@ -295,6 +314,8 @@ static int cmd_decode(const char *path, const char *target, double goal) {
         if (!opts.cuda_graph)
             printf("S   %.1f norms folded a call\n",
                    (double)(sd_cuda_norms_folded(m->be) - f0) / (3 * 129));
+        if (ledger_tag())
+            printf("S   ledger: decode_%s:%.*s %.0f\n", ledger_tag(), preset_len(path), base(path), d);
         if (target) {
             int toks = !strcmp(target, "--min-toks");
             double got = toks ? d : 100.0 * d / bound;
@@ -348,6 +369,10 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
     printf("S verify %s (graph %s, pdl %s, fold %s): n rows -> ms per call (x n=1):",
            base(target), on_off(opts.cuda_graph), on_off(opts.cuda_pdl), fold_setting());
     for (int n = 1; n <= 9; n++) printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
+    if (ledger_tag()) {
+        printf("\nS   ledger: verify_%s:%.*s:N, N = 1..9:", ledger_tag(), preset_len(target), base(target));
+        for (int n = 1; n <= 9; n++) printf(" %.3f", cost[n] * 1e3);
+    }
     printf("\nS verify 5 rows / 1 row = %.2fx (target <= 1.15x): %s\n", cost[5] / cost[1],
            cost[5] / cost[1] <= 1.15 ? "met" : "NOT met");
     printf("S draft step %s: %.3f ms (%.2fx the target's 1-row call)\n", base(draft),
@@ -408,6 +433,20 @@ static int spec_runs(sd_model *t, sd_model *d, int gamma, const int32_t *prompt,
     return 0;
 }
 
+/* The cost model (sd_cost_predict) priced with this run's own costs: the
+ * autoregressive run's step for one row, each verification width at its
+ * mean measured call, every drafter call at their mean. */
+static double own_cost_speedup(const sd_gen_stats *sp, double step) {
+    sd_cost_calib cal = {0};
+    cal.verify_s[1] = step;
+    for (int n = 2; n < SD_COST_ROWS; n++)
+        if (sp->verify_calls_n[n]) cal.verify_s[n] = sp->verify_s_n[n] / sp->verify_calls_n[n];
+    const double per_draft = sp->draft_calls ? (sp->draft_s + sp->catchup_s) / sp->draft_calls : 0;
+    for (int k = 1; k < SD_COST_ROWS; k++)
+        if (sp->draft_calls_n[k]) cal.draft_s[k] = per_draft;
+    return sd_cost_predict(sp, &cal, NULL, NULL);
+}
+
 static int cmd_spec(const char *target, const char *draft, const char *gamma_s, int n_alpha,
                     char **alpha) {
     char *end;
@@ -437,7 +476,7 @@ static int cmd_spec(const char *target, const char *draft, const char *gamma_s, 
         goto done;
     }
     const int same = !memcmp(ar_ids, sp_ids, sizeof ar_ids), identical = !strcmp(target, draft);
-    const double step = 1 / ar_rate, real = sp_rate / ar_rate, pred = sd_cost_speedup(&sp, step);
+    const double step = 1 / ar_rate, real = sp_rate / ar_rate, pred = own_cost_speedup(&sp, step);
     const double acc = sp.drafted ? (double)sp.accepted / sp.drafted : 0;
     const long vc = sp.verify_calls_n[gamma + 1];
     const double t_draft = sp.draft_calls ? (sp.draft_s + sp.catchup_s) / sp.draft_calls : 0;

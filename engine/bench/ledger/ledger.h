@@ -13,6 +13,7 @@
 #ifndef SD_LEDGER_H
 #define SD_LEDGER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/bench/synth_presets.h"
@@ -74,26 +75,38 @@ enum { LG_H100, LG_H200, LG_NDEV };
  *              and the tail of its slowest block
  *   launch_us  a kernel launched on its own (outside a graph), or the one
  *              cooperative launch of a persistent step
- *   step_us    a step's fixed host cost: the graph launch, the ids back,
- *              the wait
- *   barrier_us a grid-wide barrier inside a persistent kernel
- *   flag_us    a wait on some tiles only (a flag per tile)
- *   op_us      the shortest body of one op inside a persistent kernel (its
- *              blocks' latency chain)
+ *   step_us    a step's fixed host cost: the launch, the ids back, the wait
+ *   build_us   a persistent step's host work a stage when its work list is
+ *              built again every step (plans, dependencies, the copy)
+ *   flag_us    a wait's flag propagation: the producer's release through L2
+ *              to the waiting block's acquire
+ *   tail_us    a stage-level wait's further exposure: the slowest item of
+ *              the stage waited for finishing after the average one
+ *   load_us    the first weight loads from device memory after a wait,
+ *              exposed unless an L2 prefetch issued before the wait hid them
+ *   op_us      the shortest body of one stage inside a persistent kernel
+ *              (its blocks' latency chain)
  *   quant_rate, float_rate  weight elements x activation rows a second
- *              that the products compute on integer (int8 activations) or
- *              float weights: where n rows cost more than their bytes */
+ *              that the dp4a / float products compute on quantised or
+ *              float weights: where n rows cost more than their bytes
+ *   imma_rate, hmma_rate  the tensor cores' dense int8 / bf16 multiply-adds
+ *              a second (published peaks)
+ *   mma_eff    the share of those peaks that m16n8k32 / m16n8k16 mma
+ *              issue reaches in the n-row products */
 enum {
-    LG_COPY_GBS, LG_ETA, LG_KERNEL_US, LG_LAUNCH_US, LG_STEP_US, LG_BARRIER_US, LG_FLAG_US,
-    LG_OP_US, LG_QUANT_RATE, LG_FLOAT_RATE, LG_NCONST
+    LG_COPY_GBS, LG_ETA, LG_KERNEL_US, LG_LAUNCH_US, LG_STEP_US, LG_BUILD_US, LG_FLAG_US,
+    LG_TAIL_US, LG_LOAD_US, LG_OP_US, LG_QUANT_RATE, LG_FLOAT_RATE, LG_IMMA_RATE, LG_HMMA_RATE,
+    LG_MMA_EFF, LG_NCONST
 };
 
 typedef struct lg_device {
     double v[LG_NCONST];
 } lg_device;
 
-/* A measured figure the ledger is checked against: key (e.g.
- * "decode_nofold:llama-1b-bf16", "verify_nofold:qwen-1.5b-q4_k_m:5"), device, value. */
+/* A measured figure the ledger is checked against: key
+ * KIND_PATH:PRESET[:ROWS] (KIND decode, tok/s, or verify, ms a call of ROWS
+ * rows; PATH a path's tag, lg_path_tag: "decode_nofold:llama-1b-bf16",
+ * "verify_fine_mma:qwen-1.5b-q4_k_m:5"), device, value. */
 typedef struct lg_point {
     char key[64];
     int dev;
@@ -106,6 +119,7 @@ typedef struct lg_point {
 typedef struct lg_consts {
     lg_device dev[LG_NDEV];
     char source[LG_NDEV][LG_NCONST][LG_SOURCE_MAX]; /* where each value comes from */
+    unsigned char assumed[LG_NDEV][LG_NCONST]; /* its source begins "assumption" */
     lg_point pt[LG_MAX_POINTS];
     char pt_source[LG_MAX_POINTS][LG_SOURCE_MAX];
     int n_pt;
@@ -119,6 +133,8 @@ const char *lg_dev_name(int d);
 int lg_consts_parse(const char *text, const char *name, lg_consts *c, sd_err *e);
 /* The same from a file (errors name it). */
 int lg_consts_load(const char *path, lg_consts *c, sd_err *e);
+/* The path of a measured figure's key, or -1 when it is not one. */
+int lg_point_path(const char *key);
 /* The measured value of key on dev, or -1 when there is none. */
 double lg_consts_point(const lg_consts *c, const char *key, int dev);
 
@@ -167,23 +183,45 @@ double lg_targets_verify(const lg_targets *t, int n);
 /* graph+pdl: today's CUDA backend (backend_cuda.cu), each step one graph
  *   launch with programmatic dependent launch, norms folded;
  * graph+pdl nofold: the same with every norm launched on its own (what the
- *   measured runs ran);
- * persistent: one cooperative launch a step, a wait at every op boundary,
- *   weights streamed once whatever the rows. */
-enum { LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSISTENT, LG_NPATH };
+ *   first measured runs ran);
+ * persist stage: today's persistent step (step.cu): the nofold launches as
+ *   stages of one cooperative launch, each waiting for every item of the
+ *   stages it depends on, the work list built on the host every step;
+ * persist fine: the persistent step with item-level waits where a stage's
+ *   items need few items of the one before (attention after Q/K/V, a product
+ *   after a norm), stage-level waits only for the all-to-all dependencies,
+ *   no write-after-read waits, an L2 prefetch of an item's weights before
+ *   its wait, and the work list kept per step shape;
+ * graph+pdl mma, persist fine mma: those two with the products of 2..16 rows
+ *   on tensor cores, every weight read and dequantised once for all rows
+ *   (one row stays on dp4a). */
+enum {
+    LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSIST_STAGE, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA,
+    LG_PERSIST_FINE_MMA, LG_NPATH
+};
 
 const char *lg_path_name(int path);
+/* The path's tag in measured figures' keys (nofold, pdl, stage, fine,
+ * pdl_mma, fine_mma); lg_path_of_tag gives the path of a tag of len
+ * bytes, or -1. */
+const char *lg_path_tag(int path);
+int lg_path_of_tag(const char *tag, size_t len);
 
 /* What one call costs on a path. */
 typedef struct lg_step {
-    int launches;    /* kernel launches (a persistent step: its one cooperative launch) */
+    int launches;    /* kernel launches (a persistent step's cooperative launch counts one) */
     int nodes;       /* nodes of the step's graph, copies included (0: no graph) */
-    int waits;       /* grid-wide dependency waits: kernel boundaries, or barriers */
-    int partial;     /* waits on some tiles only */
+    int stages;      /* stages of a persistent step */
+    int waits;       /* waits for a whole kernel or stage: kernel boundaries, stage waits */
+    int partial;     /* item-level waits (a few items of the stage before) */
     double w_bytes;  /* weight bytes streamed */
     double kv_bytes; /* KV cache bytes read and written */
     double act_bytes; /* activations, logits and scratch read and written */
-    double us;       /* predicted time of the call */
+    double mem_us;   /* the bytes at eta x copy_gbs */
+    double work_us;  /* the products' compute, summed over their kernels */
+    double exposed_us; /* launches, waits, host: what is not a body */
+    double us;       /* predicted time of the call: the kernels' or stages' bodies,
+                        each max(bytes, compute), plus exposed_us */
 } lg_step;
 
 /* The cost of trace t on path with device d's constants. */

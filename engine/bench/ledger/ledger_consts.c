@@ -3,10 +3,12 @@
  *   NAME DEVICE VALUE SOURCE...
  *
  * NAME a constant of the cost model (ledger.h) or a measured figure
- * ("decode_nofold:PRESET", tok/s; "verify_nofold:PRESET:N", ms for an
- * n-row call), DEVICE h100 or h200, VALUE a positive number, SOURCE the
- * run or reasoning it comes from (required). '#' starts a comment line.
- * Every constant must be given once for every device. */
+ * ("decode_PATH:PRESET", tok/s; "verify_PATH:PRESET:N", ms for an n-row
+ * call; PATH a path's tag, lg_path_tag), DEVICE h100 or h200, VALUE a
+ * positive number, SOURCE the run or reasoning it comes from (required; a
+ * source that begins "assumption" marks a value no device run has
+ * measured). '#' starts a comment line. Every constant must be given once
+ * for every device. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,8 +18,8 @@
 #include "engine/bench/ledger/ledger.h"
 
 static const char *const k_const[LG_NCONST] = {
-    "copy_gbs", "eta", "kernel_us", "launch_us", "step_us", "barrier_us", "flag_us",
-    "op_us", "quant_rate", "float_rate",
+    "copy_gbs", "eta",      "kernel_us",  "launch_us", "step_us",   "build_us",  "flag_us", "tail_us",
+    "load_us",  "op_us",    "quant_rate", "float_rate", "imma_rate", "hmma_rate", "mma_eff",
 };
 static const char *const k_dev[LG_NDEV] = {"h100", "h200"};
 
@@ -59,9 +61,10 @@ static int parse_line(const char *line, const char *name, int ln, lg_consts *c,
     while (*p == ' ' || *p == '\t') p++;
     if (!*p) return sd_fail(e, "%s:%d: %s %s has no source (the run it comes from)", name, ln, key, dev);
     if (strchr(key, ':')) {
-        if (strncmp(key, "decode_nofold:", 14) && strncmp(key, "verify_nofold:", 14))
-            return sd_fail(e, "%s:%d: measured figure '%s' is not decode_nofold:PRESET or "
-                              "verify_nofold:PRESET:N", name, ln, key);
+        if (lg_point_path(key) < 0)
+            return sd_fail(e, "%s:%d: measured figure '%s' is not decode_PATH:PRESET or "
+                              "verify_PATH:PRESET:N with PATH a path's tag (nofold, pdl, stage, "
+                              "fine, pdl_mma, fine_mma)", name, ln, key);
         if (c->n_pt == LG_MAX_POINTS)
             return sd_fail(e, "%s:%d: more than %d measured figures", name, ln, LG_MAX_POINTS);
         lg_point *pt = &c->pt[c->n_pt];
@@ -77,11 +80,20 @@ static int parse_line(const char *line, const char *name, int ln, lg_consts *c,
         if (!strcmp(key, k_const[i])) k = i;
     if (k < 0) return sd_fail(e, "%s:%d: unknown constant '%s'", name, ln, key);
     if (seen[d][k]) return sd_fail(e, "%s:%d: %s %s given twice", name, ln, key, dev);
-    if (k == LG_ETA && v > 1) return sd_fail(e, "%s:%d: eta %g is above 1", name, ln, v);
+    if ((k == LG_ETA || k == LG_MMA_EFF) && v > 1)
+        return sd_fail(e, "%s:%d: %s %g is above 1", name, ln, key, v);
     seen[d][k] = 1;
+    c->assumed[d][k] = !strncmp(p, "assumption", 10);
     c->dev[d].v[k] = v;
     snprintf(c->source[d][k], LG_SOURCE_MAX, "%s", p);
     return 0;
+}
+
+int lg_point_path(const char *key) {
+    const char *colon = strchr(key, ':');
+    int skip = !strncmp(key, "decode_", 7) || !strncmp(key, "verify_", 7) ? 7 : 0;
+    if (!skip || !colon || colon < key + skip || !colon[1]) return -1;
+    return lg_path_of_tag(key + skip, (size_t)(colon - key - skip));
 }
 
 int lg_consts_parse(const char *text, const char *name, lg_consts *c, sd_err *e) {

@@ -1,7 +1,7 @@
 /* The ledger's paths: a recorded step (ledger_trace.c) as the kernels a
  * CUDA path launches for it, their bytes and waits, and the predicted time.
  *
- * graph+pdl follows kernels/cuda/backend_cuda.cu and the launchers it calls:
+ * The kernels follow kernels/cuda/backend_cuda.cu and the launchers it calls:
  *   - rmsnorm is left pending (norm.cu cu_rmsnorm, with folding on and a
  *     dim that is a multiple of 32) and folded by the matrix-vector op
  *     right after it that reads exactly its output, when the op's tile of
@@ -17,26 +17,37 @@
  *     (qkv_rope.cu); ffn_swiglu one launch when gate and up share a type,
  *     else two products and an elementwise kernel (ffn.cu); attention one
  *     launch (its splits merge in the last block, attention.cu);
- *   - a launch of n rows reads its weights once per tile of
- *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h);
+ *   - a dp4a launch of n rows reads its weights once per tile of
+ *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h); an mma launch of 2..16
+ *     rows reads them once;
  *   - the graph holds everything up to the head's product plus two copy
- *     nodes (the position and the token ids); the argmax runs after it,
- *     two launches where the row is split (top_k.cu cu_argmax_split).
+ *     nodes (the position and the token ids); the argmax (top_k_rows, which
+ *     no step records) is launched after it on every path, two launches
+ *     where the row is split (top_k.cu cu_argmax_split).
  * The constants below mirror those files (a change there is a change
  * here; the GPU suite's decode_graph checks the node count the same rules
- * give).
+ * give). The persistent paths take the launches of the nofold graph as
+ * their stages (step.cu folds no norm).
  *
- * persistent: one cooperative launch a step whose blocks run the ops in
- * order; norms and activation quantisation are done in the op that reads
- * them; each op boundary is a grid-wide barrier except where an op's tiles
- * depend on some tiles of the one before (attention of a KV head after the
- * Q/K/V rows of that head: a flag wait); weights are streamed once for up
- * to 16 rows; the argmax runs inside.
+ * Time of a kernel's body: the larger of its bytes at eta x copy_gbs and
+ * its products' compute. dp4a: weight elements x rows at quant_rate
+ * (float_rate for float weights). mma (2..16 rows): the dequantisation of
+ * every weight once, as a one-row dp4a call costs it (elements at
+ * quant_rate: an upper bound, that call's dp4a included), the mma issue
+ * over the rows padded to the n8 tile at imma_rate (or hmma_rate for
+ * BF16/F16) x mma_eff, and the float combine of each 32-block's sum
+ * (COMBINE_FMA multiply-adds a weight row, activation row and block) at
+ * float_rate. Their sum, not their max: the three share the warps' issue.
  *
- * Time: every kernel (graph+pdl) costs kernel_us (launch_us outside a
- * graph) plus its body, every op of a persistent step max(op_us, body);
- * a body is the larger of its bytes at eta x copy bandwidth and its
- * products' work at quant_rate / float_rate; a step adds step_us. */
+ * Exposed, beyond the bodies:
+ *   graph+pdl: kernel_us a kernel in the graph, launch_us one outside;
+ *   persist stage: launch_us once, build_us a stage, max(op_us, body) a
+ *     stage, and at each stage wait flag_us + tail_us + load_us;
+ *   persist fine: no build; at a stage-level (all-to-all) wait flag_us +
+ *     tail_us, at an item-level wait flag_us, each plus what of load_us the
+ *     wait itself does not cover (the prefetch was issued when the item was
+ *     taken, before its wait);
+ *   every step adds step_us. */
 #include <string.h>
 
 #include "engine/bench/ledger/ledger.h"
@@ -44,18 +55,43 @@
 
 /* mv.cuh MV_FOLD_SMEM; cuda_int.h CU_ARGMAX_MIN_SLICE, CU_ARGMAX_MAX_SPLIT */
 enum { FOLD_SMEM = 48 * 1024, ARGMAX_MIN_SLICE = 2048, ARGMAX_MAX_SPLIT = 128 };
+/* the mma's n8 tile of activation rows; multiply-adds of the float combine
+ * of one 32-block's integer sum (its scale, and the offset term of Q4_1 and
+ * the K-quants) */
+enum { MMA_N = 8, COMBINE_FMA = 2 };
 
-const char *lg_path_name(int path) {
-    static const char *const names[LG_NPATH] = {"graph+pdl", "graph+pdl nofold", "persistent"};
-    return path >= 0 && path < LG_NPATH ? names[path] : "?";
+/* The kernels' kinds, for the dependencies of the fine path. */
+enum { K_EMBED, K_NORM, K_QACT, K_MV, K_ATTN, K_ELEM, K_ARGMAX };
+
+static const struct {
+    const char *name, *tag;
+    int graph, fold, persist, mma; /* persist: 1 stage waits, 2 fine waits */
+} k_path[LG_NPATH] = {
+    {"graph+pdl", "pdl", 1, 1, 0, 0},
+    {"graph+pdl nofold", "nofold", 1, 0, 0, 0},
+    {"persist stage", "stage", 0, 0, 1, 0},
+    {"persist fine", "fine", 0, 0, 2, 0},
+    {"graph+pdl mma", "pdl_mma", 1, 1, 0, 1},
+    {"persist fine mma", "fine_mma", 0, 0, 2, 1},
+};
+
+const char *lg_path_name(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].name : "?"; }
+const char *lg_path_tag(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].tag : "?"; }
+
+int lg_path_of_tag(const char *tag, size_t len) {
+    for (int p = 0; p < LG_NPATH; p++)
+        if (strlen(k_path[p].tag) == len && !strncmp(tag, k_path[p].tag, len)) return p;
+    return -1;
 }
 
 /* Weight types the CUDA kernels take with int8 activations (cuda_int.h
- * cu_is_quant); the others are float. */
+ * cu_is_quant); of the others, BF16 and F16 go to the bf16/f16 mma. */
 static int is_quant(uint32_t t) {
     return t == SD_Q8_0 || t == SD_Q4_0 || t == SD_Q4_1 || t == SD_Q5_0 || t == SD_Q4_K ||
            t == SD_Q6_K;
 }
+
+static int is_half(uint32_t t) { return t == SD_BF16 || t == SD_F16; }
 
 static double w_bytes(const lg_w *w) {
     return (double)sd_row_bytes(w->type, (uint64_t)w->cols) * (double)w->rows;
@@ -67,11 +103,18 @@ static double act_in(int quant, int n, int64_t cols) {
     return quant ? (double)n * (double)cols * (1.0 + 8.0 / 32) : 4.0 * n * (double)cols;
 }
 
+/* A product's weight elements by the unit that computes them. */
+typedef struct work {
+    double q, h, f; /* quantised, BF16/F16, F32 */
+    int n;          /* activation rows */
+} work;
+
 typedef struct sim {
     const lg_device *d;
     int path;
     lg_step *s;
     int seq;
+    int prev_kind, prev_seq; /* the last stage's kind and op (-1: none yet) */
     /* the pending norm */
     int pending, p_n, p_seq;
     const void *p_out, *p_x;
@@ -82,22 +125,70 @@ typedef struct sim {
     int64_t q_cols;
 } sim;
 
-static double body_us(const lg_device *d, double bytes, double wq, double wf) {
-    const double mem = bytes / (d->v[LG_ETA] * d->v[LG_COPY_GBS] * 1e3);
-    const double work = 1e6 * (wq / d->v[LG_QUANT_RATE] + wf / d->v[LG_FLOAT_RATE]);
-    return mem > work ? mem : work;
+static int mma_rows(const sim *m, int n) { return k_path[m->path].mma && n >= 2; }
+
+static double work_us(const sim *m, const work *w) {
+    const double *v = m->d->v;
+    if (!w->q && !w->h && !w->f) return 0;
+    if (!mma_rows(m, w->n)) return 1e6 * w->n * (w->q / v[LG_QUANT_RATE] + (w->h + w->f) / v[LG_FLOAT_RATE]);
+    const double pad = MMA_N * (double)((w->n + MMA_N - 1) / MMA_N);
+    const double q = w->q / v[LG_QUANT_RATE] + w->q * pad / (v[LG_IMMA_RATE] * v[LG_MMA_EFF]) +
+                     w->q * w->n * COMBINE_FMA / 32 / v[LG_FLOAT_RATE];
+    const double h = w->h * pad / (v[LG_HMMA_RATE] * v[LG_MMA_EFF]);
+    return 1e6 * (q + h + w->n * w->f / v[LG_FLOAT_RATE]);
 }
 
-/* One kernel: its bytes by class and its products' work. */
-static void kernel(sim *m, int graph, double wb, double kvb, double actb, double wq, double wf) {
+/* The exposed latency of a wait: item-level (fine) or stage-level. */
+static double wait_us(const sim *m, int fine) {
+    const double *v = m->d->v;
+    if (k_path[m->path].persist == 1) return v[LG_FLAG_US] + v[LG_TAIL_US] + v[LG_LOAD_US];
+    const double w = v[LG_FLAG_US] + (fine ? 0 : v[LG_TAIL_US]);
+    return w + (v[LG_LOAD_US] > w ? v[LG_LOAD_US] - w : 0);
+}
+
+/* Whether a stage of kind k after the stage before (of kind pk) waits for
+ * a few of its items only: attention for its head's Q/K/V rows, a product
+ * or quantisation for the norm rows it reads, a norm for the embedded rows,
+ * the mixed SwiGLU's elementwise kernel for its rows of the two products. */
+static int fine_dep(int pk, int k) {
+    return (pk == K_MV && k == K_ATTN) || (pk == K_NORM && (k == K_MV || k == K_QACT)) ||
+           (pk == K_EMBED && k == K_NORM) || (pk == K_MV && k == K_ELEM);
+}
+
+/* One kernel of op m->seq: its kind, bytes by class and products' work. A
+ * kernel of the same op as the one before that is a product after a
+ * product (Q, K and V of mixed types, gate and up) does not depend on it. */
+static void kernel(sim *m, int kind, int graph, double wb, double kvb, double actb, const work *w) {
     lg_step *s = m->s;
+    const double *v = m->d->v;
+    const double mem = (wb + kvb + actb) / (v[LG_ETA] * v[LG_COPY_GBS] * 1e3);
+    const double cw = w ? work_us(m, w) : 0;
+    const double body = mem > cw ? mem : cw;
     s->launches++;
-    if (graph) s->nodes++;
     s->w_bytes += wb;
     s->kv_bytes += kvb;
     s->act_bytes += actb;
-    s->us += (graph ? m->d->v[LG_KERNEL_US] : m->d->v[LG_LAUNCH_US]) +
-             body_us(m->d, wb + kvb + actb, wq, wf);
+    s->mem_us += mem;
+    s->work_us += cw;
+    s->us += body;
+    if (!k_path[m->path].persist || !graph) {
+        const double x = graph ? v[LG_KERNEL_US] : v[LG_LAUNCH_US];
+        if (graph) s->nodes++;
+        s->waits += s->launches + s->stages > 1;
+        s->us += x, s->exposed_us += x;
+        return;
+    }
+    s->launches--; /* a stage of the one launch */
+    s->stages++;
+    if (body < v[LG_OP_US]) s->us += v[LG_OP_US] - body, s->exposed_us += v[LG_OP_US] - body;
+    const int sibling = m->prev_seq == m->seq && m->prev_kind == K_MV && kind == K_MV;
+    if (m->prev_kind >= 0 && !sibling) {
+        const int fine = k_path[m->path].persist == 2 && fine_dep(m->prev_kind, kind);
+        if (fine) s->partial++;
+        else s->waits++;
+        s->us += wait_us(m, fine), s->exposed_us += wait_us(m, fine);
+    }
+    m->prev_kind = kind, m->prev_seq = m->seq;
 }
 
 static void tag(sim *m, const void *x, int n, int64_t cols, int seq) {
@@ -108,8 +199,8 @@ static void tag(sim *m, const void *x, int n, int64_t cols, int seq) {
  * dim holds whole 32-blocks, its int8 rows for the next op. */
 static void norm_launch(sim *m, int graph, const void *out, int n, int64_t dim, int seq) {
     const int q = dim % 32 == 0;
-    kernel(m, graph, 4.0 * (double)dim, 0, 8.0 * n * (double)dim + (q ? act_in(1, n, dim) : 0), 0,
-           0);
+    kernel(m, K_NORM, graph, 4.0 * (double)dim, 0,
+           8.0 * n * (double)dim + (q ? act_in(1, n, dim) : 0), NULL);
     if (q) tag(m, out, n, dim, seq);
 }
 
@@ -132,35 +223,39 @@ static void mv_input(sim *m, const lg_op *o, int need_q, int fl) {
     }
     flush(m, o->graph);
     if (need_q && !(m->q_x == o->x && m->q_n == o->n && m->q_cols == o->cols && m->q_seq + 1 == m->seq))
-        kernel(m, o->graph, 0, 0, 4.0 * o->n * (double)o->cols + act_in(1, o->n, o->cols), 0, 0);
+        kernel(m, K_QACT, o->graph, 0, 0, 4.0 * o->n * (double)o->cols + act_in(1, o->n, o->cols), NULL);
 }
 
-/* A product launch over weights ws[0..nw): each read once per row tile. */
+/* A product launch over weights ws[0..nw): each read once per row tile
+ * (once for all rows on the mma). */
 static void mv_launch(sim *m, const lg_op *o, const lg_w *ws, int nw, double out_bytes, double kvb) {
-    const int tiles = (o->n + sd_mv_tile_rows(o->n) - 1) / sd_mv_tile_rows(o->n);
-    double wb = 0, wq = 0, wf = 0;
+    const int nt = mma_rows(m, o->n) ? o->n : sd_mv_tile_rows(o->n);
+    const int tiles = (o->n + nt - 1) / nt;
+    double wb = 0;
+    work w = {.n = o->n};
     int q = 0;
     for (int i = 0; i < nw; i++) {
         wb += w_bytes(&ws[i]) * tiles;
-        const double work = (double)o->n * (double)ws[i].rows * (double)ws[i].cols;
-        if (is_quant(ws[i].type)) wq += work, q = 1;
-        else wf += work;
+        const double el = (double)ws[i].rows * (double)ws[i].cols;
+        if (is_quant(ws[i].type)) w.q += el, q = 1;
+        else if (is_half(ws[i].type)) w.h += el;
+        else w.f += el;
     }
-    kernel(m, o->graph, wb, kvb, act_in(q, o->n, o->cols) + out_bytes, wq, wf);
+    kernel(m, K_MV, o->graph, wb, kvb, act_in(q, o->n, o->cols) + out_bytes, &w);
 }
 
-static void graph_op(sim *m, const lg_op *o) {
+static void step_op(sim *m, const lg_op *o) {
     const double n = o->n;
     switch (o->kind) {
     case LG_EMBED:
         flush(m, o->graph);
-        if (o->graph) m->s->nodes += 2;
-        kernel(m, o->graph, n * (double)sd_row_bytes(o->w[0].type, (uint64_t)o->w[0].cols), 0,
-               4.0 * n * (double)o->cols, 0, 0);
+        if (o->graph && k_path[m->path].graph) m->s->nodes += 2;
+        kernel(m, K_EMBED, o->graph, n * (double)sd_row_bytes(o->w[0].type, (uint64_t)o->w[0].cols), 0,
+               4.0 * n * (double)o->cols, NULL);
         return;
     case LG_RMSNORM:
         flush(m, o->graph);
-        if (m->path == LG_GRAPH_PDL && o->cols % 32 == 0) {
+        if (k_path[m->path].fold && o->cols % 32 == 0) {
             m->pending = 1;
             m->p_out = o->out, m->p_x = o->x, m->p_n = o->n, m->p_dim = o->cols, m->p_seq = m->seq;
         } else {
@@ -170,7 +265,7 @@ static void graph_op(sim *m, const lg_op *o) {
     case LG_ATTN: {
         flush(m, o->graph);
         const double kv = 2.0 * 4 * (double)o->n_kv * o->head_dim * ((double)o->pos + n);
-        kernel(m, o->graph, 0, kv, 8.0 * n * (double)o->cols, 0, 0);
+        kernel(m, K_ATTN, o->graph, 0, kv, 8.0 * n * (double)o->cols, NULL);
         if (o->head_dim % 32 == 0) tag(m, o->out, o->n, o->cols, m->seq);
         return;
     }
@@ -178,8 +273,8 @@ static void graph_op(sim *m, const lg_op *o) {
         flush(m, o->graph);
         int split = o->cols / ARGMAX_MIN_SLICE;
         split = o->k != 1 || split < 2 ? 1 : split > ARGMAX_MAX_SPLIT ? ARGMAX_MAX_SPLIT : split;
-        kernel(m, o->graph, 0, 0, 4.0 * n * (double)o->cols, 0, 0);
-        if (split > 1) kernel(m, o->graph, 0, 0, 12.0 * n * split, 0, 0);
+        kernel(m, K_ARGMAX, o->graph, 0, 0, 4.0 * n * (double)o->cols, NULL);
+        if (split > 1) kernel(m, K_ARGMAX, o->graph, 0, 0, 12.0 * n * split, NULL);
         return;
     }
     default:
@@ -211,72 +306,31 @@ static void graph_op(sim *m, const lg_op *o) {
     } else {
         mv_launch(m, o, &o->w[0], 1, 4.0 * n * (double)o->w[0].rows, 0);
         mv_launch(m, o, &o->w[1], 1, 4.0 * n * (double)o->w[1].rows, 0);
-        kernel(m, o->graph, 0, 0, 12.0 * n * (double)o->w[0].rows, 0, 0);
+        kernel(m, K_ELEM, o->graph, 0, 0, 12.0 * n * (double)o->w[0].rows, NULL);
     }
-}
-
-static int graph_path(const lg_trace *t, sim *m) {
-    for (int i = 0; i < t->n; i++) {
-        m->seq = i;
-        graph_op(m, &t->op[i]);
-    }
-    flush(m, 0);
-    lg_step *s = m->s;
-    s->waits = s->launches - 1;
-    s->us += m->d->v[LG_STEP_US];
-    return 0;
-}
-
-/* The persistent step: every op but rmsnorm is a stage of the one kernel. */
-static int persistent_path(const lg_trace *t, sim *m) {
-    const lg_device *d = m->d;
-    lg_step *s = m->s;
-    int prev = -1;
-    s->launches = 1;
-    s->us = d->v[LG_STEP_US] + d->v[LG_LAUNCH_US];
-    for (int i = 0; i < t->n; i++) {
-        const lg_op *o = &t->op[i];
-        if (o->kind == LG_RMSNORM) continue;
-        const double n = o->n;
-        double wb = 0, kvb = 0, actb = 0, wq = 0, wf = 0;
-        for (int j = 0; j < o->nw; j++) {
-            if (o->kind == LG_EMBED) {
-                wb += n * (double)sd_row_bytes(o->w[j].type, (uint64_t)o->w[j].cols);
-                continue;
-            }
-            wb += w_bytes(&o->w[j]);
-            const double work = n * (double)o->w[j].rows * (double)o->w[j].cols;
-            if (is_quant(o->w[j].type)) wq += work;
-            else wf += work;
-            actb += 4.0 * n * (double)o->w[j].rows;
-        }
-        if (o->kind == LG_ATTN)
-            kvb = 2.0 * 4 * (double)o->n_kv * o->head_dim * ((double)o->pos + n);
-        if (o->kind == LG_QKV) kvb = 2.0 * 4 * n * (double)o->w[1].rows;
-        actb += 4.0 * n * (double)o->cols;
-        s->w_bytes += wb;
-        s->kv_bytes += kvb;
-        s->act_bytes += actb;
-        const double b = body_us(d, wb + kvb + actb, wq, wf);
-        s->us += b > d->v[LG_OP_US] ? b : d->v[LG_OP_US];
-        if (prev >= 0) {
-            if (prev == LG_QKV && o->kind == LG_ATTN) s->partial++;
-            else s->waits++;
-        }
-        prev = o->kind;
-    }
-    s->us += s->waits * d->v[LG_BARRIER_US] + s->partial * d->v[LG_FLAG_US];
-    return 0;
 }
 
 int lg_cost(const lg_trace *t, int path, const lg_device *d, lg_step *s, sd_err *e) {
     memset(s, 0, sizeof *s);
     if (path < 0 || path >= LG_NPATH) return sd_fail(e, "ledger: no path %d", path);
-    if (!(d->v[LG_ETA] > 0 && d->v[LG_COPY_GBS] > 0 && d->v[LG_QUANT_RATE] > 0 &&
-          d->v[LG_FLOAT_RATE] > 0))
-        return sd_fail(e, "ledger: eta, copy_gbs and the rates must be positive");
-    sim m = {.d = d, .path = path, .s = s};
-    return path == LG_PERSISTENT ? persistent_path(t, &m) : graph_path(t, &m);
+    const double *v = d->v;
+    if (!(v[LG_ETA] > 0 && v[LG_COPY_GBS] > 0 && v[LG_QUANT_RATE] > 0 && v[LG_FLOAT_RATE] > 0 &&
+          v[LG_IMMA_RATE] > 0 && v[LG_HMMA_RATE] > 0 && v[LG_MMA_EFF] > 0))
+        return sd_fail(e, "ledger: eta, copy_gbs, the rates and mma_eff must be positive");
+    sim m = {.d = d, .path = path, .s = s, .prev_kind = -1, .prev_seq = -1};
+    for (int i = 0; i < t->n; i++) {
+        m.seq = i;
+        step_op(&m, &t->op[i]);
+    }
+    flush(&m, 0);
+    double x = v[LG_STEP_US];
+    if (k_path[path].persist) {
+        s->launches++;
+        x += v[LG_LAUNCH_US];
+        if (k_path[path].persist == 1) x += v[LG_BUILD_US] * s->stages;
+    }
+    s->us += x, s->exposed_us += x;
+    return 0;
 }
 
 double lg_spec_speedup(double alpha, int gamma, double t1, double draft, double verify) {
