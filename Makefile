@@ -140,7 +140,7 @@ CU_SRC    := $(wildcard kernels/cuda/*.cu)
 # object then makes the library newer, so a switch never links a stale one.
 CUDA_MODE := $(BUILD)/cuda-mode
 $(shell mkdir -p $(BUILD) && [ "$$(cat $(CUDA_MODE) 2>/dev/null)" = "$(CUDA)" ] || echo "$(CUDA)" > $(CUDA_MODE))
-.PHONY: bench-kernels
+.PHONY: bench-kernels bench-persist
 ifeq ($(CUDA),1)
 $(BUILD)/kernels/cuda/backend_cuda.o: $(CUDA_MODE)
 LIB_SRC   := $(filter-out kernels/cuda/backend_nocuda.c,$(LIB_SRC))
@@ -160,6 +160,14 @@ $(BUILD)/bench/bench_kernels_cuda: kernels/bench/bench_kernels_cuda.cu $(LIB)
 	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench/bench_kernels_cuda
 	$(BUILD)/bench/bench_kernels_cuda
+# The persistent step's primitives (flag trips, stage waits, first weight
+# loads, streaming read): the step ledger's device figures.
+$(BUILD)/bench/bench_persist_cuda: kernels/bench/bench_persist_cuda.cu $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -I. -MMD -MP -c $< -o $@.o
+	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
+bench-persist: $(BUILD)/bench/bench_persist_cuda
+	$(BUILD)/bench/bench_persist_cuda
 # The emulator's whole-forward and strategy suite against the real CUDA
 # backend: scripts/gpu-check.sh runs it on a GPU (not part of make test,
 # which has none).
@@ -170,6 +178,8 @@ else
 $(BUILD)/kernels/cuda/backend_nocuda.o: $(CUDA_MODE)
 bench-kernels:
 	@echo "bench-kernels: skipped: built without CUDA (CUDA=0 or no nvcc)"
+bench-persist:
+	@echo "bench-persist: skipped: built without CUDA (CUDA=0 or no nvcc)"
 endif
 # ---- end CUDA ----
 
