@@ -321,6 +321,34 @@ Test(ledger_consts, refuses) {
     cr_expect(strstr(e.msg, "/nonexistent/ledger.txt: cannot open") != NULL, "%s", e.msg);
 }
 
+/* The microbenchmark's "ledger:" lines (bench_persist_cuda), each written
+ * into the file with its device and run, give the constants they measure. */
+Test(ledger_consts, bench_figures) {
+    static const char *const out[] = {"S   ledger: persist:flag_us 0.612", "S   ledger: persist:load_us 1.250",
+                                      "S   ledger: persist:l2_us 0.500", "S   ledger: persist:read_gbs 3010"};
+    static lg_consts c;
+    static char buf[8192];
+    size_t o = (size_t)snprintf(buf, sizeof buf, "%s", good_text());
+    for (size_t i = 0; i < sizeof out / sizeof *out; i++) {
+        char key[64], val[32];
+        cr_assert(sscanf(out[i], "S   ledger: %63s %31s", key, val) == 2, "%s", out[i]);
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s h100 %s gpu-check: bench_persist_cuda\n", key, val);
+    }
+    snprintf(buf + o, sizeof buf - o, "persist:stage_us h200 2.5 a run\n");
+    sd_err e;
+    cr_assert(lg_consts_parse(buf, "bench.txt", &c, &e) == 0, "%s", e.msg);
+    cr_expect(c.bench[LG_H100][LG_B_FLAG] == 0.612 && c.bench[LG_H100][LG_B_READ] == 3010);
+    cr_expect(c.bench[LG_H200][LG_B_FLAG] == 0 && c.bench[LG_H200][LG_B_STAGE] == 2.5);
+    cr_expect(strcmp(c.bench_source[LG_H100][LG_B_L2], "gpu-check: bench_persist_cuda") == 0);
+    cr_expect(lg_consts_fit_bench(&c, LG_H100) == (1u << LG_FLAG_US | 1u << LG_LOAD_US));
+    cr_expect(c.dev[LG_H100].v[LG_FLAG_US] == 0.612);
+    cr_expect(fabs(c.dev[LG_H100].v[LG_LOAD_US] - 0.75) < 1e-12, "%g", c.dev[LG_H100].v[LG_LOAD_US]);
+    cr_expect(lg_consts_fit_bench(&c, LG_H200) == 0);
+    cr_expect(c.dev[LG_H200].v[LG_FLAG_US] == 11.0 + LG_FLAG_US);
+    refused(4, "persist:flag h100 1 r", "bad.txt:4: 'persist:flag' is not a figure");
+    refused(4, "persist:l2_us h100 0 r", "bad.txt:4: value '0' of persist:l2_us");
+}
+
 /* ---- the targets file ---------------------------------------------------- */
 
 Test(ledger_targets, parses) {

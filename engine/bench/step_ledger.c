@@ -630,9 +630,37 @@ static double fit_one(lg_consts *c, int dev, int k, double lo, double hi, unsign
     return best;
 }
 
-/* After a device run: eta and kernel_us on the graph paths' decode figures
- * (jointly), quant_rate on their verify figures, tail_us on the stage
- * path's, flag_us on the fine path's, mma_eff on the mma paths' verify
+/* The microbenchmark's part of --fit: the constants it measured as lines
+ * for the file, then what its other figures say about the constants. */
+static void print_bench(const lg_consts *c, int dev, unsigned measured) {
+    const double *b = c->bench[dev], *v = c->dev[dev].v;
+    const char *dn = lg_dev_name(dev);
+    if (measured >> LG_FLAG_US & 1)
+        printf("flag_us    %s %.3g  bench_persist_cuda persist:flag_us (%s)\n", dn, v[LG_FLAG_US],
+               c->bench_source[dev][LG_B_FLAG]);
+    if (measured >> LG_LOAD_US & 1)
+        printf("load_us    %s %.3g  bench_persist_cuda persist:load_us less persist:l2_us (%s)\n", dn,
+               v[LG_LOAD_US], c->bench_source[dev][LG_B_LOAD]);
+    if (!measured)
+        printf("# flag_us, load_us %s: no persist:flag_us, persist:load_us and persist:l2_us figures "
+               "(bench_persist_cuda) yet\n", dn);
+    if (b[LG_B_STAGE] > 0)
+        printf("# a stage-level wait of empty items: %.3g us (persist:stage_us); flag_us + tail_us is %.3g\n",
+               b[LG_B_STAGE], v[LG_FLAG_US] + v[LG_TAIL_US]);
+    if (b[LG_B_PREFETCH] > 0 && b[LG_B_L2] > 0 && measured >> LG_LOAD_US & 1)
+        printf("# an L2 prefetch 2 us ahead leaves %.3g us of load_us's %.3g (persist:prefetch_us less "
+               "persist:l2_us)\n", b[LG_B_PREFETCH] > b[LG_B_L2] ? b[LG_B_PREFETCH] - b[LG_B_L2] : 0,
+               v[LG_LOAD_US]);
+    if (b[LG_B_READ] > 0)
+        printf("# a streaming read runs at %.2f x copy_gbs (persist:read_gbs %.0f GB/s): eta's ceiling\n",
+               b[LG_B_READ] / v[LG_COPY_GBS], b[LG_B_READ]);
+}
+
+/* After a device run: flag_us and load_us from the persistent-step
+ * microbenchmark's figures where the file has them (lg_consts_fit_bench);
+ * eta and kernel_us on the graph paths' decode figures (jointly),
+ * quant_rate on their verify figures, tail_us on the stage path's, flag_us
+ * (unless measured) on the fine path's, mma_eff on the mma paths' verify
  * figures; three rounds. A constant whose figures are missing is left. */
 static int fit(lg_consts *c, int dev) {
     lg_device *d = &c->dev[dev];
@@ -642,6 +670,7 @@ static int fit(lg_consts *c, int dev) {
                         "verify_pdl) figures for %s\n", lg_dev_name(dev));
         return 1;
     }
+    const unsigned measured = lg_consts_fit_bench(c, dev);
     double ed = 0, ev = 0, et = NAN, ef = NAN, em = NAN;
     for (int round = 0; round < 3; round++) {
         double best = INFINITY, be = d->v[LG_ETA], bk = d->v[LG_KERNEL_US];
@@ -654,8 +683,9 @@ static int fit(lg_consts *c, int dev) {
         d->v[LG_ETA] = be, d->v[LG_KERNEL_US] = bk, ed = best;
         ev = fit_one(c, dev, LG_QUANT_RATE, 1e12, 1e14, GRAPH_PATHS, PT_VERIFY);
         et = fit_one(c, dev, LG_TAIL_US, 0, 10, 1u << LG_PERSIST_STAGE, PT_DECODE | PT_VERIFY);
-        ef = fit_one(c, dev, LG_FLAG_US, 0.05, 5, 1u << LG_PERSIST_FINE | 1u << LG_PERSIST_FINE_MMA,
-                     PT_DECODE | PT_VERIFY);
+        if (!(measured >> LG_FLAG_US & 1))
+            ef = fit_one(c, dev, LG_FLAG_US, 0.05, 5, 1u << LG_PERSIST_FINE | 1u << LG_PERSIST_FINE_MMA,
+                         PT_DECODE | PT_VERIFY);
         em = fit_one(c, dev, LG_MMA_EFF, 0.02, 1, MMA_PATHS, PT_VERIFY);
     }
     const char *dn = lg_dev_name(dev);
@@ -672,6 +702,8 @@ static int fit(lg_consts *c, int dev) {
                  {LG_MMA_EFF, "verify_pdl_mma/verify_fine_mma"}};
     const double err[3] = {et, ef, em};
     for (int i = 0; i < 3; i++) {
+        if (more[i].k == LG_FLAG_US && measured >> LG_FLAG_US & 1)
+            continue;
         if (isnan(err[i]))
             printf("# %s %s: no %s figures yet; stays as the file has it\n", lg_const_name(more[i].k), dn,
                    more[i].keys);
@@ -679,6 +711,7 @@ static int fit(lg_consts *c, int dev) {
             printf("%-10s %s %.3g  fit to the %s figures (mean |error| %.1f%%)\n", lg_const_name(more[i].k),
                    dn, d->v[more[i].k], more[i].keys, 100 * (exp(err[i]) - 1));
     }
+    print_bench(c, dev, measured);
     return 0;
 }
 

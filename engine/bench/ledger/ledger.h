@@ -113,6 +113,17 @@ typedef struct lg_point {
     double value;
 } lg_point;
 
+/* The persistent-step microbenchmark's figures (kernels/bench/
+ * bench_persist_cuda.cu, its "ledger:" lines), keyed persist:NAME:
+ *   flag_us      one flag's one-way trip between two blocks
+ *   stage_us     a stage-level wait: every block adds to one flag and
+ *                waits for all of them
+ *   load_us      a block's first 2 KiB of weights from device memory
+ *   l2_us        the same from L2
+ *   prefetch_us  the same after an L2 prefetch issued 2 us before
+ *   read_gbs     a plain streaming read by a full grid, GB/s */
+enum { LG_B_FLAG, LG_B_STAGE, LG_B_LOAD, LG_B_L2, LG_B_PREFETCH, LG_B_READ, LG_NBENCH };
+
 #define LG_SOURCE_MAX 160
 #define LG_MAX_POINTS 64
 
@@ -123,6 +134,8 @@ typedef struct lg_consts {
     lg_point pt[LG_MAX_POINTS];
     char pt_source[LG_MAX_POINTS][LG_SOURCE_MAX];
     int n_pt;
+    double bench[LG_NDEV][LG_NBENCH]; /* the microbenchmark's figures, 0 where not given */
+    char bench_source[LG_NDEV][LG_NBENCH][LG_SOURCE_MAX];
 } lg_consts;
 
 const char *lg_const_name(int k);
@@ -137,6 +150,13 @@ int lg_consts_load(const char *path, lg_consts *c, sd_err *e);
 int lg_point_path(const char *key);
 /* The measured value of key on dev, or -1 when there is none. */
 double lg_consts_point(const lg_consts *c, const char *key, int dev);
+/* The name of a microbenchmark figure (flag_us, ...; its key less "persist:"). */
+const char *lg_bench_name(int b);
+/* Sets the constants of dev that its microbenchmark figures measure:
+ * flag_us from persist:flag_us, load_us from persist:load_us less
+ * persist:l2_us (the part of a first load that an L2 prefetch can hide)
+ * where that is positive. Returns the set constants as bits (1u << LG_FLAG_US, ...). */
+unsigned lg_consts_fit_bench(lg_consts *c, int dev);
 
 /* The text of a file of at most 1 MiB (no NUL bytes), malloc'd into *out;
  * errors name the file. */

@@ -4,7 +4,8 @@
  *
  * NAME a constant of the cost model (ledger.h) or a measured figure
  * ("decode_PATH:PRESET", tok/s; "verify_PATH:PRESET:N", ms for an n-row
- * call; PATH a path's tag, lg_path_tag), DEVICE h100 or h200, VALUE a
+ * call; PATH a path's tag, lg_path_tag; "persist:NAME", a figure of the
+ * persistent-step microbenchmark, lg_bench_name), DEVICE h100 or h200, VALUE a
  * positive number, SOURCE the run or reasoning it comes from (required; a
  * source that begins "assumption" marks a value no device run has
  * measured). '#' starts a comment line. Every constant must be given once
@@ -22,9 +23,12 @@ static const char *const k_const[LG_NCONST] = {
     "load_us",  "op_us",    "quant_rate", "float_rate", "imma_rate", "hmma_rate", "mma_eff",
 };
 static const char *const k_dev[LG_NDEV] = {"h100", "h200"};
+static const char *const k_bench[LG_NBENCH] = {"flag_us", "stage_us", "load_us",
+                                               "l2_us",   "prefetch_us", "read_gbs"};
 
 const char *lg_const_name(int k) { return k >= 0 && k < LG_NCONST ? k_const[k] : "?"; }
 const char *lg_dev_name(int d) { return d >= 0 && d < LG_NDEV ? k_dev[d] : "?"; }
+const char *lg_bench_name(int b) { return b >= 0 && b < LG_NBENCH ? k_bench[b] : "?"; }
 
 /* The next whitespace-separated word of *p into w (cap bytes); its length. */
 static size_t word(const char **p, char *w, size_t cap) {
@@ -60,6 +64,19 @@ static int parse_line(const char *line, const char *name, int ln, lg_consts *c,
         return sd_fail(e, "%s:%d: value '%s' of %s is not a positive number", name, ln, val, key);
     while (*p == ' ' || *p == '\t') p++;
     if (!*p) return sd_fail(e, "%s:%d: %s %s has no source (the run it comes from)", name, ln, key, dev);
+    if (!strncmp(key, "persist:", 8)) {
+        int b = -1;
+        for (int i = 0; i < LG_NBENCH; i++)
+            if (!strcmp(key + 8, k_bench[i])) b = i;
+        if (b < 0)
+            return sd_fail(e, "%s:%d: '%s' is not a figure of the persistent-step microbenchmark "
+                              "(persist:flag_us, stage_us, load_us, l2_us, prefetch_us, read_gbs)",
+                           name, ln, key);
+        if (c->bench[d][b] > 0) return sd_fail(e, "%s:%d: %s %s given twice", name, ln, key, dev);
+        c->bench[d][b] = v;
+        snprintf(c->bench_source[d][b], LG_SOURCE_MAX, "%s", p);
+        return 0;
+    }
     if (strchr(key, ':')) {
         if (lg_point_path(key) < 0)
             return sd_fail(e, "%s:%d: measured figure '%s' is not decode_PATH:PRESET or "
@@ -152,6 +169,15 @@ int lg_consts_load(const char *path, lg_consts *c, sd_err *e) {
     const int rc = lg_consts_parse(text, path, c, e);
     free(text);
     return rc;
+}
+
+unsigned lg_consts_fit_bench(lg_consts *c, int dev) {
+    const double *b = c->bench[dev];
+    unsigned set = 0;
+    if (b[LG_B_FLAG] > 0) c->dev[dev].v[LG_FLAG_US] = b[LG_B_FLAG], set |= 1u << LG_FLAG_US;
+    if (b[LG_B_LOAD] > 0 && b[LG_B_L2] > 0 && b[LG_B_LOAD] > b[LG_B_L2])
+        c->dev[dev].v[LG_LOAD_US] = b[LG_B_LOAD] - b[LG_B_L2], set |= 1u << LG_LOAD_US;
+    return set;
 }
 
 double lg_consts_point(const lg_consts *c, const char *key, int dev) {
