@@ -162,10 +162,11 @@ bench-kernels: $(BUILD)/bench/bench_kernels_cuda
 	$(BUILD)/bench/bench_kernels_cuda
 # The persistent step's primitives (flag trips, stage waits, first weight
 # loads, streaming read): the step ledger's device figures.
-$(BUILD)/bench/bench_persist_cuda: kernels/bench/bench_persist_cuda.cu $(LIB)
+# It links the CUDA runtime alone (a small program in gpu-check's kit).
+$(BUILD)/bench/bench_persist_cuda: kernels/bench/bench_persist_cuda.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -I. -MMD -MP -c $< -o $@.o
-	$(CC) $(CFLAGS) $@.o $(LIB) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $@.o -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lpthread -ldl -lstdc++ -o $@
 bench-persist: $(BUILD)/bench/bench_persist_cuda
 	$(BUILD)/bench/bench_persist_cuda
 # The emulator's whole-forward and strategy suite against the real CUDA

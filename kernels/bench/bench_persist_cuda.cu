@@ -29,12 +29,12 @@
  * lines are the figures under their keys in docs/perf/gpu-ledger-constants.txt
  * (persist:NAME), from which `make ledger ARGS="--fit h100"` sets flag_us and
  * load_us. Without a usable GPU it prints one line and exits 0; exit 1 when
- * the device fails or the protocol check does. */
+ * the device fails or the protocol check does. It links the CUDA runtime
+ * alone, not the library, so that gpu-check's kit stays small. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/bench/persist_flags.cuh"
-#include "kernels/cuda/backend_cuda.h"
 
 enum { N_HI = 20000, N_LO = 2000, TIMES = 5, REPS = 9 };
 enum { COLD, L2, PREFETCH, NMODE };
@@ -230,9 +230,11 @@ static void bandwidth(Dev *d, void *buf, int *sink, double *read_gbs, double *co
 }
 
 int main(void) {
-    char why[256];
-    if (!sd_cuda_available(why, sizeof why)) {
-        printf("bench_persist_cuda: skipped: %s\n", why);
+    int n_dev = 0;
+    const cudaError_t none = cudaGetDeviceCount(&n_dev);
+    if (none != cudaSuccess || n_dev == 0) {
+        printf("bench_persist_cuda: skipped: no CUDA device (%s)\n",
+               none != cudaSuccess ? cudaGetErrorString(none) : "none found");
         return 0;
     }
     Dev d;
