@@ -35,6 +35,10 @@
 #   cli      the specdec binary on the real stories260K files of tests/data:
 #            CUDA's greedy ids equal the CPU's, spec and nasd equal ar
 #   bench_kernels  per-kernel GB/s and % of copy bandwidth, real shapes
+#   persist_bench  the persistent step's primitives (bench_persist_cuda): a
+#            flag's one-way trip, a stage-level wait, a block's first weight
+#            loads cold, from L2 and prefetched, a streaming read; its
+#            "ledger:" lines are the step ledger's persist:NAME figures
 #   profile_*  one Qwen 1.5B decode step under Nsight Compute, time by
 #            kernel (caches left warm, as a decode step finds them)
 #   memcheck_*, racecheck_*  compute-sanitizer on short test cases
@@ -49,7 +53,7 @@
 #   scripts/gpu-check.sh --prepare    on the build machine: writes the kit
 #       build/gpu-check-kit (headers and shared libraries of Criterion and
 #       PCRE2 with what they load, less the C/C++ runtimes the GPU machine
-#       has; where nvcc is here, the six programs (the CLI with its sampler
+#       has; where nvcc is here, the seven programs (the CLI with its sampler
 #       plugins among them) built for sm_90 alone, stripped, in bin.tar.gz) and checks that it and the tracked tree fit
 #       in 64 MiB. Carry build/gpu-check-kit with the tree. With the kit's
 #       programs the check spends no device time building (the first build
@@ -130,6 +134,14 @@ kernels() {
         END { printf "S kernels at >= 85%% of copy bandwidth: %d of %d rows\n", met, n }' \
         "$LOG/bench_kernels_cuda.csv"
 }
+# the persistent step's primitives; a run without its figures (no GPU) fails
+persist_bench() {
+    out=$($BIN/bench/bench_persist_cuda 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    printf '%s\n' "$out" | grep -q 'ledger: persist:flag_us' || { [ $rc -ne 0 ] || rc=3; echo "gpu-check: no figures"; }
+    return $rc
+}
 # compute-sanitizer TOOL over the CUDA tests of FILTER; a skip fails here too
 san() {
     out=$(compute-sanitizer --tool "$1" --target-processes all --error-exitcode 99 \
@@ -204,12 +216,13 @@ if [ "${1:-}" = --prepare ]; then
         make -j"$(nproc)" BUILD=$PB CUDA=1 NVCC_THREADS="$(nproc)" \
             CUDA_GENCODE="-gencode arch=compute_90,code=sm_90" KIT="$PWD/$KIT" \
             $PB/bench/synth_gguf $PB/bench/bench_gpu_check $PB/tests/test_cuda \
-            $PB/tests/test_cuda_forward $PB/bench/bench_kernels_cuda BIN=$PB/specdec $PB/specdec \
+            $PB/tests/test_cuda_forward $PB/bench/bench_kernels_cuda $PB/bench/bench_persist_cuda \
+            BIN=$PB/specdec $PB/specdec \
             $PLUGIN_SOS >build/gpu-check-prepare.log 2>&1 ||
             { echo "prepare: the sm_90 build failed (build/gpu-check-prepare.log)"; exit 1; }
         rm -rf "$KIT/bin" && mkdir -p "$KIT/bin/bench" "$KIT/bin/tests" "$KIT/bin/plugins" || exit 1
         for f in bench/synth_gguf bench/bench_gpu_check tests/test_cuda tests/test_cuda_forward \
-            bench/bench_kernels_cuda specdec; do
+            bench/bench_kernels_cuda bench/bench_persist_cuda specdec; do
             strip -o "$KIT/bin/$f" "$PB/$f" || exit 1
         done
         for f in $PLUGIN_SOS; do strip -o "$KIT/bin/$f" "$f" || exit 1; done
@@ -299,7 +312,8 @@ if [ $GPU = 1 ] && [ -f "$KIT/bin.tar.gz" ] && [ "${GPU_CHECK_BUILD:-0}" != 1 ];
     LD_LIBRARY_PATH="$PWD/$KIT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
 elif [ $GPU = 1 ]; then
-    BINS="$BINS build/tests/test_cuda build/tests/test_cuda_forward build/bench/bench_kernels_cuda specdec $PLUGIN_SOS"
+    BINS="$BINS build/tests/test_cuda build/tests/test_cuda_forward build/bench/bench_kernels_cuda"
+    BINS="$BINS build/bench/bench_persist_cuda specdec $PLUGIN_SOS"
     [ -d "$KIT" ] || echo "gpu-check: no $KIT (scripts/gpu-check.sh --prepare, then carry it): building against the system's libraries" | tee -a "$LOG/gpu-check.log"
     # the kit when there is one; -Wno-error and no nvcc --Werror: another
     # gcc's new warnings must not stop a check that is about the GPU
@@ -318,8 +332,11 @@ fi
 
 if [ $GPU = 1 ]; then
     step test_cuda 120 sh "$SELF" --run gpu_tests
+    # a few seconds; early, so that a spent budget never leaves it out
+    step persist_bench 30 sh "$SELF" --run persist_bench
 else
     nogpu test_cuda
+    nogpu persist_bench
 fi
 
 SMALL=""
