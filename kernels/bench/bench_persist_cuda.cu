@@ -243,8 +243,9 @@ int main(void) {
     int coop = 0, l2 = 0;
     ck(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0), "device attribute");
     ck(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "device attribute");
-    if (!coop) {
-        printf("bench_persist_cuda: %s has no cooperative launches\n", p.name);
+    if (!coop || p.multiProcessorCount < 2) {
+        printf("bench_persist_cuda: %s: %s\n", p.name,
+               coop ? "one multiprocessor: no two blocks to pass a flag between" : "no cooperative launches");
         return 1;
     }
     d.sms = p.multiProcessorCount;
