@@ -17,7 +17,8 @@
  *       constants that fit the file's measured figures of DEVICE best
  *       (least squares of log(predicted / measured)), printed as lines for
  *       the file: eta, kernel_us, quant_rate always, tail_us, flag_us and
- *       mma_eff where figures of their paths exist
+ *       mma_eff where figures of their paths exist; flag_us and load_us
+ *       from the persistent-step microbenchmark's persist: figures
  *
  * TARGETS: docs/perf/gpu-targets.txt (the targets and the acceptance
  * rates the speedups are implied at). --ctx: the position of the tables'
