@@ -20,9 +20,11 @@
 #            with folded launches planned for 4 and 16 blocks a multiprocessor,
 #            and with each step one persistent launch (_persist:
 #            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu)
-#   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
+#   verify   n-row verification cost n = 1..9, 16 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
-#            and without folded norms, and as persistent launches) and
+#            and without folded norms, with the quantised products on the
+#            __dp4a tiles instead of tensor cores (_dp4a: SD_CUDA_MMA=0),
+#            and as persistent launches) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   spec_*   speculative decoding end to end (bench_gpu_check spec, gamma 4):
@@ -390,6 +392,9 @@ if [ $GPU = 1 ]; then
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
     step verify_graph_pdl_nofold 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_graph_pdl_dp4a 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_MMA=0 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
     step verify_persist 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check verify \
