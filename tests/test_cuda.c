@@ -873,6 +873,25 @@ Test(cuda, ffn_swiglu) {
     }
 }
 
+/* With SD_CUDA_MMA off the quantised SwiGLU and Q/K/V launches run on the
+ * __dp4a tiles (the other tests take the tensor cores, the default): the
+ * same comparisons with the CPU for a tile of one row, of several and two
+ * tiles. */
+Test(cuda, mma_off_ffn_qkv) {
+    rng_state = 79;
+    static const uint32_t types[] = {SD_Q8_0, SD_Q4_1, SD_Q4_K, SD_Q6_K};
+    static const int ns[] = {1, 5, 9};
+    cr_assert(sd_cuda_set_mma(gpu, 0) == 0);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            const uint32_t three[3] = {types[t], types[t], types[t]};
+            check_ffn(types[t], types[t], 256, 256, ns[k]);
+            const sd_attn_shape sh = SHAPE(4, 2, 64, 64, 10000.0f);
+            check_qkv(three, sh, ns[k], 17);
+        }
+    cr_assert(sd_cuda_set_mma(gpu, 1) == 0);
+}
+
 Test(cuda, ffn_swiglu_mixed_types) {
     rng_state = 43;
     check_ffn(SD_Q8_0, SD_Q4_0, 1536, 576, 1);
