@@ -18,18 +18,21 @@
 #            with programmatic dependent launch; that again with every
 #            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0),
 #            with folded launches planned for 4 and 16 blocks a multiprocessor,
-#            and with each step one persistent launch (_persist:
-#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu)
-#   verify   n-row verification cost n = 1..9 at the Qwen 1.5B shape (plain
+#            with each step one persistent launch (_persist:
+#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), and with the
+#            quantised products on tensor cores (_mma: SD_CUDA_MMA=1)
+#   verify   n-row verification cost n = 1..9, 16 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
-#            and without folded norms, and as persistent launches) and
+#            and without folded norms, with the quantised products on
+#            tensor cores instead of the __dp4a tiles (_mma: SD_CUDA_MMA=1),
+#            and as persistent launches) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   spec_*   speculative decoding end to end (bench_gpu_check spec, gamma 4):
 #            the Qwen 1.5B drafting for itself (every draft accepted: the
 #            realised speedup against the cost model of the run's own step
 #            costs, within 10%); the Qwen pair, whose measured step costs
-#            give the speedup implied at ACCEPT; a synthetic Llama-3.2-3B
+#            give the speedup implied at ACCEPT (_mma: on tensor cores); a synthetic Llama-3.2-3B
 #            BF16 target (gen_llama-3b-bf16, 6.4 GB, made here when the disk
 #            has room) decoded alone and with the Llama-3.2-1B BF16 drafting
 #   cli      the specdec binary on the real stories260K files of tests/data:
@@ -391,6 +394,11 @@ if [ $GPU = 1 ]; then
         # each step one persistent launch (kernels/cuda/step.cu)
         # shellcheck disable=SC2046
         step "decode_persist_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # the quantised products on tensor cores (mma.sync, kernels/cuda/mv_mma.cuh)
+        if [ "$p" != llama-1b-bf16 ]; then
+            # shellcheck disable=SC2046
+            step "decode_graph_pdl_mma_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        fi
     done
     # the Qwen pair's drafter, whose step the spec targets turn on (the step
     # ledger's decode_pdl / decode_stage figures of qwen-0.5b-q4_k_m)
@@ -413,6 +421,9 @@ if [ $GPU = 1 ]; then
     step verify_graph_pdl_nofold 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
+    step verify_graph_pdl_mma 90 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
     step verify_persist 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # speculative decoding end to end: realised against the cost model of
@@ -422,6 +433,8 @@ if [ $GPU = 1 ]; then
     step spec_identical_qwen-1.5b 90 $BIN/bench/bench_gpu_check spec "$q15" "$q15" 4 $ACCEPT
     # shellcheck disable=SC2086
     step spec_pair_qwen 90 $BIN/bench/bench_gpu_check spec "$q15" "$MODELS/qwen-0.5b-q4_k_m.gguf" 4 $ACCEPT
+    # shellcheck disable=SC2086
+    step spec_pair_qwen_mma 90 env SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check spec "$q15" "$MODELS/qwen-0.5b-q4_k_m.gguf" 4 $ACCEPT
     if [ -f "$MODELS/llama-3b-bf16.gguf" ]; then
         l3="$MODELS/llama-3b-bf16.gguf"
         # shellcheck disable=SC2046

@@ -69,6 +69,11 @@ static void setup(void) {
     cr_assert(cpu, "cpu backend: %s", e.msg);
     gpu = sd_backend_open(SD_DEVICE_CUDA, 0, &e);
     cr_assert(gpu, "%s", e.msg);
+    /* the kernel tests take the quantised products on tensor cores
+     * (SD_CUDA_MMA, off by default): on a GPU they are the check of the
+     * mma fragment layouts; the __dp4a tiles have mma_rows, mma_off_ffn_qkv
+     * and the model_* tests, which open backends at the defaults */
+    cr_assert(sd_cuda_set_mma(gpu, 1) == 0);
 }
 
 static void teardown(void) {
@@ -249,6 +254,94 @@ Test(cuda, matmul_q4_1) { matmul_type(SD_Q4_1); }
 Test(cuda, matmul_q5_0) { matmul_type(SD_Q5_0); }
 Test(cuda, matmul_q4_k) { matmul_type(SD_Q4_K); }
 Test(cuda, matmul_q6_k) { matmul_type(SD_Q6_K); }
+
+/* ---- tensor cores (kernels/cuda/mma.cuh, mv_mma.cuh) ------------------------------ */
+/* The primitives on random int8 matrices against a scalar product: exact,
+ * the extremes -128 and 127 included. */
+Test(cuda, mma_primitive) {
+    rng_state = 71;
+    for (int k = 16; k <= 32; k += 16)
+        for (int rep = 0; rep < 3; rep++) {
+            int8_t a[16 * 32], b[8 * 32];
+            int32_t c[16 * 8], want[16 * 8], got[16 * 8];
+            for (int i = 0; i < 16 * k; i++) a[i] = rep == 0 ? (i % 3 ? -128 : 127) : (int8_t)(frand() * 128);
+            for (int i = 0; i < 8 * k; i++) b[i] = rep == 0 ? (i % 5 ? -128 : 127) : (int8_t)(frand() * 128);
+            for (int i = 0; i < 16 * 8; i++) c[i] = (int32_t)(frand() * 100000);
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++) {
+                    int32_t s = c[r * 8 + n];
+                    for (int q = 0; q < k; q++) s += (int32_t)a[r * k + q] * b[n * k + q];
+                    want[r * 8 + n] = s;
+                }
+            sd_err e = {{0}};
+            int8_t *da = gpu->alloc(gpu, sizeof a, &e), *db = gpu->alloc(gpu, sizeof b, &e);
+            int32_t *dc = gpu->alloc(gpu, sizeof c, &e);
+            cr_assert(da && db && dc, "alloc: %s", e.msg);
+            OK(sd_cuda_from_host(gpu, da, a, sizeof a, e));
+            OK(sd_cuda_from_host(gpu, db, b, sizeof b, e));
+            OK(sd_cuda_from_host(gpu, dc, c, sizeof c, e));
+            OK(sd_cuda_mma_check(gpu, da, db, dc, k, e));
+            OK(gpu->to_host(gpu, got, dc, sizeof got, e));
+            for (int i = 0; i < 16 * 8; i++)
+                cr_expect_eq(got[i], want[i], "mma k%d case %d: row %d column %d: %d, expected %d", k,
+                             rep, i / 8, i % 8, got[i], want[i]);
+            gpu->release(gpu, da), gpu->release(gpu, db), gpu->release(gpu, dc);
+        }
+}
+
+/* Products of n rows on tensor cores and on the __dp4a tiles against the
+ * CPU, and with each setting every row of an n-row call has the bits of a
+ * one-row call (plan.h SD_SAME_BITS_ROWS): row counts that fill a tile,
+ * leave part of one, and take two; a matrix whose rows end inside a row
+ * group of 16, and one split over K. */
+static void check_mma_rows(uint32_t type, int rows, int cols) {
+    enum { N = 16 };
+    static const int ns[] = {2, 5, 8, 9, 16};
+    wpair w;
+    wpair_rand(&w, type, rows, cols, 1.0f);
+    float *x = hrand((size_t)N * cols, 1.0f), *ref = malloc((size_t)N * rows * 4),
+          *ones = malloc((size_t)N * rows * 4);
+    cr_assert(ref && ones);
+    OK(cpu->matmul(cpu, ref, &w.c, x, N, 0, e));
+    float *dx = dbuf((size_t)N * cols, x), *dout = dbuf((size_t)N * rows, NULL);
+    for (int mma = 0; mma < 2; mma++) {
+        cr_assert(sd_cuda_set_mma(gpu, mma) == 0);
+        for (int r = 0; r < N; r++) {
+            OK(gpu->matmul(gpu, dout, &w.g, dx + (size_t)r * cols, 1, 0, e));
+            float *got = fetch(dout, (size_t)rows);
+            memcpy(ones + (size_t)r * rows, got, (size_t)rows * 4);
+            free(got);
+        }
+        const double err1 = rel_err(ones, ref, (size_t)N * rows);
+        cr_expect(err1 <= mm_tol(type), "matmul %s %dx%d one row (mma %d): error %.3g",
+                  sd_wtype_name(type), rows, cols, mma, err1);
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            const int n = ns[k];
+            OK(gpu->matmul(gpu, dout, &w.g, dx, n, 0, e));
+            float *got = fetch(dout, (size_t)n * rows);
+            const double err = rel_err(got, ref, (size_t)n * rows);
+            cr_expect(err <= mm_tol(type), "matmul %s %dx%d n=%d (mma %d): error %.3g > %.1g",
+                      sd_wtype_name(type), rows, cols, n, mma, err, mm_tol(type));
+            cr_expect(!memcmp(got, ones, (size_t)n * rows * 4),
+                      "matmul %s %dx%d n=%d (mma %d): rows differ from one-row calls",
+                      sd_wtype_name(type), rows, cols, n, mma);
+            free(got);
+        }
+    }
+    cr_assert(sd_cuda_set_mma(gpu, 1) == 0);
+    gpu->release(gpu, dx), gpu->release(gpu, dout);
+    free(x), free(ref), free(ones);
+    wpair_free(&w);
+}
+
+Test(cuda, mma_rows) {
+    rng_state = 73;
+    static const uint32_t types[] = {SD_Q8_0, SD_Q4_0, SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        check_mma_rows(types[t], 40, 512);
+        check_mma_rows(types[t], 24, 2048);
+    }
+}
 
 /* ---- rmsnorm -------------------------------------------------------------------- */
 Test(cuda, rmsnorm) {
@@ -783,6 +876,25 @@ Test(cuda, ffn_swiglu) {
             }
         }
     }
+}
+
+/* With SD_CUDA_MMA off the quantised SwiGLU and Q/K/V launches run on the
+ * __dp4a tiles (the other tests take the tensor cores, setup): the
+ * same comparisons with the CPU for a tile of one row, of several and two
+ * tiles. */
+Test(cuda, mma_off_ffn_qkv) {
+    rng_state = 79;
+    static const uint32_t types[] = {SD_Q8_0, SD_Q4_1, SD_Q4_K, SD_Q6_K};
+    static const int ns[] = {1, 5, 9};
+    cr_assert(sd_cuda_set_mma(gpu, 0) == 0);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            const uint32_t three[3] = {types[t], types[t], types[t]};
+            check_ffn(types[t], types[t], 256, 256, ns[k]);
+            const sd_attn_shape sh = SHAPE(4, 2, 64, 64, 10000.0f);
+            check_qkv(three, sh, ns[k], 17);
+        }
+    cr_assert(sd_cuda_set_mma(gpu, 1) == 0);
 }
 
 Test(cuda, ffn_swiglu_mixed_types) {

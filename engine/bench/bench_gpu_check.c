@@ -26,13 +26,15 @@
  *       persistent step), a "ledger:" line gives the figure under its key
  *       in docs/perf/gpu-ledger-constants.txt; verify prints one too.
  *   bench_gpu_check verify TARGET DRAFT ALPHA...
- *       CUDA: the cost of one target call over n = 1..9 rows (positions
+ *       CUDA: the cost of one target call over n = 1..9 and 16 rows (positions
  *       64.., argmax of every row on the device), median of 15, as a
  *       multiple of n = 1, then the speculative speedup those costs imply
  *       for gamma = 1..8 drafts at each per-draft acceptance rate ALPHA
  *       (inputs: rates measured on the CPU for the real pair), with the
  *       draft step timed on DRAFT: tokens per round (1 - a^(g+1)) / (1 - a)
- *       over (g * t_draft + t_verify(g+1)) / t_verify(1).
+ *       over (g * t_draft + t_verify(g+1)) / t_verify(1). SD_CUDA_MMA=0
+ *       times the quantised products on the __dp4a tiles instead of tensor
+ *       cores (the summary line names the setting).
  *   bench_gpu_check spec TARGET DRAFT GAMMA [ALPHA...]
  *       CUDA, end to end: greedy autoregressive decoding of TARGET and
  *       speculative decoding with DRAFT drafting GAMMA tokens a round,
@@ -96,10 +98,12 @@ static const char *base(const char *path) {
 
 /* The step ledger's tag of the path these settings run (the keys of
  * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
- * path; the persistent step is the stage-level one of kernels/cuda/step.cu. */
+ * path; the persistent step is the stage-level one of kernels/cuda/step.cu
+ * (it builds its steps without the tensor-core products). */
 static const char *ledger_tag(void) {
     if (opts.cuda_persistent) return "stage";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
+    if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";
 }
 
@@ -348,11 +352,12 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
     sd_err e;
     sd_model *m = load(target, SD_DEVICE_CUDA, &e);
     if (!m) return 1;
-    int32_t t[64 + 9];
-    tokens(t, 64 + 9, m->hp.vocab);
-    double cost[10] = {0};
+    int32_t t[64 + 16];
+    tokens(t, 64 + 16, m->hp.vocab);
+    double cost[17] = {0};
     int ok = sd_forward_ex(m, m->kv, t, 64, 0, 0, NULL, 0, &e) == 0;
-    for (int n = 1; n <= 9 && ok; n++) ok = (cost[n] = call_cost(m, t + 64, n, 64, &e)) > 0;
+    for (int n = 1; n <= 16 && ok; n = n == 9 ? 16 : n + 1)
+        ok = (cost[n] = call_cost(m, t + 64, n, 64, &e)) > 0;
     sd_model_free(m);
     double t_draft = -1;
     if (ok && (m = load(draft, SD_DEVICE_CUDA, &e))) {
@@ -366,9 +371,11 @@ static int cmd_verify(const char *target, const char *draft, int n_alpha, char *
         fprintf(stderr, "bench_gpu_check: verify: %s\n", e.msg);
         return 1;
     }
-    printf("S verify %s (graph %s, pdl %s, fold %s): n rows -> ms per call (x n=1):",
-           base(target), on_off(opts.cuda_graph), on_off(opts.cuda_pdl), fold_setting());
-    for (int n = 1; n <= 9; n++) printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
+    printf("S verify %s (graph %s, pdl %s, fold %s, mma %s): n rows -> ms per call (x n=1):",
+           base(target), on_off(opts.cuda_graph), on_off(opts.cuda_pdl), fold_setting(),
+           on_off(opts.cuda_mma));
+    for (int n = 1; n <= 16; n = n == 9 ? 16 : n + 1)
+        printf(" %d:%.3f(%.2fx)", n, cost[n] * 1e3, cost[n] / cost[1]);
     if (ledger_tag()) {
         printf("\nS   ledger: verify_%s:%.*s:N, N = 1..9:", ledger_tag(), preset_len(target), base(target));
         for (int n = 1; n <= 9; n++) printf(" %.3f", cost[n] * 1e3);

@@ -29,7 +29,9 @@
  *        launches that fold an RMSNorm into the next matrix-vector op, 0
  *        launching every norm on its own; default 8.
  *   SD_CUDA_PERSISTENT=0|1 CUDA: 1 runs each decode step as one persistent
- *        launch where it can (else as a graph); default 0. */
+ *        launch where it can (else as a graph); default 0.
+ *   SD_CUDA_MMA=0|1        CUDA: products with quantised weights on tensor
+ *        cores (1) or on the __dp4a tiles (0); default 1. */
 static const char *env(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -50,7 +52,8 @@ int sd_backend_opts_from_env(sd_backend_opts *o, sd_err *e) {
         return sd_fail(e, "SD_ISA=%.40s: expected scalar, avx2, avx512, avx512vnni or amx", v);
     if (env_bool("SD_REPACK", &o->repack, e) || env_bool("SD_CUDA_SYNC", &o->cuda_sync, e) ||
         env_bool("SD_CUDA_GRAPH", &o->cuda_graph, e) || env_bool("SD_CUDA_PDL", &o->cuda_pdl, e) ||
-        env_bool("SD_CUDA_PERSISTENT", &o->cuda_persistent, e))
+        env_bool("SD_CUDA_PERSISTENT", &o->cuda_persistent, e) ||
+        env_bool("SD_CUDA_MMA", &o->cuda_mma, e))
         return -1;
     v = env("SD_CUDA_ATTN_MERGE");
     if (v && strcmp(v, "launch") && strcmp(v, "fold"))

@@ -5,7 +5,11 @@
  * the time per call, the bytes the op must move (each weight, cache and
  * activation byte once), the bandwidth that makes, its share of the
  * measured device-to-device copy bandwidth, and the largest error against
- * the CPU backend on the same inputs.
+ * the CPU backend on the same inputs. The matrix products run for 1 to 16
+ * rows, those with quantised weights on the __dp4a tiles (the default)
+ * and again on tensor cores (SD_CUDA_MMA=1; "mma" after the shape), so the
+ * rows show what a verification of n rows costs against a one-row step
+ * either way.
  *   usage: bench_kernels_cuda [CSV]   (default $OUT/bench_kernels_cuda.csv
  *                                      when OUT is set; else no CSV)
  * Without a usable GPU it prints one line and exits 0.
@@ -324,10 +328,15 @@ struct Shape {
 
 static const int NS[2] = {1, 9};
 
+/* The row counts of the matrix-product rows. */
+static const int MM_NS[6] = {1, 2, 5, 8, 9, 16};
+
 static void bench_matmul(Bench *B, const Shape *m, const char *kernel, Wset *w, int acc) {
     const int rows = (int)w->host.rows, cols = (int)w->host.cols;
-    for (int t = 0; t < 2; t++) {
-        const int n = NS[t];
+    for (int t = 0; t < 12; t++) {
+        const int n = MM_NS[t % 6], mma = t >= 6;
+        if (mma && !cu_is_quant(w->host.type)) break;
+        if (sd_cuda_set_mma(B->gpu, mma)) die("matmul", "not a CUDA backend");
         float *xh = hrand((size_t)n * cols, 1.0f), *init = hrand((size_t)n * rows, 1.0f);
         float *ref = (float *)xmalloc((size_t)n * rows * sizeof *ref);
         memcpy(ref, init, (size_t)n * rows * sizeof *ref);
@@ -342,13 +351,14 @@ static void bench_matmul(Bench *B, const Shape *m, const char *kernel, Wset *w, 
             die("matmul check", e.msg);
         const double err = err_vs(B, o.out, ref, (size_t)n * rows);
         char shape[48];
-        snprintf(shape, sizeof shape, "%dx%d%s", rows, cols, acc ? " +=" : "");
+        snprintf(shape, sizeof shape, "%dx%d%s%s", rows, cols, acc ? " +=" : "", mma ? " mma" : "");
         row(B, kernel, m->name, sd_wtype_name(w->host.type), n, shape, us,
             wbytes + 4.0 * n * cols + 4.0 * n * rows * (acc ? 2 : 1), err, graphed);
         B->gpu->release(B->gpu, o.x);
         B->gpu->release(B->gpu, o.out);
         free(xh), free(init), free(ref);
     }
+    if (sd_cuda_set_mma(B->gpu, 0)) die("matmul", "not a CUDA backend");
 }
 
 static void bench_qkv(Bench *B, const Shape *m, uint32_t type) {

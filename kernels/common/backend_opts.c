@@ -14,5 +14,6 @@ sd_backend_opts sd_backend_opts_default(void) {
                              .cuda_attn_merge_launch = 0,
                              .cuda_pdl = 1,
                              .cuda_fuse_norm = 8,
-                             .cuda_persistent = 0};
+                             .cuda_persistent = 0,
+                             .cuda_mma = 0};
 }

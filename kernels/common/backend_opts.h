@@ -47,12 +47,17 @@ typedef struct sd_backend_opts {
      * launch (kernels/cuda/step.cu) where it can, else as a graph; 0 (the
      * default until a GPU run has measured it) always as a graph. */
     int cuda_persistent;
+    /* CUDA: 1 runs the products with quantised weights on tensor cores
+     * (kernels/cuda/mv_mma.cuh) for every row count; 0 (the default until
+     * a GPU run has checked and timed it) on the __dp4a tiles
+     * (kernels/cuda/mv.cuh). */
+    int cuda_mma;
 } sd_backend_opts;
 
 /* Every setting at its default: the best SIMD level, a pool of the CPU
  * backend's own, repacking on, graphs and programmatic launch on, the
  * folded attention merge, no per-launch synchronisation, folded norms at 8
- * blocks a multiprocessor. */
+ * blocks a multiprocessor, quantised products on tensor cores. */
 sd_backend_opts sd_backend_opts_default(void);
 
 #ifdef __cplusplus

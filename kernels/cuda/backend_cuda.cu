@@ -883,6 +883,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_
     c->pdl = prop.major >= 9 && d.cuda_pdl;
     c->fuse_norm = d.cuda_fuse_norm;
     c->persist_on = prop.major >= 9 && d.cuda_persistent;
+    c->mma = d.cuda_mma != 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||
         (err = cudaMallocHost(&c->top_k_host, TOP_K_BYTES)) != cudaSuccess ||
@@ -944,6 +945,12 @@ extern "C" int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
     sd_err e;
     if (cu_norm_flush(c, &e)) return -1;
     c->fuse_norm = per_sm;
+    return 0;
+}
+
+extern "C" int sd_cuda_set_mma(sd_backend *b, int on) {
+    if (!is_cuda(b)) return -1;
+    cu_ctx(b)->mma = on != 0;
     return 0;
 }
 

@@ -34,6 +34,17 @@ int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
     return -1;
 }
 
+int sd_cuda_set_mma(sd_backend *b, int on) {
+    (void)b, (void)on;
+    return -1;
+}
+
+int sd_cuda_mma_check(sd_backend *b, const int8_t *a, const int8_t *bm, int32_t *c, int k,
+                      sd_err *e) {
+    (void)b, (void)a, (void)bm, (void)c, (void)k;
+    return sd_fail(e, "cuda: mma_check: " NO_CUDA);
+}
+
 long sd_cuda_norms_folded(sd_backend *b) {
     (void)b;
     return -1;

@@ -172,6 +172,10 @@ typedef struct sd_cuda {
      * kernels/common/backend_opts.c; sd_cuda_set_fuse_norm); norm is the norm left pending (out NULL: none). */
     int fuse_norm;
     cu_norm norm;
+    /* cuda_mma (sd_backend_opts; sd_cuda_set_mma): products with quantised
+     * weights on tensor cores (mv_mma.cuh), for every row count; 0: the
+     * __dp4a tiles of mv.cuh. */
+    int mma;
     long folded; /* norms folded so far (sd_cuda_norms_folded) */
     /* cuda_persistent (sd_backend_opts) on sm_90 or newer (step.cu is built
      * for those alone, Makefile): graph_end runs a recorded step as

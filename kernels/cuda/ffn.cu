@@ -11,7 +11,11 @@
  * block) blocks, so each block counts itself in c->ffn_ctr once its h
  * values are visible (__threadfence, then one atomicAdd), and the last
  * block of a (tile, group of 32 units) quantises the group's rows of the
- * tile from L2, one warp a row, and sets the counter back to 0. */
+ * tile from L2, one warp a row, and sets the counter back to 0.
+ *
+ * With SD_CUDA_MMA and a quantised type the same launch runs on tensor
+ * cores (mv_mma.cuh): a warp owns 8 hidden units, gate and up rows in its
+ * two row slots. */
 #include "kernels/cuda/ffn.cuh"
 
 template <int T, int NT>
@@ -20,6 +24,24 @@ __global__ void __launch_bounds__(MV_THREADS) ffn_swiglu_kernel(const FfnArgs p)
     for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x)
         ffn_vblock<T, NT>(p, b, b == blockIdx.x, blockIdx.x < (unsigned)p.ntiles);
 }
+
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_THREADS) mq_ffn_kernel(const FfnArgs p) {
+    cu_grid_trigger();
+    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x)
+        mq_ffn_vblock<T, NT>(p, b, b == blockIdx.x, blockIdx.x < (unsigned)p.ntiles);
+}
+
+struct MqFfnLaunch {
+    typedef FfnArgs Args;
+    template <int T, int NT>
+    static void run(const MvPlan &pl, const sd_cuda *c, const FfnArgs &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg =
+            cu_launch_cfg(c, mv_grid(pl, mq_ffn_kernel<T, NT>), MV_THREADS, pl.smem, &at);
+        cudaLaunchKernelEx(&cfg, mq_ffn_kernel<T, NT>, a);
+    }
+};
 
 struct FfnLaunch {
     typedef FfnArgs Args;
@@ -73,8 +95,11 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
         return cu_check_launch(c, e, "ffn_swiglu elementwise %zu", sw.count);
     }
     MvPlan pl;
-    if (mv_plan(A, w1->rows, w1->cols / mv_chunk_elems((int)w1->type), c->sms, c->fuse_norm,
-                mv_float((int)w1->type), &pl, e, "ffn_swiglu"))
+    const int mq = mq_on(c, w1->type);
+    if (mq ? mq_plan(A, (w1->rows + MQ_UNITS - 1) / MQ_UNITS, w1->cols / 32, c->sms, c->fuse_norm,
+                     &pl, e, "ffn_swiglu")
+           : mv_plan(A, w1->rows, w1->cols / mv_chunk_elems((int)w1->type), c->sms, c->fuse_norm,
+                     mv_float((int)w1->type), &pl, e, "ffn_swiglu"))
         return -1;
     FfnArgs p;
     p.a = A;
@@ -101,6 +126,8 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
         if (cu_step_add(c, CU_STEP_FFN, mv_step_variant(w1->type, pl.nt), &p, sizeof p, pl.blocks,
                         0, &sp, e))
             return -1;
+    } else if (mq) {
+        mq_launch<MqFfnLaunch>(w1->type, pl, c, p);
     } else {
         mv_launch<FfnLaunch>(w1->type, pl, c, p);
     }

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cuda/mv.cuh"
+#include "kernels/cuda/mv_mma.cuh"
 #include "kernels/cuda/qact.cuh"
 
 /* silu(g) * u with the CPU's operation order and no fused multiply-adds. */
@@ -25,11 +26,12 @@ struct FfnArgs {
 };
 
 /* The last virtual block b of its (tile, group of 32 units) quantises the
- * group's rows i0.. of h. Every thread of the block calls it. */
+ * group's rows i0.. of h; a warp owns per_warp units (1, or MQ_UNITS on
+ * tensor cores). Every thread of the block calls it. */
 template <int NT>
-__device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, unsigned b, int i0) {
+__device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, unsigned b, int i0, int per_warp) {
     __shared__ int last;
-    const int per_block = MV_WARPS / p.ks, rows = p.w1.rows;
+    const int per_block = per_warp * MV_WARPS / p.ks, rows = p.w1.rows;
     const int group = (int)(b / p.ntiles) * per_block / 32, tile = b % p.ntiles;
     __threadfence(); /* this block's h, visible before it is counted */
     __syncthreads();
@@ -60,7 +62,27 @@ __device__ __forceinline__ void ffn_vblock(const FfnArgs &p, unsigned b, bool fi
     const int lane = threadIdx.x & 31, i = i0 + lane;
     if (slice == 0 && lane < NT && i < p.a.n && r < p.w1.rows)
         p.h[(size_t)i * p.w1.rows + r] = swiglu(g, u);
-    if (p.hq) ffn_quant_group<NT>(p, b, i0);
+    if (p.hq) ffn_quant_group<NT>(p, b, i0, 1);
+}
+
+/* The same on tensor cores (mv_mma.cuh): a warp takes units 8q + g, gate
+ * and up rows in its two slots. */
+template <int T, int NT>
+__device__ __forceinline__ void mq_ffn_vblock(const FfnArgs &p, unsigned b, bool first, bool writer) {
+    int i0, grp, slice;
+    mv_place(b, p.ntiles, p.ks, NT, i0, grp, slice);
+    const int lane = threadIdx.x & 31, t = lane & 3, r = MQ_UNITS * grp + (lane >> 2);
+    float acc[2][NT], v[2][(NT + 3) / 4];
+    mq_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, first, writer, acc);
+    mq_reduce<NT>(acc, slice, p.ks, v);
+    if (slice == 0 && r < p.w1.rows)
+#pragma unroll
+        for (int k = 0; k < (NT + 3) / 4; k++) {
+            const int i = i0 + t + 4 * k;
+            if (t + 4 * k >= NT || i >= p.a.n) break;
+            p.h[(size_t)i * p.w1.rows + r] = swiglu(v[0][k], v[1][k]);
+        }
+    if (p.hq) ffn_quant_group<NT>(p, b, i0, MQ_UNITS);
 }
 
 /* h = swiglu(h, up) over count elements: the elementwise pass of two

@@ -2,7 +2,7 @@
  * projection (LM head) and, with accumulate, the output and down
  * projections with the residual add folded in (out is the residual stream;
  * each output element is read and written by one lane). The core loop is in
- * mv.cuh. */
+ * mv.cuh, or for quantised weights with SD_CUDA_MMA in mv_mma.cuh. */
 #include "kernels/cuda/matvec.cuh"
 
 template <int T, int NT>
@@ -23,11 +23,31 @@ struct MmLaunch {
     }
 };
 
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_THREADS) mq_plain_kernel(const MmArgs p) {
+    cu_grid_trigger();
+    for (unsigned b = blockIdx.x; b < p.blocks; b += gridDim.x)
+        mq_mm_vblock<T, NT>(p, b, b == blockIdx.x, blockIdx.x < (unsigned)p.ntiles);
+}
+
+struct MqLaunch {
+    typedef MmArgs Args;
+    template <int T, int NT>
+    static void run(const MvPlan &pl, const sd_cuda *c, const MmArgs &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg =
+            cu_launch_cfg(c, mv_grid(pl, mq_plain_kernel<T, NT>), MV_THREADS, pl.smem, &at);
+        cudaLaunchKernelEx(&cfg, mq_plain_kernel<T, NT>, a);
+    }
+};
+
 int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int accumulate,
                 sd_err *e) {
     MvPlan pl;
-    if (mv_plan(*A, (w->rows + 1) / 2, w->cols / mv_chunk_elems((int)w->type), c->sms,
-                c->fuse_norm, mv_float((int)w->type), &pl, e, "matmul"))
+    const int mq = mq_on(c, w->type);
+    if (mq ? mq_plan(*A, (w->rows + MQ_ROWS - 1) / MQ_ROWS, w->cols / 32, c->sms, c->fuse_norm, &pl, e, "matmul")
+           : mv_plan(*A, (w->rows + 1) / 2, w->cols / mv_chunk_elems((int)w->type), c->sms,
+                     c->fuse_norm, mv_float((int)w->type), &pl, e, "matmul"))
         return -1;
     MmArgs p;
     p.a = *A;
@@ -44,7 +64,10 @@ int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int 
         return cu_step_add(c, CU_STEP_MM, mv_step_variant(w->type, pl.nt), &p, sizeof p,
                            pl.blocks, 0, &sp, e);
     }
-    mv_launch<MmLaunch>(w->type, pl, c, p);
+    if (mq)
+        mq_launch<MqLaunch>(w->type, pl, c, p);
+    else
+        mv_launch<MmLaunch>(w->type, pl, c, p);
     return cu_check_launch(c, e, "matmul %s %lldx%lld", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols);
 }

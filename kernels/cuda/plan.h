@@ -50,6 +50,35 @@ static inline int sd_mv_plan_make(int n, int64_t units, int64_t nch, int sms, sd
     return p->blocks > 0x7fffffff ? -1 : 0;
 }
 
+/* mv_mma.cuh (SD_CUDA_MMA): 4-chunk steps a lane loads ahead, the largest
+ * activation tile. */
+enum { SD_MQ_UNROLL = 2, SD_MQ_MAX_NT = 16 };
+
+/* Activation rows per tensor-core tile for an n-row call: 2, 4, 8 or 16
+ * (the B operand takes rows in pairs). */
+static inline int sd_mq_tile_rows(int n) { return n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : 16; }
+
+/* The tensor-core plan: tile height and K split for n activation rows
+ * against `groups` groups of 16 rows of nch chunks (of 32 elements), in
+ * p->nt, ntiles, ks and blocks as sd_mv_plan_make's. A warp owns a row
+ * group, eight times a dp4a warp's rows, so the split goes as far as every
+ * slice keeps one full step (4 * SD_MQ_UNROLL chunks a lane group); up to
+ * SD_SAME_BITS_ROWS rows it counts one tile, so a row's sum is split as a
+ * one-row call's. Returns 0, or -1 when the grid would exceed 2^31-1
+ * blocks. */
+static inline int sd_mq_plan_make(int n, int64_t groups, int64_t nch, int sms, sd_mv_plan *p) {
+    p->nt = sd_mq_tile_rows(n);
+    p->ntiles = (n + p->nt - 1) / p->nt;
+    const int64_t tiles = n <= SD_SAME_BITS_ROWS ? 1 : p->ntiles;
+    p->ks = 1;
+    while (p->ks < SD_MV_WARPS && groups * tiles * p->ks < 16 * (int64_t)sms &&
+           nch >= 2 * p->ks * 4 * SD_MQ_UNROLL)
+        p->ks *= 2;
+    const int64_t per_block = SD_MV_WARPS / p->ks;
+    p->blocks = (int64_t)p->ntiles * ((groups + per_block - 1) / per_block);
+    return p->blocks > 0x7fffffff ? -1 : 0;
+}
+
 typedef struct sd_attn_plan {
     int64_t qtiles; /* blocks along z: tiles of SD_AT_QV query vectors */
     int kps;        /* keys per split (a multiple of SD_AT_KEYS unless one split) */

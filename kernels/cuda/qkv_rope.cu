@@ -20,7 +20,11 @@
  * the position from that device word, and the K/V destinations it is given
  * are the rows of position 0 (the cache bases); it writes row i at row
  * pos + i of them (beams: at row pos of each base), so one capture serves
- * every position. */
+ * every position.
+ *
+ * With SD_CUDA_MMA and a quantised type the launch runs on tensor cores
+ * (mv_mma.cuh): a warp takes 8 pairs, their rows in its two row slots, and
+ * each lane group rotates and writes its own pair. */
 #include "kernels/cuda/qkv_rope.cuh"
 
 /* __grid_constant__: args is read in place in parameter memory (the
@@ -33,6 +37,26 @@ __global__ void __launch_bounds__(MV_THREADS) qkv_rope_kernel(const __grid_const
     for (unsigned b = blockIdx.x; b < blocks; b += gridDim.x)
         qkv_vblock<T, NT, P>(args, b, b == blockIdx.x, blockIdx.x < ntiles);
 }
+
+template <int T, int NT, class P>
+__global__ void __launch_bounds__(MV_THREADS) mq_qkv_kernel(const __grid_constant__ P args) {
+    cu_grid_trigger();
+    const unsigned blocks = qkv_args(args).blocks, ntiles = (unsigned)qkv_args(args).ntiles;
+    for (unsigned b = blockIdx.x; b < blocks; b += gridDim.x)
+        mq_qkv_vblock<T, NT, P>(args, b, b == blockIdx.x, blockIdx.x < ntiles);
+}
+
+template <class P>
+struct MqQkvLaunch {
+    typedef P Args;
+    template <int T, int NT>
+    static void run(const MvPlan &pl, const sd_cuda *c, const P &a) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg =
+            cu_launch_cfg(c, mv_grid(pl, mq_qkv_kernel<T, NT, P>), MV_THREADS, pl.smem, &at);
+        cudaLaunchKernelEx(&cfg, mq_qkv_kernel<T, NT, P>, a);
+    }
+};
 
 template <class P>
 struct QkvLaunch {
@@ -85,8 +109,11 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
     }
     const sd_weight *w = ws[first];
     MvPlan pl;
-    if (mv_plan(p->a, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, c->fuse_norm,
-                mv_float((int)w->type), &pl, e, "qkv_rope"))
+    const int mq = mq_on(c, w->type);
+    if (mq ? mq_plan(p->a, (pairs + MQ_UNITS - 1) / MQ_UNITS, w->cols / 32, c->sms, c->fuse_norm,
+                     &pl, e, "qkv_rope")
+           : mv_plan(p->a, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, c->fuse_norm,
+                     mv_float((int)w->type), &pl, e, "qkv_rope"))
         return -1;
     p->ntiles = pl.ntiles;
     p->ks = pl.ks;
@@ -98,7 +125,10 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
         return cu_step_add(c, qkv_step_kind(args), mv_step_variant(w->type, pl.nt), args,
                            sizeof *args, pl.blocks, 0, &sp, e);
     }
-    mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
+    if (mq)
+        mq_launch<MqQkvLaunch<P> >(w->type, pl, c, *args);
+    else
+        mv_launch<QkvLaunch<P> >(w->type, pl, c, *args);
     return cu_check_launch(c, e, "qkv_rope %s %lldx%lld (%d matrices)", sd_wtype_name(w->type),
                            (long long)w->rows, (long long)w->cols, count);
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "kernels/cuda/mv.cuh"
+#include "kernels/cuda/mv_mma.cuh"
 
 struct QkvMat {
     MvMat w;
@@ -49,19 +50,14 @@ __device__ __forceinline__ float *qkv_out(const QkvScatterArgs &p, const QkvMat 
     return M.which == 1 ? p.k[i] + off : M.which == 2 ? p.v[i] + off : M.out + (size_t)i * M.w.rows;
 }
 
-/* Virtual block b; first and writer as mv_accum takes them. Every thread
- * of the block calls it. */
-template <int T, int NT, class P>
-__device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first, bool writer) {
-    const QkvArgs &p = qkv_args(args);
-    int i0, pair, slice;
-    mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
-    QkvMat M = p.m[0];
+/* Pair `pair` of the launch: its matrix M, its rows r0, r1 and, when it
+ * rotates, its angle index j (else -1). */
+__device__ __forceinline__ void qkv_pair(const QkvArgs &p, int pair, QkvMat &M, int &r0, int &r1,
+                                         int &j) {
+    M = p.m[0];
     if (p.nm > 1 && pair >= p.m[1].pair0) M = p.m[1];
     if (p.nm > 2 && pair >= p.m[2].pair0) M = p.m[2];
-    /* the pair's rows and, when it rotates, its angle index j */
     const int local = pair - M.pair0, hd = p.head_dim;
-    int r0, r1, j;
     if (p.neox) {
         const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
         r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
@@ -72,12 +68,13 @@ __device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first
         r1 = r0 + 1;
         j = r0 % hd < p.rope_dim ? (r0 % hd) / 2 : -1;
     }
-    float acc[2][NT], v0, v1;
-    mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, first, writer,
-                    acc);
-    mv_reduce<NT>(acc, slice, p.ks, v0, v1);
-    const int lane = threadIdx.x & 31, i = i0 + lane;
-    if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) return;
+}
+
+/* The pair's totals v0, v1 for activation row i: bias, rotation, store. */
+template <class P>
+__device__ __forceinline__ void qkv_store(const P &args, const QkvMat &M, int r0, int r1, int j,
+                                          int i, float v0, float v1) {
+    const QkvArgs &p = qkv_args(args);
     if (M.bias) {
         v0 += M.bias[r0];
         if (r1 < M.w.rows) v1 += M.bias[r1];
@@ -95,6 +92,50 @@ __device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first
     float *o = qkv_out(args, M, i, p.pos_dev ? pos : 0);
     o[r0] = v0;
     if (r1 < M.w.rows) o[r1] = v1;
+}
+
+/* Virtual block b; first and writer as mv_accum takes them. Every thread
+ * of the block calls it. */
+template <int T, int NT, class P>
+__device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first, bool writer) {
+    const QkvArgs &p = qkv_args(args);
+    int i0, pair, slice;
+    mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
+    QkvMat M;
+    int r0, r1, j;
+    qkv_pair(p, pair, M, r0, r1, j);
+    float acc[2][NT], v0, v1;
+    mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, first, writer,
+                    acc);
+    mv_reduce<NT>(acc, slice, p.ks, v0, v1);
+    const int lane = threadIdx.x & 31, i = i0 + lane;
+    if (slice != 0 || lane >= NT || i >= p.a.n || r0 >= M.w.rows) return;
+    qkv_store(args, M, r0, r1, j, i, v0, v1);
+}
+
+/* The same on tensor cores (mv_mma.cuh): a warp takes pairs 8q + g (lane
+ * group g), their two rows in its two slots; a pair past its matrix's
+ * rows (the launch's last warp) is computed on clamped rows and not
+ * stored. */
+template <int T, int NT, class P>
+__device__ __forceinline__ void mq_qkv_vblock(const P &args, unsigned b, bool first, bool writer) {
+    const QkvArgs &p = qkv_args(args);
+    int i0, grp, slice;
+    mv_place(b, p.ntiles, p.ks, NT, i0, grp, slice);
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    QkvMat M;
+    int r0, r1, j;
+    qkv_pair(p, MQ_UNITS * grp + (lane >> 2), M, r0, r1, j);
+    float acc[2][NT], v[2][(NT + 3) / 4];
+    mq_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
+    mq_reduce<NT>(acc, slice, p.ks, v);
+    if (slice != 0 || r0 >= M.w.rows) return;
+#pragma unroll
+    for (int k = 0; k < (NT + 3) / 4; k++) {
+        const int i = i0 + t + 4 * k;
+        if (t + 4 * k >= NT || i >= p.a.n) break;
+        qkv_store(args, M, r0, r1, j, i, v[0][k], v[1][k]);
+    }
 }
 
 #endif

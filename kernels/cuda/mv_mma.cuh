@@ -1,0 +1,308 @@
+/* Matrix-vector core on tensor cores (mma.cuh) for the quantised weight
+ * types, the SD_CUDA_MMA alternative to mv.cuh's __dp4a tiles: each weight
+ * byte is read and dequantised once a call, and the products of all its
+ * activation rows are one or more mma instructions, so the cost of a call
+ * grows little with its rows.
+ *
+ * Work split. A warp owns 16 weight rows (a "row group": rows 16q + g and
+ * 16q + g + 8 go to the four lanes of group g = lane / 4, the A fragment's
+ * rows) and a tile of NT = 2, 4, 8 or 16 activation rows. It walks the
+ * rows' 32-element chunks (cuda_int.h: one activation block each) four at a
+ * time: lane t = lane % 4 of each group loads chunk c0 + t of its two rows,
+ * 16 coalesced bytes a row (two loads for Q8_0's 32 bytes), with its
+ * scales, MQ_UNROLL steps ahead. So lane t's registers hold whole chunks,
+ * but the A fragment wants lane t to hold k 4t..4t+3 of one chunk: rather
+ * than exchanging words between lanes, every mma takes word j of each
+ * lane's own chunk (k slot t = chunk c0 + t), and B is block diagonal: its
+ * column n holds activation row 2p + n % 2 in k slot n / 2 and zeros
+ * elsewhere, loaded by the one lane (group n, t = n / 2) whose slot it is.
+ * Column n of the result is then row . activations over chunk c0 + n / 2
+ * alone, and the C fragment puts columns 2t, 2t + 1 (chunk c0 + t,
+ * activation rows 2p, 2p + 1) in lane t: the lane that loaded the chunk's
+ * weights and scales turns the integer sums into the block terms. Four
+ * mma (j = 0..3, words j and 4 + j: elements 4j..4j+3 and 16+4j..16+4j+3)
+ * give a chunk's sum for two activation rows; Q6_K takes m16n8k16 halves
+ * instead, its sub-blocks of 16 having their own scales. Three quarters of
+ * each B is zeros: the tensor cores have the throughput to spare, the
+ * instruction slots that a lane-to-lane transpose would take are not.
+ *
+ * Arithmetic. The integer sums are the CPU's block sums exactly; the block
+ * term is mv.cuh's (d_w * d_x * sum, + m * s_x for Q4_1, - dmin*mn * s_x for
+ * Q4_K, d_x * (sc0 * sum0 + sc1 * sum1) for Q6_K). Lane t adds the terms of
+ * its chunks in order; the four lanes of a group then add their sums
+ * (xor 1, then xor 2), and the K slices of a row group (ks warps) theirs in
+ * slice order. Nothing in that depends on the tile height or on which
+ * column an activation row takes, so a row of an n-row call has the bits
+ * of a one-row call (plan.h SD_SAME_BITS_ROWS): with SD_CUDA_MMA on, one-row
+ * calls of these types run here too (plain launches; mq_on says why not in
+ * a persistent step).
+ *
+ * The activations, the folded norm (mv_norm_tile, mv_tile), the virtual
+ * blocks and the launch-before-wait ordering are mv.cuh's. */
+#ifndef SD_CUDA_MV_MMA_CUH
+#define SD_CUDA_MV_MMA_CUH
+
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/mv.cuh"
+
+/* Rows a warp owns, in two slots of MQ_UNITS: row 16q + g and 16q + g + 8
+ * of one matrix, or (SwiGLU, Q/K/V) the two rows of unit 8q + g. */
+enum { MQ_ROWS = 16, MQ_UNITS = 8, MQ_UNROLL = SD_MQ_UNROLL, MQ_MAX_NT = SD_MQ_MAX_NT };
+
+/* One lane's share of a step for one weight row: the chunk's values (two
+ * loads for Q8_0) and its scales. */
+struct MqW {
+    MvW w[2];
+    float2 dm;
+};
+
+template <int T>
+__device__ __forceinline__ MqW mq_ldw(const MvRow &r, int c, bool ok) {
+    MqW m;
+    m.w[0] = m.w[1] = MvW{make_uint4(0, 0, 0, 0), make_uint2(0, 0)};
+    m.dm = make_float2(0.f, 0.f);
+    if (!ok) return m;
+    if constexpr (T == SD_Q8_0) {
+        m.w[0] = mv_ldw<T>(r, 2 * c);
+        m.w[1] = mv_ldw<T>(r, 2 * c + 1);
+        m.dm = mv_lds<T>(r, 2 * c);
+    } else {
+        m.w[0] = mv_ldw<T>(r, c);
+        m.dm = mv_lds<T>(r, c);
+    }
+    return m;
+}
+
+/* The chunk as 8 words of signed bytes, word j = elements 4j..4j+3 (for
+ * the 4- to 6-bit types the nibbles and high bits as mv_dot forms them). */
+template <int T>
+__device__ __forceinline__ void mq_words(const MqW &m, unsigned v[8]) {
+    if constexpr (T == SD_Q8_0) {
+        v[0] = m.w[0].q.x, v[1] = m.w[0].q.y, v[2] = m.w[0].q.z, v[3] = m.w[0].q.w;
+        v[4] = m.w[1].q.x, v[5] = m.w[1].q.y, v[6] = m.w[1].q.z, v[7] = m.w[1].q.w;
+    } else {
+        const unsigned m4 = 0x0f0f0f0fu;
+        const unsigned q[4] = {m.w[0].q.x, m.w[0].q.y, m.w[0].q.z, m.w[0].q.w};
+        const uint2 h = m.w[0].h;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            unsigned x = (q[g & 3] >> (g < 4 ? 0 : 4)) & m4;
+            if constexpr (T == SD_Q4_0) x = __vsub4(x, 0x08080808u);
+            if constexpr (T == SD_Q5_0) x = __vsub4(x | ((h.x >> g) & 0x01010101u) << 4, 0x10101010u);
+            if constexpr (T == SD_Q6_K)
+                x = __vsub4(x | (((g < 4 ? h.x : h.y) >> (2 * (g & 3))) & 0x03030303u) << 4,
+                            0x20202020u);
+            v[g] = x;
+        }
+    }
+}
+
+/* The block term of one integer sum (s1: Q6_K's second sub-block). */
+template <int T>
+__device__ __forceinline__ float mq_term(int s0, int s1, float2 dm, float xd, float xs) {
+    if constexpr (T == SD_Q6_K) return xd * (dm.x * (float)s0 + dm.y * (float)s1);
+    float v = dm.x * xd * (float)s0;
+    if constexpr (T == SD_Q4_1) v += dm.y * xs;
+    if constexpr (T == SD_Q4_K) v -= dm.y * xs;
+    return v;
+}
+
+/* The weights of one step at base: chunk base + 4u + t of rows r0, r1. */
+template <int T>
+__device__ __forceinline__ void mq_ldw_step(const MvRow &r0, const MvRow &r1, int base, int nch,
+                                            MqW w[2][MQ_UNROLL]) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int u = 0; u < MQ_UNROLL; u++) {
+        const int c = base + 4 * u + t;
+        w[0][u] = mq_ldw<T>(r0, c, c < nch);
+        w[1][u] = mq_ldw<T>(r1, c, c < nch);
+    }
+}
+
+/* Activation row i's block c as the B words of this lane (zeros unless it
+ * owns a slot, see the top). */
+__device__ __forceinline__ void mq_ldx(const MvAct &L, int i, int c, bool own, unsigned x[8]) {
+    int4 a = make_int4(0, 0, 0, 0), b = a;
+    if (own) {
+        const int4 *p = reinterpret_cast<const int4 *>(L.xq + (size_t)i * L.cols) + 2 * c;
+        a = cu_ld_act(p);
+        b = cu_ld_act(p + 1);
+    }
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+/* One step's chunk (weights w0, w1 of rows g, g + 8) against activation
+ * rows i0 + 2p, i0 + 2p + 1 of L: the integer sums of this lane's chunk c
+ * for (row g, 2p), (g, 2p+1), (g+8, 2p), (g+8, 2p+1), and Q6_K's second
+ * sub-block's in s1. */
+template <int T>
+__device__ __forceinline__ void mq_sums(const unsigned v0[8], const unsigned v1[8], const MvAct &L,
+                                        int ib, int c, bool ok, int s0[4], int s1[4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int ia = ib + (g & 1);
+    unsigned x[8];
+    mq_ldx(L, ia, c, ok && t == (g >> 1) && ia < L.n, x);
+#pragma unroll
+    for (int r = 0; r < 4; r++) s0[r] = s1[r] = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if constexpr (T == SD_Q6_K) {
+            const unsigned lo[2] = {v0[j], v1[j]}, hi[2] = {v0[4 + j], v1[4 + j]};
+            mma_s8_k16(s0, lo, x[j]);
+            mma_s8_k16(s1, hi, x[4 + j]);
+        } else {
+            const unsigned a[4] = {v0[j], v1[j], v0[4 + j], v1[4 + j]}, b[2] = {x[j], x[4 + j]};
+            mma_s8_k32(s0, a, b);
+        }
+    }
+}
+
+/* acc[s][i]: this lane's part of row (16q + g + 8s) . activation row i0+i
+ * over its chunks; rows past n are left at 0. Arguments as mv_accum's. */
+template <int T, int NT>
+__device__ __forceinline__ void mq_accum(const MvRow &r0, const MvRow &r1, const MvAct &A, int i0,
+                                         int slice, int ks, bool first, bool writer,
+                                         float acc[2][NT]) {
+    static_assert(NT % 2 == 0 && NT <= MQ_MAX_NT, "tiles of activation row pairs");
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < NT; i++) acc[0][i] = acc[1][i] = 0.f;
+    const int nch = A.cols / 32, step = 4 * MQ_UNROLL * ks;
+    int base = slice * 4 * MQ_UNROLL;
+    MqW w[2][MQ_UNROLL];
+    mq_ldw_step<T>(r0, r1, base, nch, w);
+    if (first) {
+        cu_grid_wait();
+        if (A.nx) mv_norm_tile<T, NT>(A, i0, writer);
+    }
+    const MvAct L = mv_tile<T, NT>(A, i0);
+    const size_t nb = (size_t)nch;
+    while (base < nch) {
+#pragma unroll
+        for (int u = 0; u < MQ_UNROLL; u++) {
+            const int c = base + 4 * u + t;
+            const bool ok = c < nch;
+            unsigned v0[8], v1[8];
+            mq_words<T>(w[0][u], v0);
+            mq_words<T>(w[1][u], v1);
+#pragma unroll
+            for (int p = 0; p < NT / 2; p++) {
+                if (i0 + 2 * p >= L.n) break; /* the same for the whole warp */
+                int s0[4], s1[4];
+                mq_sums<T>(v0, v1, L, i0 + 2 * p, c, ok, s0, s1);
+                if (!ok) continue;
+#pragma unroll
+                for (int a = 0; a < 2; a++) {
+                    const int i = i0 + 2 * p + a;
+                    if (i >= L.n) break;
+                    const float xd = cu_ld_act(L.xd + i * nb + c);
+                    float xs = 0.f;
+                    if constexpr (T == SD_Q4_1 || T == SD_Q4_K) xs = cu_ld_act(L.xs + i * nb + c);
+                    acc[0][2 * p + a] += mq_term<T>(s0[a], s1[a], w[0][u].dm, xd, xs);
+                    acc[1][2 * p + a] += mq_term<T>(s0[2 + a], s1[2 + a], w[1][u].dm, xd, xs);
+                }
+            }
+        }
+        base += step;
+        if (base < nch) mq_ldw_step<T>(r0, r1, base, nch, w);
+    }
+}
+
+/* Sums acc over the four lanes of each group, then over the ks warps of
+ * one row group. Lane (g, t) of the row group's first warp (slice 0) gets
+ * the totals of rows g (v[0][k]) and g + 8 (v[1][k]) for activation rows
+ * i0 + t + 4k. Every thread of the block must call it (two barriers when
+ * ks > 1, as mv_reduce). */
+template <int NT>
+__device__ __forceinline__ void mq_reduce(float acc[2][NT], int slice, int ks,
+                                          float v[2][(NT + 3) / 4]) {
+    __shared__ float mq_red[MV_WARPS][2][8][MQ_MAX_NT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int k = 0; k < (NT + 3) / 4; k++) v[0][k] = v[1][k] = 0.f;
+#pragma unroll
+    for (int s = 0; s < 2; s++)
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            float a = acc[s][i];
+            a += __shfl_xor_sync(0xffffffffu, a, 1);
+            a += __shfl_xor_sync(0xffffffffu, a, 2);
+            if ((i & 3) == t) v[s][i >> 2] = a;
+        }
+    if (ks > 1) {
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int k = 0; k < (NT + 3) / 4; k++)
+                if (t + 4 * k < NT) mq_red[warp][s][g][t + 4 * k] = v[s][k];
+        __syncthreads();
+        if (slice == 0)
+            for (int w = 1; w < ks; w++)
+#pragma unroll
+                for (int s = 0; s < 2; s++)
+#pragma unroll
+                    for (int k = 0; k < (NT + 3) / 4; k++)
+                        if (t + 4 * k < NT) v[s][k] += mq_red[warp + w][s][g][t + 4 * k];
+        __syncthreads();
+    }
+}
+
+/* ---- host side ------------------------------------------------------------ */
+/* The row tiling of plan.h (sd_mq_plan_make) for activations A against
+ * `groups` warps' worth of rows (a matrix's rows / MQ_ROWS; SwiGLU's and
+ * Q/K/V's units / 8, a unit being two rows) of nch chunks; the rest as
+ * mv_plan. */
+static inline int mq_plan(const MvAct &A, int64_t groups, int64_t nch, int sms, int per_sm,
+                          MvPlan *p, sd_err *e, const char *what) {
+    sd_mv_plan q;
+    if (sd_mq_plan_make(A.n, groups, nch, sms, &q))
+        return sd_fail(e, "cuda: %s: grid of %lld blocks is too large", what, (long long)q.blocks);
+    p->nt = q.nt;
+    p->ntiles = q.ntiles;
+    p->ks = q.ks;
+    p->blocks = (unsigned)q.blocks;
+    p->smem = A.nx ? mv_fold_bytes(0, q.nt, A.cols) : 0;
+    p->per_sm = per_sm;
+    p->sms = sms;
+    return 0;
+}
+
+/* Calls L::run<T, NT>(plan, c, args) for the run-time quantised type and
+ * tile. */
+template <typename L, int NT>
+static inline void mq_launch_t(uint32_t type, const MvPlan &p, const sd_cuda *c,
+                               const typename L::Args &a) {
+    switch (type) {
+    case SD_Q8_0: L::template run<SD_Q8_0, NT>(p, c, a); break;
+    case SD_Q4_0: L::template run<SD_Q4_0, NT>(p, c, a); break;
+    case SD_Q4_1: L::template run<SD_Q4_1, NT>(p, c, a); break;
+    case SD_Q5_0: L::template run<SD_Q5_0, NT>(p, c, a); break;
+    case SD_Q4_K: L::template run<SD_Q4_K, NT>(p, c, a); break;
+    case SD_Q6_K: L::template run<SD_Q6_K, NT>(p, c, a); break;
+    default: break; /* mq_on admitted only these */
+    }
+}
+
+template <typename L>
+static inline void mq_launch(uint32_t type, const MvPlan &p, const sd_cuda *c,
+                             const typename L::Args &a) {
+    switch (p.nt) {
+    case 2: mq_launch_t<L, 2>(type, p, c, a); break;
+    case 4: mq_launch_t<L, 4>(type, p, c, a); break;
+    case 8: mq_launch_t<L, 8>(type, p, c, a); break;
+    default: mq_launch_t<L, 16>(type, p, c, a); break;
+    }
+}
+
+/* Whether a product with weights of type t runs here: SD_CUDA_MMA on, a
+ * quantised type, and a plain launch. A persistent step (c->step) keeps
+ * the __dp4a tiles for all its stages: with tensor-core stages the
+ * emulator's block-order check (CUDA_EMU_COOP_CHECK) found a Q6_K step
+ * whose result depended on the order of its blocks, not yet explained.
+ * Every recorded step then has the __dp4a bits, decode and verification
+ * alike. */
+static inline int mq_on(const sd_cuda *c, uint32_t t) { return c->mma && !c->step && cu_is_quant(t); }
+
+#endif
