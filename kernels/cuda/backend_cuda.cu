@@ -495,7 +495,7 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
         }
         rec_need(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos));
         if (s->head_dim % 32 == 0)
-            rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, (int64_t)s->n_head * s->head_dim));
+            rec_need(c, CU_SCRATCH_QOUT, cu_qact_bytes(n, (int64_t)s->n_head * s->head_dim));
         return 0;
     }
     return cu_attention(c, s, out, q, (const float *)kc, (const float *)vc, n, pos, e);
@@ -935,6 +935,12 @@ cudaStream_t sd_cuda_stream(sd_backend *b) { return is_cuda(b) ? cu_ctx(b)->stre
 extern "C" int sd_cuda_set_graph(sd_backend *b, int on) {
     if (!is_cuda(b)) return -1;
     cu_ctx(b)->graph_on = on != 0;
+    return 0;
+}
+
+extern "C" int sd_cuda_set_persist_waits(sd_backend *b, int how) {
+    if (!is_cuda(b) || how < SD_CUDA_WAITS_FINE || how > SD_CUDA_WAITS_PLANTED) return -1;
+    cu_ctx(b)->persist_waits = how;
     return 0;
 }
 

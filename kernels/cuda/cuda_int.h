@@ -176,8 +176,9 @@ typedef struct sd_cuda {
     /* cuda_persistent (sd_backend_opts) on sm_90 or newer (step.cu is built
      * for those alone, Makefile): graph_end runs a recorded step as
      * one persistent launch (step.cu) where it can; pst its state (NULL
-     * until the first); step set while the launchers add stages to it. */
-    int persist_on;
+     * until the first); step set while the launchers add stages to it;
+     * persist_waits how its stages wait (SD_CUDA_WAITS_*). */
+    int persist_on, persist_waits;
     cu_persist *pst;
     cu_persist *step;
 } sd_cuda;

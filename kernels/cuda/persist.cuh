@@ -53,4 +53,19 @@ __device__ __forceinline__ void cu_flag_add(unsigned *flag, unsigned v) {
     }
 }
 
+/* cu_flag_add to two flags at once (one barrier): an item counted both in
+ * its stage and in a chunk of it. */
+__device__ __forceinline__ void cu_flag_add2(unsigned *f0, unsigned *f1, unsigned v) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+#ifdef CUDA_EMU
+        atomicAdd(f0, v);
+        atomicAdd(f1, v);
+#else
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(f0), "r"(v) : "memory");
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(f1), "r"(v) : "memory");
+#endif
+    }
+}
+
 #endif

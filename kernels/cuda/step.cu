@@ -14,26 +14,69 @@
  * The work list. Stage s owns items first_s .. first_s + blocks_s - 1, and
  * the items of the step are numbered end to end in the order of the
  * launches, so item i is virtual block i - first_s of the stage that holds
- * it. Device memory of one launch: the stage table (StStage[nst]), then
- * the argument structs, each 16-byte aligned at the offset its stage
- * names.
+ * it. Device memory of one launch: the stage table (StStage[nst]), the
+ * chunk flags' targets, then the argument structs, each 16-byte aligned at
+ * the offset its stage names, and the chunk tables.
  *
  * Dependencies. Stage j waits for every earlier stage i whose blocks touch
  * memory that j's blocks also touch, one of the two writing it: i writes
  * what j reads (j needs i's result), i reads what j writes (j must not
  * overwrite i's input before i has read it: the int8 scratch every
  * quantising op reuses, a norm writing its input in place), or both write
- * it (the order of the last writer). Waiting is for all of stage i's
- * items: a block's virtual block of one kernel reads rows that other
- * blocks of the kernel before wrote, so nothing finer is known without the
- * kernels' layouts. Of the stages j would wait for, those that another of
- * them already waits for (directly or not) are left out, scanning from the
+ * it (the order of the last writer). A wait is for all of stage i's items
+ * (a stage wait on i's flag) unless the kernels' layouts say which of i's
+ * items hold what an item of j reads (a chunk wait, below). Of the stages
+ * j would wait for, those already done before any item of j runs (a stage
+ * it waits for, directly or through stage waits of those, or through the
+ * stages a chunk-waited stage waits for) are left out, scanning from the
  * latest back, so a stage keeps a handful of waits (at most ST_DEPS, else
  * the step is not run persistently). The counters the kernels keep between
  * their blocks (attention's splits, ffn's groups) return to 0 by the last
  * block that counts, within the stage, so they hold inside one launch as
  * across launches; they are spans written like any other, so two stages
  * that use them are ordered.
+ *
+ * Chunk waits. A producer stage may count each item also in one of its
+ * chunk flags (chunk0 + ctab[b / cdiv]: a table in the arguments, by the
+ * item's row group), and a consumer's item b waits for the chunk b / kdiv
+ * % kmod of it instead of the stage. One pair has them now: attention after
+ * the Q/K/V product (st_fine). Attention's virtual block (split, kv head
+ * kh, query tile) reads the query rows of heads kh * group .. + group - 1,
+ * the K and V rows of head kh at every position up to its last row, and
+ * nothing else of what the product writes; the positions before this step
+ * were written by earlier launches, those of this step by the product's
+ * items whose row pairs lie in head kh of K or V, and the queries by those
+ * in those heads of Q. So the product's items are chunked by K/V head: a
+ * row group (MV_WARPS / ks row pairs, every activation tile, mv_place)
+ * whose pairs lie in Q head h counts in chunk h / group, in K or V head h
+ * in chunk h; a group of padding pairs past the last matrix joins the
+ * chunk before, and a launch whose groups straddle two heads (hd / 2 not
+ * a multiple of the pairs a group) gets stage waits. The chunk wait is
+ * taken only when every memory the two share is one the product writes and
+ * attention reads: a write-after-read of the int8 scratch would need all
+ * of the product's items, which is why attention quantises its output
+ * into slot QOUT, not into the product's QACT (attention.cu). Since every
+ * chunk is waited for by some attention item, the product is complete
+ * once attention is, and the stages after attention keep their waits.
+ * What stays a stage wait, as the data demands for one row and, at the
+ * kernels' tilings, for the verification's rows too: the output
+ * projection after attention (each row of it reads every head of its
+ * activation row, and attention's query tiles are of query vectors, not of
+ * the projection's 8-row activation tiles), SwiGLU's down projection
+ * after the gate/up product (each reads all of its row's hidden units,
+ * whose int8 groups of 32 are quantised by the last block of each group of
+ * that product), the norms after a residual product (a whole row's sum of
+ * squares), the Q/K/V and gate/up products after their norm (every row of
+ * the weights reads the whole activation row) and the head. Each layer of
+ * a decode or a verification step so holds 6 stage waits and 1 chunk wait
+ * (test_emu_forward's persist_waits counts them).
+ *
+ * Prefetch. A block that takes an item of a stage with waits first asks L2
+ * for the item's weight rows (wspan.cuh: its row runs, a 128-byte line a
+ * thread, prefetch.global.L2 on sm_90), then waits: the weights stream
+ * while the producers finish, and the item's own evict-first loads find
+ * them in L2. Items without waits start loading at once and prefetch
+ * nothing; nor do the kinds that read no weights.
  *
  * Running. The grid is as many blocks of ST_THREADS threads as are resident
  * at once (occupancy x multiprocessors, a cooperative launch, so all of
@@ -46,10 +89,12 @@
  * Epochs. Nothing is reset between launches: the flags and the item
  * counter only grow. The host keeps what each has reached (shadow): a
  * launch's stage s is complete when its flag reaches shadow_s + blocks_s,
- * the target written into the stage table, and the launch's first item is
- * the counter's value before it (each launch adds its items plus one
- * failed take a block). Before the counter could pass 2^31 all are zeroed
- * once (cudaMemsetAsync, ordered after the launches that used them).
+ * the target written into the stage table; chunk flag k (taken in order by
+ * the chunked stages of the launch) when it reaches its shadow plus the
+ * items it counts, the target in the chunk table; and the launch's first
+ * item is the counter's value before it (each launch adds its items plus
+ * one failed take a block). Before the counter could pass 2^31 all are
+ * zeroed once (cudaMemsetAsync, ordered after the launches that used them).
  *
  * Block size. The persistent kernel has ST_THREADS = 128 threads: the
  * matrix-vector family and RMSNorm are written for 128 (MV_THREADS,
@@ -60,6 +105,7 @@
  * block at its barriers with all 128 threads, as in its own launch. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/cuda_int.h"
@@ -70,13 +116,17 @@
 #include "kernels/cuda/persist.cuh"
 #include "kernels/cuda/qact.cuh"
 #include "kernels/cuda/qkv_rope.cuh"
+#include "kernels/cuda/wspan.cuh"
 
 enum {
     ST_THREADS = 128,
     ST_WARPS = ST_THREADS / 32,
-    ST_MAX = 4096,  /* stages a step may have */
-    ST_DEPS = 8,    /* stages one waits for */
-    ST_ALIGN = 16   /* of each argument struct */
+    ST_MAX = 4096,    /* stages a step may have */
+    ST_DEPS = 8,      /* stages one waits for */
+    ST_CHUNKS = 4096, /* chunk flags a step may have */
+    ST_CHUNK0 = ST_MAX + 1, /* the first chunk flag: after the stage flags and the item counter */
+    ST_FLAGS = ST_CHUNK0 + ST_CHUNKS,
+    ST_ALIGN = 16     /* of each argument struct */
 };
 static_assert((int)ST_THREADS == (int)MV_THREADS && (int)ST_THREADS == (int)RN_THREADS,
               "the matrix-vector kernels and RMSNorm run at their own block size");
@@ -89,13 +139,20 @@ struct StStage {
     unsigned target;        /* its flag's value once its items are done */
     int ndep;
     int dep[ST_DEPS];
+    unsigned fine;       /* bit d: dep d is a chunk wait */
+    unsigned kdiv, kmod; /* a chunk wait's chunk of dep D for virtual block b:
+                            D.chunk0 + b / kdiv % kmod */
+    int chunk0;          /* -1, or its virtual block b also counts in chunk flag
+                            chunk0 + ctab[b / cdiv] */
+    unsigned cdiv, ctab; /* ctab: byte offset of an unsigned short table in the arguments */
 };
 
 struct StArgs {
     const StStage *st;
     const unsigned char *args;
-    unsigned *flag; /* [ST_MAX] stage flags, then the item counter */
-    unsigned base;  /* the counter's value before this launch */
+    const unsigned *ctgt; /* [chunks] each chunk flag's value once its items are done */
+    unsigned *flag;       /* [ST_FLAGS]: stage flags, the item counter, chunk flags */
+    unsigned base;        /* the counter's value before this launch */
     unsigned items;
 };
 
@@ -175,6 +232,37 @@ __device__ __noinline__ void st_item(int kind, int variant, const unsigned char 
     }
 }
 
+/* Asks L2 for the lines of bytes at p, a 128-byte line a thread. */
+__device__ __forceinline__ void st_lines(const uint8_t *p, size_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uintptr_t end = (uintptr_t)p + bytes;
+    for (uintptr_t l = ((uintptr_t)p & ~(uintptr_t)127) + 128 * threadIdx.x; l < end; l += 128 * ST_THREADS)
+        asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* The weight rows of virtual block b of a stage (wspan.cuh) towards L2,
+ * so that they stream while the block waits; on sm_90 (the emulator has
+ * no L2 and no __CUDA_ARCH__: nothing). */
+__device__ __noinline__ void st_prefetch(int kind, const unsigned char *args, unsigned b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    WsRun r[WS_RUNS];
+    const int n = ws_runs(kind, args, b, r);
+    if (n > WS_RUNS) return;
+    for (int k = 0; k < n; k++) {
+        const MvMat &m = *r[k].m;
+        const size_t r0 = (size_t)r[k].r0, rows = (size_t)(r[k].r1 - r[k].r0);
+        st_lines(m.q + r0 * m.qrow, rows * m.qrow);
+        st_lines(m.h + r0 * m.hrow, rows * m.hrow);
+        st_lines(m.sc + r0 * m.srow, rows * m.srow);
+    }
+#else
+    (void)kind, (void)args, (void)b;
+#endif
+}
+
 __global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
     __shared__ unsigned item;
     int s = 0;
@@ -186,9 +274,24 @@ __global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
         if (it >= a.items) return;
         while (it - a.st[s].first >= a.st[s].blocks) s++;
         const StStage &S = a.st[s];
-        for (int d = 0; d < S.ndep; d++) cu_flag_wait(a.flag + S.dep[d], a.st[S.dep[d]].target, (int)it);
-        st_item(S.kind, S.variant, a.args + S.args, it - S.first);
-        cu_flag_add(a.flag + s, 1u);
+        const unsigned b = it - S.first;
+        if (S.ndep) st_prefetch(S.kind, a.args + S.args, b);
+        for (int d = 0; d < S.ndep; d++) {
+            const int i = S.dep[d];
+            if (S.fine >> d & 1) {
+                const unsigned k = (unsigned)a.st[i].chunk0 + b / S.kdiv % S.kmod;
+                cu_flag_wait(a.flag + ST_CHUNK0 + k, a.ctgt[k], (int)it);
+            } else {
+                cu_flag_wait(a.flag + i, a.st[i].target, (int)it);
+            }
+        }
+        st_item(S.kind, S.variant, a.args + S.args, b);
+        if (S.chunk0 >= 0) {
+            const unsigned short *ct = reinterpret_cast<const unsigned short *>(a.args + S.ctab);
+            cu_flag_add2(a.flag + s, a.flag + ST_CHUNK0 + S.chunk0 + ct[b / S.cdiv], 1u);
+        } else {
+            cu_flag_add(a.flag + s, 1u);
+        }
     }
 }
 
@@ -205,10 +308,16 @@ struct cu_persist {
     size_t smem;
     unsigned items;
     int fuse_saved;
-    uint64_t *anc; /* [ST_MAX][ST_MAX / 64]: the stages each waits for, directly or not */
+    struct timespec t0; /* when building began */
+    int waits;       /* SD_CUDA_WAITS_* */
+    int *cmap;       /* [ST_MAX][2]: a chunked stage's query heads a K/V head, K/V heads */
+    unsigned nchunk; /* chunk flags taken */
+    unsigned ctgt[ST_CHUNKS]; /* items each chunk counts, then (st_launch) its target */
+    uint64_t *full; /* [ST_MAX][ST_MAX / 64]: the stages done before any item of each runs */
+    uint64_t *done; /* [ST_MAX][ST_MAX / 64]: the stages done once all its items are */
     /* device */
-    unsigned *flag; /* [ST_MAX + 1], zeroed at creation */
-    unsigned shadow[ST_MAX + 1];
+    unsigned *flag; /* [ST_FLAGS], zeroed at creation */
+    unsigned shadow[ST_FLAGS];
     void *dev;
     size_t dev_cap;
 };
@@ -222,7 +331,9 @@ void cu_step_free(sd_cuda *c) {
     free(p->sp);
     free(p->sp0);
     free(p->args);
-    free(p->anc);
+    free(p->cmap);
+    free(p->full);
+    free(p->done);
     free(p);
     c->pst = NULL;
 }
@@ -233,16 +344,19 @@ static int st_setup(sd_cuda *c, sd_err *e) {
     cu_persist *p = (cu_persist *)calloc(1, sizeof *p);
     if (!p) return sd_fail(e, "cuda: persistent step: out of memory");
     c->pst = p;
+    const size_t words = (size_t)ST_MAX * (ST_MAX / 64);
     p->st = (StStage *)malloc(ST_MAX * sizeof *p->st);
     p->sp0 = (int *)malloc((ST_MAX + 1) * sizeof *p->sp0);
-    p->anc = (uint64_t *)malloc((size_t)ST_MAX * (ST_MAX / 64) * sizeof *p->anc);
-    if (!p->st || !p->sp0 || !p->anc) {
+    p->cmap = (int *)malloc(2 * ST_MAX * sizeof *p->cmap);
+    p->full = (uint64_t *)malloc(words * sizeof *p->full);
+    p->done = (uint64_t *)malloc(words * sizeof *p->done);
+    if (!p->st || !p->sp0 || !p->cmap || !p->full || !p->done) {
         cu_step_free(c);
         return sd_fail(e, "cuda: persistent step: out of memory");
     }
-    cudaError_t err = cudaMalloc(&p->flag, (ST_MAX + 1) * sizeof *p->flag);
+    cudaError_t err = cudaMalloc(&p->flag, ST_FLAGS * sizeof *p->flag);
     if (err != cudaSuccess) p->flag = NULL;
-    else err = cudaMemsetAsync(p->flag, 0, (ST_MAX + 1) * sizeof *p->flag, c->stream);
+    else err = cudaMemsetAsync(p->flag, 0, ST_FLAGS * sizeof *p->flag, c->stream);
     if (err != cudaSuccess) {
         cu_step_free(c);
         return cu_fail(e, err, "persistent step: flags");
@@ -257,10 +371,31 @@ int cu_step_begin(sd_cuda *c, sd_err *e) {
     p->sp0[0] = 0;
     p->nargs = p->smem = 0;
     p->items = 0;
+    p->nchunk = 0;
+    p->waits = c->persist_waits;
     p->fuse_saved = c->fuse_norm;
+    clock_gettime(CLOCK_MONOTONIC, &p->t0);
     c->fuse_norm = 0;
     c->step = p;
     return 0;
+}
+
+/* Room for bytes more argument bytes at a 16-byte boundary; its offset, or
+ * -1 with e filled. */
+static long st_args_reserve(cu_persist *p, size_t bytes, sd_err *e) {
+    const size_t off = (p->nargs + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1);
+    if (off + bytes > 0xffffffffu)
+        return sd_fail(e, "cuda: persistent step: more than 4 GiB of arguments");
+    if (off + bytes > p->args_cap) {
+        const size_t cap = 2 * (off + bytes) + 4096;
+        unsigned char *a = (unsigned char *)realloc(p->args, cap);
+        if (!a) return sd_fail(e, "cuda: persistent step: out of memory for %zu argument bytes", cap);
+        p->args = a;
+        p->args_cap = cap;
+    }
+    memset(p->args + p->nargs, 0, off - p->nargs);
+    p->nargs = off + bytes;
+    return (long)off;
 }
 
 int cu_step_add(sd_cuda *c, int kind, int variant, const void *args, size_t bytes,
@@ -271,14 +406,6 @@ int cu_step_add(sd_cuda *c, int kind, int variant, const void *args, size_t byte
     if (blocks == 0) return 0;
     if (blocks > 0x7fffffffu - p->items)
         return sd_fail(e, "cuda: persistent step: more than 2^31 work items");
-    const size_t off = (p->nargs + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1);
-    if (off + bytes > p->args_cap) {
-        const size_t cap = 2 * (off + bytes) + 4096;
-        unsigned char *a = (unsigned char *)realloc(p->args, cap);
-        if (!a) return sd_fail(e, "cuda: persistent step: out of memory for %zu argument bytes", cap);
-        p->args = a;
-        p->args_cap = cap;
-    }
     if (p->nsp + sp->n > p->sp_cap) {
         const int cap = 2 * (p->nsp + sp->n) + 256;
         cu_span *s = (cu_span *)realloc(p->sp, (size_t)cap * sizeof *s);
@@ -286,18 +413,21 @@ int cu_step_add(sd_cuda *c, int kind, int variant, const void *args, size_t byte
         p->sp = s;
         p->sp_cap = cap;
     }
-    memset(p->args + p->nargs, 0, off - p->nargs);
+    const long off = st_args_reserve(p, bytes, e);
+    if (off < 0) return -1;
     memcpy(p->args + off, args, bytes);
-    p->nargs = off + bytes;
     memcpy(p->sp + p->nsp, sp->s, (size_t)sp->n * sizeof *sp->s);
     p->nsp += sp->n;
-    StStage *s = &p->st[p->nst++];
+    StStage *s = &p->st[p->nst];
     memset(s, 0, sizeof *s);
     s->kind = kind;
     s->variant = variant;
     s->first = p->items;
     s->blocks = blocks;
     s->args = (unsigned)off;
+    s->chunk0 = -1;
+    s->kdiv = s->kmod = s->cdiv = 1;
+    p->nst++;
     p->sp0[p->nst] = p->nsp;
     p->items += blocks;
     if (smem > p->smem) p->smem = smem;
@@ -316,34 +446,132 @@ static int st_conflict(const cu_persist *p, int i, int j) {
     return 0;
 }
 
+/* The K/V head whose attention reads the rows that pair `pair` of Q/K/V
+ * launch q writes, with `group` query heads a K/V head; -1 for a pair past
+ * its matrix (computed, not stored). A pair's two rows lie in one head
+ * (qkv_vblock: rows 2l and 2l+1, or NEOX's l and l + rope_dim / 2 within
+ * the head), head l / (hd / 2) of its matrix. *kv: the pair is of K or V. */
+static int st_qkv_head(const QkvArgs *q, int pair, int group, int *kv) {
+    int m = 0;
+    while (m + 1 < q->nm && pair >= q->m[m + 1].pair0) m++;
+    const QkvMat *M = &q->m[m];
+    const int local = pair - M->pair0;
+    if (2 * local >= M->w.rows) return -1;
+    const int head = local / (q->head_dim / 2);
+    *kv = M->which != 0;
+    return *kv ? head : head / group;
+}
+
+/* Chunks Q/K/V stage i by K/V head for attention with n_kv heads of hd dims
+ * and `group` query heads each (see the top): 1, 0 when its row groups do
+ * not fall in single heads or the chunk flags are used up, -1 with e
+ * filled when out of memory. SD_CUDA_WAITS_PLANTED leaves the K/V rows out
+ * of their head's chunk (they count in chunk n_kv, which nothing waits
+ * for): attention then reads K/V rows that may not be written yet. */
+static int st_chunk_qkv(cu_persist *p, int i, int group, int n_kv, int hd, sd_err *e) {
+    if (p->st[i].chunk0 >= 0) return p->cmap[2 * i] == group && p->cmap[2 * i + 1] == n_kv;
+    QkvArgs q;
+    memcpy(&q, p->args + p->st[i].args, sizeof q); /* a scatter launch's starts with it */
+    const int planted = p->waits == SD_CUDA_WAITS_PLANTED, chunks = n_kv + planted;
+    if (q.head_dim != hd || hd % 2 || p->nchunk + (unsigned)chunks > ST_CHUNKS) return 0;
+    const int per = MV_WARPS / q.ks;
+    const unsigned groups = q.blocks / (unsigned)q.ntiles;
+    const size_t mark = p->nargs;
+    const long off = st_args_reserve(p, groups * sizeof(unsigned short), e);
+    if (off < 0) return -1;
+    unsigned short *ct = (unsigned short *)(p->args + off);
+    unsigned *cnt = p->ctgt + p->nchunk;
+    memset(cnt, 0, (size_t)chunks * sizeof *cnt);
+    int last = 0, kv = 0;
+    for (unsigned g = 0; g < groups; g++) {
+        int h = -1;
+        for (int k = 0; k < per; k++) {
+            const int kh = st_qkv_head(&q, (int)g * per + k, group, &kv);
+            if (kh < 0) continue;
+            if (kh >= n_kv || (h >= 0 && kh != h)) {
+                p->nargs = mark;
+                return 0;
+            }
+            h = kh;
+        }
+        last = h < 0 ? last : h; /* a group of padding pairs joins the one before */
+        ct[g] = (unsigned short)(planted && kv ? n_kv : last);
+        cnt[ct[g]] += (unsigned)q.ntiles;
+    }
+    StStage *P = &p->st[i];
+    P->chunk0 = (int)p->nchunk;
+    P->cdiv = (unsigned)q.ntiles;
+    P->ctab = (unsigned)off;
+    p->cmap[2 * i] = group;
+    p->cmap[2 * i + 1] = n_kv;
+    p->nchunk += (unsigned)chunks;
+    return 1;
+}
+
+/* Whether stage j waits for chunks of stage i rather than all of it (see
+ * the top): 1 (the chunk maps set), 0, or -1 with e filled. */
+static int st_fine(cu_persist *p, int i, int j, sd_err *e) {
+    StStage *C = &p->st[j];
+    const int pk = p->st[i].kind;
+    if (p->waits == SD_CUDA_WAITS_STAGE || C->kind != CU_STEP_ATTN ||
+        (pk != CU_STEP_QKV && pk != CU_STEP_QKV_BEAMS))
+        return 0;
+    for (int a = p->sp0[j]; a < p->sp0[j + 1]; a++)
+        for (int b = p->sp0[i]; b < p->sp0[i + 1]; b++)
+            if (st_overlap(&p->sp[a], &p->sp[b]) && (p->sp[a].write || !p->sp[b].write)) return 0;
+    AttnArgs at;
+    memcpy(&at, p->args + C->args, sizeof at);
+    const int n_kv = at.kv_dim / at.hd;
+    const int r = st_chunk_qkv(p, i, at.group, n_kv, at.hd, e);
+    if (r <= 0) return r;
+    C = &p->st[j];
+    C->kdiv = (unsigned)at.n_splits;
+    C->kmod = (unsigned)n_kv;
+    return 1;
+}
+
+static void st_or(uint64_t *d, const uint64_t *s, int words) {
+    for (int w = 0; w < words; w++) d[w] |= s[w];
+}
+
 /* Each stage's waits (see the top); -1 with e filled when one needs more
- * than ST_DEPS. */
+ * than ST_DEPS or memory runs out. */
 static int st_deps(cu_persist *p, sd_err *e) {
     const int words = (p->nst + 63) / 64;
     for (int j = 0; j < p->nst; j++) {
-        uint64_t *aj = p->anc + (size_t)j * words;
-        memset(aj, 0, (size_t)words * sizeof *aj);
-        StStage *s = &p->st[j];
+        uint64_t *fj = p->full + (size_t)j * words, *dj = p->done + (size_t)j * words;
+        memset(fj, 0, (size_t)words * sizeof *fj);
         for (int i = j - 1; i >= 0; i--) {
-            if (aj[i / 64] >> (i % 64) & 1) continue;
+            if (fj[i / 64] >> (i % 64) & 1) continue;
             if (!st_conflict(p, i, j)) continue;
-            if (s->ndep == ST_DEPS)
+            if (p->st[j].ndep == ST_DEPS)
                 return sd_fail(e, "cuda: persistent step: launch %d waits for more than %d others",
                                j, ST_DEPS);
+            const int fine = st_fine(p, i, j, e);
+            if (fine < 0) return -1;
+            StStage *s = &p->st[j];
+            if (fine) s->fine |= 1u << s->ndep;
             s->dep[s->ndep++] = i;
-            const uint64_t *ai = p->anc + (size_t)i * words;
-            for (int w = 0; w < words; w++) aj[w] |= ai[w];
-            aj[i / 64] |= (uint64_t)1 << (i % 64);
+            st_or(fj, (fine ? p->full : p->done) + (size_t)i * words, words);
         }
+        const StStage *s = &p->st[j];
+        memcpy(dj, fj, (size_t)words * sizeof *dj);
+        dj[j / 64] |= (uint64_t)1 << (j % 64);
+        /* every chunk of a chunk wait is some item's, so once all items
+         * of j are done so are all of i's */
+        for (int d = 0; d < s->ndep; d++)
+            if (s->fine >> d & 1 && s->blocks >= s->kdiv * s->kmod)
+                st_or(dj, p->done + (size_t)s->dep[d] * words, words);
     }
     return 0;
 }
 
-/* Stage table and arguments onto the device, ordered after the launches
- * before (the copy is queued on the stream; from pageable memory, so the
- * host buffers are free again when it returns). */
-static int st_upload(sd_cuda *c, cu_persist *p, size_t table, sd_err *e) {
-    const size_t bytes = table + p->nargs;
+/* Stage table, chunk targets and arguments onto the device at offsets 0,
+ * ctgt and args, ordered after the launches before (the copies are queued
+ * on the stream; from pageable memory, so the host buffers are free again
+ * when they return). */
+static int st_upload(sd_cuda *c, cu_persist *p, size_t ctgt, size_t args, sd_err *e) {
+    const size_t bytes = args + p->nargs;
     cudaError_t err;
     if (bytes > p->dev_cap) {
         if ((err = cudaStreamSynchronize(c->stream)) != cudaSuccess)
@@ -358,11 +586,14 @@ static int st_upload(sd_cuda *c, cu_persist *p, size_t table, sd_err *e) {
         }
         p->dev_cap = cap;
     }
-    err = cudaMemcpyAsync(p->dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
+    unsigned char *dev = (unsigned char *)p->dev;
+    err = cudaMemcpyAsync(dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
                           c->stream);
-    if (err == cudaSuccess && p->nargs)
-        err = cudaMemcpyAsync((unsigned char *)p->dev + table, p->args, p->nargs,
+    if (err == cudaSuccess && p->nchunk)
+        err = cudaMemcpyAsync(dev + ctgt, p->ctgt, p->nchunk * sizeof *p->ctgt,
                               cudaMemcpyHostToDevice, c->stream);
+    if (err == cudaSuccess && p->nargs)
+        err = cudaMemcpyAsync(dev + args, p->args, p->nargs, cudaMemcpyHostToDevice, c->stream);
     return err == cudaSuccess ? 0 : cu_fail(e, err, "persistent step: copy the work list");
 }
 
@@ -380,6 +611,8 @@ static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
     return 0;
 }
 
+static size_t st_align(size_t n) { return (n + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1); }
+
 static int st_launch(sd_cuda *c, cu_persist *p, sd_err *e) {
     if (st_deps(p, e)) return -1;
     unsigned grid;
@@ -387,20 +620,35 @@ static int st_launch(sd_cuda *c, cu_persist *p, sd_err *e) {
     if (grid > p->items) grid = p->items;
     cudaError_t err;
     if (p->shadow[ST_MAX] > 0x7fffffffu) {
-        if ((err = cudaMemsetAsync(p->flag, 0, (ST_MAX + 1) * sizeof *p->flag, c->stream)) != cudaSuccess)
+        if ((err = cudaMemsetAsync(p->flag, 0, ST_FLAGS * sizeof *p->flag, c->stream)) != cudaSuccess)
             return cu_fail(e, err, "persistent step: reset the flags");
         memset(p->shadow, 0, sizeof p->shadow);
     }
-    for (int s = 0; s < p->nst; s++) p->st[s].target = p->shadow[s] + p->st[s].blocks;
-    const size_t table = (size_t)p->nst * sizeof *p->st;
-    const size_t toff = (table + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1);
-    if (st_upload(c, p, toff, e)) return -1;
+    long waits = 0, chunk_waits = 0;
+    for (int s = 0; s < p->nst; s++) {
+        StStage *S = &p->st[s];
+        S->target = p->shadow[s] + S->blocks;
+        for (int d = 0; d < S->ndep; d++) {
+            if (S->fine >> d & 1) chunk_waits++;
+            else waits++;
+        }
+    }
+    for (unsigned k = 0; k < p->nchunk; k++) p->ctgt[k] += p->shadow[ST_CHUNK0 + k];
+    const size_t ctgt = st_align((size_t)p->nst * sizeof *p->st);
+    const size_t args = st_align(ctgt + p->nchunk * sizeof *p->ctgt);
+    if (st_upload(c, p, ctgt, args, e)) return -1;
+    const unsigned char *dev = (const unsigned char *)p->dev;
     StArgs a;
-    a.st = (const StStage *)p->dev;
-    a.args = (const unsigned char *)p->dev + toff;
+    a.st = (const StStage *)dev;
+    a.ctgt = (const unsigned *)(dev + ctgt);
+    a.args = dev + args;
     a.flag = p->flag;
     a.base = p->shadow[ST_MAX];
     a.items = p->items;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double build_us =
+        1e6 * (double)(t1.tv_sec - p->t0.tv_sec) + 1e-3 * (double)(t1.tv_nsec - p->t0.tv_nsec);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeCooperative;
@@ -415,7 +663,12 @@ static int st_launch(sd_cuda *c, cu_persist *p, sd_err *e) {
     if (cu_check_launch(c, e, "persistent step (%d launches, %u items, %u blocks)", p->nst, p->items, grid))
         return -1;
     for (int s = 0; s < p->nst; s++) p->shadow[s] = p->st[s].target;
+    for (unsigned k = 0; k < p->nchunk; k++) p->shadow[ST_CHUNK0 + k] = p->ctgt[k];
     p->shadow[ST_MAX] += p->items + grid;
+    c->gstats.persist_stages = p->nst;
+    c->gstats.persist_waits = waits;
+    c->gstats.persist_chunk_waits = chunk_waits;
+    c->gstats.persist_build_us = build_us;
     return 0;
 }
 
