@@ -52,8 +52,9 @@ long sd_cuda_norms_folded(sd_backend *b);
  * replayed (a kept graph launched as it is, nothing captured); steps that
  * fell back to plain launches; and the nodes (kernels and copies) of the
  * last graph captured. With cuda_persistent (sd_backend_opts): the steps
- * run as one persistent launch (kernels/cuda/step.cu), and those that could
- * not be and went the graph way (persist_fallbacks; the last reason in
+ * run as one persistent launch (kernels/cuda/step.cu), of those the steps
+ * that launched a kept work list again (persist_replays), and those that
+ * could not be and went the graph way (persist_fallbacks; the last reason in
  * persist_why); of the last persistent step, its stages, the waits its
  * stages hold (for all items of an earlier stage, persist_waits, or for the
  * items of one chunk of it, persist_chunk_waits, step.cu) and the host
@@ -61,7 +62,7 @@ long sd_cuda_norms_folded(sd_backend *b);
  * the waits, the work list's copy queued). */
 typedef struct sd_cuda_graph_stats {
     long launched, captures, replays, updated, instantiated, fallbacks, nodes;
-    long persistent, persist_fallbacks;
+    long persistent, persist_replays, persist_fallbacks;
     long persist_stages, persist_waits, persist_chunk_waits;
     double persist_build_us;
     char persist_why[160];

@@ -9,14 +9,15 @@
  * its grid has; the kernel files' *_vblock functions compute one, given
  * its index) and the device memory its blocks read and write. Norms are not
  * folded while building (each is a stage of its own), so no stage needs a
- * per-block prologue.
+ * per-block prologue. A built work list is kept (see "Kept work lists"
+ * below) and launched again for a step of the same records.
  *
  * The work list. Stage s owns items first_s .. first_s + blocks_s - 1, and
  * the items of the step are numbered end to end in the order of the
  * launches, so item i is virtual block i - first_s of the stage that holds
- * it. Device memory of one launch: the stage table (StStage[nst]), the
- * chunk flags' targets, then the argument structs, each 16-byte aligned at
- * the offset its stage names, and the chunk tables.
+ * it. Device memory of one work list: the stage table (StStage[nst]),
+ * then the argument structs, each 16-byte aligned at the offset its stage
+ * names, and the chunk tables; the flags' targets apart (see "Epochs").
  *
  * Dependencies. Stage j waits for every earlier stage i whose blocks touch
  * memory that j's blocks also touch, one of the two writing it: i writes
@@ -89,9 +90,9 @@
  * Epochs. Nothing is reset between launches: the flags and the item
  * counter only grow. The host keeps what each has reached (shadow): a
  * launch's stage s is complete when its flag reaches shadow_s + blocks_s,
- * the target written into the stage table; chunk flag k (taken in order by
- * the chunked stages of the launch) when it reaches its shadow plus the
- * items it counts, the target in the chunk table; and the launch's first
+ * chunk flag k (taken in order by the chunked stages of the launch) when it
+ * reaches its shadow plus the items it counts (the targets, copied before
+ * each launch, so a kept work list runs again unchanged); and the launch's first
  * item is the counter's value before it (each launch adds its items plus
  * one failed take a block). Before the counter could pass 2^31 all are
  * zeroed once (cudaMemsetAsync, ordered after the launches that used them).
@@ -136,7 +137,6 @@ struct StStage {
     int kind, variant;
     unsigned first, blocks; /* items first .. first + blocks - 1 */
     unsigned args;          /* byte offset of its argument struct */
-    unsigned target;        /* its flag's value once its items are done */
     int ndep;
     int dep[ST_DEPS];
     unsigned fine;       /* bit d: dep d is a chunk wait */
@@ -150,7 +150,9 @@ struct StStage {
 struct StArgs {
     const StStage *st;
     const unsigned char *args;
-    const unsigned *ctgt; /* [chunks] each chunk flag's value once its items are done */
+    const unsigned *tgt;  /* [nst] each stage flag's value once its items are done, then
+                             each chunk flag's */
+    int nst;
     unsigned *flag;       /* [ST_FLAGS]: stage flags, the item counter, chunk flags */
     unsigned base;        /* the counter's value before this launch */
     unsigned items;
@@ -280,9 +282,9 @@ __global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
             const int i = S.dep[d];
             if (S.fine >> d & 1) {
                 const unsigned k = (unsigned)a.st[i].chunk0 + b / S.kdiv % S.kmod;
-                cu_flag_wait(a.flag + ST_CHUNK0 + k, a.ctgt[k], (int)it);
+                cu_flag_wait(a.flag + ST_CHUNK0 + k, a.tgt[a.nst + k], (int)it);
             } else {
-                cu_flag_wait(a.flag + i, a.st[i].target, (int)it);
+                cu_flag_wait(a.flag + i, a.tgt[i], (int)it);
             }
         }
         st_item(S.kind, S.variant, a.args + S.args, b);
@@ -295,7 +297,27 @@ __global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
     }
 }
 
-/* ---- host ---------------------------------------------------------------------- */
+/* ---- host ----------------------------------------------------------------------
+ * Kept work lists. A built step's stage table, chunk counts and arguments
+ * stay on the device in one of ST_KEEP slots (backend_cuda.cu keeps, per
+ * slot, the records they were built from, and asks for a replay when a
+ * step's records are the same; the last slot is for steps it does not
+ * keep): a replay copies only the targets of the flags, which move with
+ * every launch (see "Epochs"). */
+enum { ST_KEEP = CU_GRAPHS + 1 };
+
+struct StKept {
+    int valid;   /* a list is kept (of no items: nothing to launch) */
+    StStage *st; /* [nst], host */
+    int nst;
+    unsigned nchunk, cnt[ST_CHUNKS]; /* chunk flags and the items each counts */
+    unsigned items;
+    size_t smem;
+    long waits, chunk_waits;
+    void *dev; /* stage table, then the arguments at args */
+    size_t args, dev_cap;
+};
+
 struct cu_persist {
     /* the step being built */
     StStage *st;
@@ -312,21 +334,26 @@ struct cu_persist {
     int waits;       /* SD_CUDA_WAITS_* */
     int *cmap;       /* [ST_MAX][2]: a chunked stage's query heads a K/V head, K/V heads */
     unsigned nchunk; /* chunk flags taken */
-    unsigned ctgt[ST_CHUNKS]; /* items each chunk counts, then (st_launch) its target */
+    unsigned ctgt[ST_CHUNKS]; /* items each chunk counts */
     uint64_t *full; /* [ST_MAX][ST_MAX / 64]: the stages done before any item of each runs */
     uint64_t *done; /* [ST_MAX][ST_MAX / 64]: the stages done once all its items are */
+    StKept kept[ST_KEEP];
     /* device */
     unsigned *flag; /* [ST_FLAGS], zeroed at creation */
     unsigned shadow[ST_FLAGS];
-    void *dev;
-    size_t dev_cap;
+    unsigned tgt[ST_MAX + ST_CHUNKS]; /* a launch's targets (StArgs tgt), staged */
+    unsigned *tgt_dev;
 };
 
 void cu_step_free(sd_cuda *c) {
     cu_persist *p = c->pst;
     if (!p) return;
     if (p->flag && cudaFree(p->flag) != cudaSuccess) cudaGetLastError();
-    if (p->dev && cudaFree(p->dev) != cudaSuccess) cudaGetLastError();
+    if (p->tgt_dev && cudaFree(p->tgt_dev) != cudaSuccess) cudaGetLastError();
+    for (int k = 0; k < ST_KEEP; k++) {
+        if (p->kept[k].dev && cudaFree(p->kept[k].dev) != cudaSuccess) cudaGetLastError();
+        free(p->kept[k].st);
+    }
     free(p->st);
     free(p->sp);
     free(p->sp0);
@@ -357,6 +384,8 @@ static int st_setup(sd_cuda *c, sd_err *e) {
     cudaError_t err = cudaMalloc(&p->flag, ST_FLAGS * sizeof *p->flag);
     if (err != cudaSuccess) p->flag = NULL;
     else err = cudaMemsetAsync(p->flag, 0, ST_FLAGS * sizeof *p->flag, c->stream);
+    if (err == cudaSuccess && (err = cudaMalloc(&p->tgt_dev, sizeof p->tgt)) != cudaSuccess)
+        p->tgt_dev = NULL;
     if (err != cudaSuccess) {
         cu_step_free(c);
         return cu_fail(e, err, "persistent step: flags");
@@ -566,37 +595,6 @@ static int st_deps(cu_persist *p, sd_err *e) {
     return 0;
 }
 
-/* Stage table, chunk targets and arguments onto the device at offsets 0,
- * ctgt and args, ordered after the launches before (the copies are queued
- * on the stream; from pageable memory, so the host buffers are free again
- * when they return). */
-static int st_upload(sd_cuda *c, cu_persist *p, size_t ctgt, size_t args, sd_err *e) {
-    const size_t bytes = args + p->nargs;
-    cudaError_t err;
-    if (bytes > p->dev_cap) {
-        if ((err = cudaStreamSynchronize(c->stream)) != cudaSuccess)
-            return cu_fail(e, err, "persistent step: wait for queued work");
-        if (p->dev && cudaFree(p->dev) != cudaSuccess) cudaGetLastError();
-        p->dev = NULL;
-        p->dev_cap = 0;
-        const size_t cap = bytes + bytes / 2;
-        if ((err = cudaMalloc(&p->dev, cap)) != cudaSuccess) {
-            p->dev = NULL;
-            return cu_fail(e, err, "persistent step: %zu bytes of work list", cap);
-        }
-        p->dev_cap = cap;
-    }
-    unsigned char *dev = (unsigned char *)p->dev;
-    err = cudaMemcpyAsync(dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
-                          c->stream);
-    if (err == cudaSuccess && p->nchunk)
-        err = cudaMemcpyAsync(dev + ctgt, p->ctgt, p->nchunk * sizeof *p->ctgt,
-                              cudaMemcpyHostToDevice, c->stream);
-    if (err == cudaSuccess && p->nargs)
-        err = cudaMemcpyAsync(dev + args, p->args, p->nargs, cudaMemcpyHostToDevice, c->stream);
-    return err == cudaSuccess ? 0 : cu_fail(e, err, "persistent step: copy the work list");
-}
-
 /* The resident blocks of the step kernel with smem bytes of dynamic shared memory. */
 static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
     cudaError_t err = cudaSuccess;
@@ -613,71 +611,132 @@ static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
 
 static size_t st_align(size_t n) { return (n + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1); }
 
-static int st_launch(sd_cuda *c, cu_persist *p, sd_err *e) {
-    if (st_deps(p, e)) return -1;
+/* The step just built into kept slot K: its table and chunk counts on the
+ * host, table and arguments on the device (queued on the stream after the
+ * launches before; from pageable memory, so the host buffers are free
+ * again when the copies return). */
+static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
+    cudaError_t err;
+    const size_t args = st_align((size_t)p->nst * sizeof *p->st), bytes = args + p->nargs;
+    if (bytes > K->dev_cap) {
+        if ((err = cudaStreamSynchronize(c->stream)) != cudaSuccess)
+            return cu_fail(e, err, "persistent step: wait for queued work");
+        if (K->dev && cudaFree(K->dev) != cudaSuccess) cudaGetLastError();
+        K->dev = NULL;
+        K->dev_cap = 0;
+        const size_t cap = bytes + bytes / 2;
+        if ((err = cudaMalloc(&K->dev, cap)) != cudaSuccess) {
+            K->dev = NULL;
+            return cu_fail(e, err, "persistent step: %zu bytes of work list", cap);
+        }
+        K->dev_cap = cap;
+    }
+    StStage *st = (StStage *)realloc(K->st, (size_t)p->nst * sizeof *st);
+    if (!st) return sd_fail(e, "cuda: persistent step: out of memory for %d stages", p->nst);
+    K->st = st;
+    memcpy(K->st, p->st, (size_t)p->nst * sizeof *p->st);
+    K->nst = p->nst;
+    K->nchunk = p->nchunk;
+    memcpy(K->cnt, p->ctgt, p->nchunk * sizeof *p->ctgt);
+    K->items = p->items;
+    K->smem = p->smem;
+    K->args = args;
+    K->waits = K->chunk_waits = 0;
+    for (int s = 0; s < p->nst; s++)
+        for (int d = 0; d < p->st[s].ndep; d++) {
+            if (p->st[s].fine >> d & 1) K->chunk_waits++;
+            else K->waits++;
+        }
+    unsigned char *dev = (unsigned char *)K->dev;
+    err = cudaMemcpyAsync(dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
+                          c->stream);
+    if (err == cudaSuccess && p->nargs)
+        err = cudaMemcpyAsync(dev + args, p->args, p->nargs, cudaMemcpyHostToDevice, c->stream);
+    return err == cudaSuccess ? 0 : cu_fail(e, err, "persistent step: copy the work list");
+}
+
+/* Launches kept work list K: the flags' targets from what they have
+ * reached, copied, then the cooperative launch. t0: when the host began
+ * on this step. */
+static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct timespec *t0, sd_err *e) {
     unsigned grid;
-    if (st_grid(c, p->smem, &grid, e)) return -1;
-    if (grid > p->items) grid = p->items;
+    if (st_grid(c, K->smem, &grid, e)) return -1;
+    if (grid > K->items) grid = K->items;
     cudaError_t err;
     if (p->shadow[ST_MAX] > 0x7fffffffu) {
         if ((err = cudaMemsetAsync(p->flag, 0, ST_FLAGS * sizeof *p->flag, c->stream)) != cudaSuccess)
             return cu_fail(e, err, "persistent step: reset the flags");
         memset(p->shadow, 0, sizeof p->shadow);
     }
-    long waits = 0, chunk_waits = 0;
-    for (int s = 0; s < p->nst; s++) {
-        StStage *S = &p->st[s];
-        S->target = p->shadow[s] + S->blocks;
-        for (int d = 0; d < S->ndep; d++) {
-            if (S->fine >> d & 1) chunk_waits++;
-            else waits++;
-        }
-    }
-    for (unsigned k = 0; k < p->nchunk; k++) p->ctgt[k] += p->shadow[ST_CHUNK0 + k];
-    const size_t ctgt = st_align((size_t)p->nst * sizeof *p->st);
-    const size_t args = st_align(ctgt + p->nchunk * sizeof *p->ctgt);
-    if (st_upload(c, p, ctgt, args, e)) return -1;
-    const unsigned char *dev = (const unsigned char *)p->dev;
-    StArgs a;
-    a.st = (const StStage *)dev;
-    a.ctgt = (const unsigned *)(dev + ctgt);
-    a.args = dev + args;
-    a.flag = p->flag;
-    a.base = p->shadow[ST_MAX];
-    a.items = p->items;
+    for (int s = 0; s < K->nst; s++) p->tgt[s] = p->shadow[s] + K->st[s].blocks;
+    for (unsigned k = 0; k < K->nchunk; k++) p->tgt[K->nst + k] = p->shadow[ST_CHUNK0 + k] + K->cnt[k];
+    const size_t nt = (size_t)K->nst + K->nchunk;
+    if ((err = cudaMemcpyAsync(p->tgt_dev, p->tgt, nt * sizeof *p->tgt, cudaMemcpyHostToDevice,
+                               c->stream)) != cudaSuccess)
+        return cu_fail(e, err, "persistent step: copy the targets");
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double build_us =
-        1e6 * (double)(t1.tv_sec - p->t0.tv_sec) + 1e-3 * (double)(t1.tv_nsec - p->t0.tv_nsec);
+        1e6 * (double)(t1.tv_sec - t0->tv_sec) + 1e-3 * (double)(t1.tv_nsec - t0->tv_nsec);
+    const unsigned char *dev = (const unsigned char *)K->dev;
+    StArgs a;
+    a.st = (const StStage *)dev;
+    a.args = dev + K->args;
+    a.tgt = p->tgt_dev;
+    a.nst = K->nst;
+    a.flag = p->flag;
+    a.base = p->shadow[ST_MAX];
+    a.items = K->items;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeCooperative;
     at.val.cooperative = 1;
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(ST_THREADS);
-    cfg.dynamicSmemBytes = p->smem;
+    cfg.dynamicSmemBytes = K->smem;
     cfg.stream = c->stream;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
     cudaLaunchKernelEx(&cfg, step_kernel, a);
-    if (cu_check_launch(c, e, "persistent step (%d launches, %u items, %u blocks)", p->nst, p->items, grid))
+    if (cu_check_launch(c, e, "persistent step (%d launches, %u items, %u blocks)", K->nst, K->items, grid))
         return -1;
-    for (int s = 0; s < p->nst; s++) p->shadow[s] = p->st[s].target;
-    for (unsigned k = 0; k < p->nchunk; k++) p->shadow[ST_CHUNK0 + k] = p->ctgt[k];
-    p->shadow[ST_MAX] += p->items + grid;
-    c->gstats.persist_stages = p->nst;
-    c->gstats.persist_waits = waits;
-    c->gstats.persist_chunk_waits = chunk_waits;
+    memcpy(p->shadow, p->tgt, (size_t)K->nst * sizeof *p->tgt);
+    memcpy(p->shadow + ST_CHUNK0, p->tgt + K->nst, K->nchunk * sizeof *p->tgt);
+    p->shadow[ST_MAX] += K->items + grid;
+    c->gstats.persist_stages = K->nst;
+    c->gstats.persist_waits = K->waits;
+    c->gstats.persist_chunk_waits = K->chunk_waits;
     c->gstats.persist_build_us = build_us;
     return 0;
 }
 
-int cu_step_end(sd_cuda *c, int ok, sd_err *e) {
+int cu_step_replay(sd_cuda *c, int slot, sd_err *e) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cu_persist *p = c->pst;
+    if (!p || slot < 0 || slot >= CU_GRAPHS || !p->kept[slot].valid)
+        return sd_fail(e, "cuda: persistent step: no work list kept in slot %d", slot);
+    return p->kept[slot].items ? st_run(c, p, &p->kept[slot], &t0, e) : 0;
+}
+
+int cu_step_end(sd_cuda *c, int ok, int slot, sd_err *e) {
     cu_persist *p = c->step;
     if (!p) return ok ? sd_fail(e, "cuda: persistent step: not building") : -1;
     c->step = NULL;
     c->fuse_norm = p->fuse_saved;
     if (!ok) return -1;
-    if (p->items == 0) return 0;
-    return st_launch(c, p, e);
+    StKept *K = &p->kept[slot >= 0 && slot < CU_GRAPHS ? slot : ST_KEEP - 1];
+    K->valid = 0;
+    if (p->items == 0) {
+        K->items = 0;
+        K->valid = 1;
+        return 0;
+    }
+    if (st_deps(p, e) || st_keep(c, p, K, e)) return -1;
+    K->valid = 1;
+    if (st_run(c, p, K, &p->t0, e)) {
+        K->valid = 0;
+        return -1;
+    }
+    return 0;
 }

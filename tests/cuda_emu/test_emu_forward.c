@@ -234,6 +234,10 @@ static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
     cr_expect(st.persistent > 0 && st.persist_fallbacks == 0,
               "%s: %ld steps persistent, %ld not (%s)", what, st.persistent, st.persist_fallbacks,
               st.persist_why);
+    /* greedy decoding's steps differ only in their position: kept lists */
+    cr_expect(st.persist_replays > 0 && st.persist_replays < st.persistent,
+              "%s: %ld of %ld persistent steps launched a kept work list", what, st.persist_replays,
+              st.persistent);
     /* each layer's attention waits for the chunks of its own K/V head */
     cr_expect(st.persist_chunk_waits == cfg_for(type, qwen2).n_layers,
               "%s: the last step's attention waits: %ld chunk waits for %d layers", what,
@@ -294,8 +298,9 @@ static void persist_step(twin *t, int n, int how, sd_cuda_graph_stats *st) {
 /* The waits a decode step (1 row) and a verification (4 and 12 rows: one
  * activation tile and two) hold, with chunk waits and with stage waits
  * only; printed, and the chunk waits must replace whole-stage ones. Then
- * the host time a step takes to build (printed; the emulator's is under
- * the sanitizers), at 2 layers and at 16, the layers of Llama-3.2-1B. */
+ * the host time a step takes to build and, the same step again, to launch
+ * its kept work list (printed; the emulator's is under the sanitizers), at
+ * 2 layers and at 16, the layers of Llama-3.2-1B. */
 Test(emu_forward, persist_waits) {
     cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
     synth_cfg c = cfg_for(SD_Q8_0, 0);
@@ -319,14 +324,17 @@ Test(emu_forward, persist_waits) {
     c.n_layers = 16;
     twin_load_cfg(&t, &c);
     for (int r = 0; r < 2; r++) {
-        sd_cuda_graph_stats f;
+        sd_cuda_graph_stats f, again;
         persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &f);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &again);
         cr_log_info("persistent step of %d rows, %d layers: %ld stages, %ld stage waits + %ld chunk "
-                    "waits; built in %.0f us",
+                    "waits; built in %.0f us, launched again (kept) in %.0f us",
                     rows[r], c.n_layers, f.persist_stages, f.persist_waits, f.persist_chunk_waits,
-                    f.persist_build_us);
+                    f.persist_build_us, again.persist_build_us);
         cr_expect(f.persist_chunk_waits == c.n_layers, "%d layers: %ld chunk waits", c.n_layers,
                   f.persist_chunk_waits);
+        cr_expect(again.persist_replays == f.persist_replays + 1, "%d rows: the same step again "
+                  "built anew", rows[r]);
     }
     twin_free(&t);
 }
