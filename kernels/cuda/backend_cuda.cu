@@ -608,12 +608,6 @@ static int graph_same(const sd_cuda *c, const cu_graph *g) {
     return i == r->nrec;
 }
 
-static cu_graph *graph_find(sd_cuda *c) {
-    for (int k = 0; k < CU_GRAPHS; k++)
-        if (c->graphs[k].exec && graph_same(c, &c->graphs[k])) return &c->graphs[k];
-    return NULL;
-}
-
 /* The slot keeps the records being ended as its signature; cur takes its
  * old arrays. */
 static void graph_keep_records(sd_cuda *c, cu_graph *g) {
@@ -694,7 +688,7 @@ static int graph_persist(sd_cuda *c) {
         *c->pos_host = c->rec_pos < 0 ? 0 : c->rec_pos;
         err = cudaMemcpyAsync(c->pos_word, c->pos_host, sizeof *c->pos_word, cudaMemcpyHostToDevice,
                               c->stream);
-        slot = 0;
+        slot = 0; /* the kept list of these records, else the least recently used */
         for (int k = 0; k < CU_GRAPHS; k++) {
             if (c->pkept[k].used && graph_same(c, &c->pkept[k])) {
                 slot = k;
@@ -824,7 +818,9 @@ static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
         if (c->rec_need[k] && !cu_scratch(c, k, c->rec_need[k], e)) return -1;
     if (c->persist_on && graph_persist(c) == 0) return 0;
     if (c->rec_mixed) return graph_plain(c, e);
-    cu_graph *g = graph_find(c);
+    cu_graph *g = NULL;
+    for (int k = 0; k < CU_GRAPHS && !g; k++)
+        if (c->graphs[k].exec && graph_same(c, &c->graphs[k])) g = &c->graphs[k];
     if (!g) return graph_capture(c, e);
     c->gstats.replays++;
     return graph_launch(c, g, e);

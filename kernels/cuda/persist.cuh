@@ -1,7 +1,9 @@
 /* Dependency flags between the blocks of one persistent (cooperative)
  * launch: a block that produced a work item adds to the item's flag, a
  * block that reads the item waits until the flag reaches the count it needs.
- * Flags are unsigned counters in device memory, zeroed before the launch.
+ * Flags are unsigned counters in device memory that only grow: zeroed
+ * before a launch, or, as the persistent step keeps them (step.cu
+ * "Epochs"), waited for at the value the launch's producers bring them to.
  *
  * Memory model: the producer's release (a gpu-scope fence before the add)
  * orders every write before it, and the consumer's acquire load that sees

@@ -82,8 +82,9 @@
  * Running. The grid is as many blocks of ST_THREADS threads as are resident
  * at once (occupancy x multiprocessors, a cooperative launch, so all of
  * them are). Each block takes the next item from one counter in device
- * memory, waits for the stages its stage depends on, runs the item, and
- * counts it in its stage's flag (kernels/cuda/persist.cuh). Items are taken
+ * memory, holds its stage's waits (stage flags, chunk flags), runs the
+ * item, and counts it in its stage's flag and, for a chunked stage, its
+ * chunk's (kernels/cuda/persist.cuh). Items are taken
  * in order and wait only for earlier items, which blocks that run already
  * hold: the earliest unfinished item can always go on, so the launch ends.
  *
@@ -92,10 +93,11 @@
  * launch's stage s is complete when its flag reaches shadow_s + blocks_s,
  * chunk flag k (taken in order by the chunked stages of the launch) when it
  * reaches its shadow plus the items it counts (the targets, copied before
- * each launch, so a kept work list runs again unchanged); and the launch's first
- * item is the counter's value before it (each launch adds its items plus
- * one failed take a block). Before the counter could pass 2^31 all are
- * zeroed once (cudaMemsetAsync, ordered after the launches that used them).
+ * each launch, so a kept work list runs again unchanged); and the launch's
+ * first item is the counter's value before it (each launch adds its items
+ * plus one failed take a block). Before the counter could pass 2^31 all
+ * are zeroed once (cudaMemsetAsync, ordered after the launches that used
+ * them).
  *
  * Block size. The persistent kernel has ST_THREADS = 128 threads: the
  * matrix-vector family and RMSNorm are written for 128 (MV_THREADS,
