@@ -336,7 +336,7 @@ struct cu_persist {
     int waits;       /* SD_CUDA_WAITS_* */
     int *cmap;       /* [ST_MAX][2]: a chunked stage's query heads a K/V head, K/V heads */
     unsigned nchunk; /* chunk flags taken */
-    unsigned ctgt[ST_CHUNKS]; /* items each chunk counts */
+    unsigned ccnt[ST_CHUNKS]; /* items each chunk counts */
     uint64_t *full; /* [ST_MAX][ST_MAX / 64]: the stages done before any item of each runs */
     uint64_t *done; /* [ST_MAX][ST_MAX / 64]: the stages done once all its items are */
     StKept kept[ST_KEEP];
@@ -511,7 +511,7 @@ static int st_chunk_qkv(cu_persist *p, int i, int group, int n_kv, int hd, sd_er
     const long off = st_args_reserve(p, groups * sizeof(unsigned short), e);
     if (off < 0) return -1;
     unsigned short *ct = (unsigned short *)(p->args + off);
-    unsigned *cnt = p->ctgt + p->nchunk;
+    unsigned *cnt = p->ccnt + p->nchunk;
     memset(cnt, 0, (size_t)chunks * sizeof *cnt);
     int last = 0, kv = 0;
     for (unsigned g = 0; g < groups; g++) {
@@ -639,7 +639,7 @@ static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
     memcpy(K->st, p->st, (size_t)p->nst * sizeof *p->st);
     K->nst = p->nst;
     K->nchunk = p->nchunk;
-    memcpy(K->cnt, p->ctgt, p->nchunk * sizeof *p->ctgt);
+    memcpy(K->cnt, p->ccnt, p->nchunk * sizeof *p->ccnt);
     K->items = p->items;
     K->smem = p->smem;
     K->args = args;
