@@ -99,7 +99,7 @@ static int at_step(sd_cuda *c, const AttnArgs *a, int64_t qtiles, size_t smem, s
     if (cu_step_add(c, CU_STEP_ATTN, d, a, sizeof *a, (unsigned)(a->n_splits * n_kv * qtiles), smem,
                     &sp, e))
         return -1;
-    if (a->xq) cu_qtag_set(c, a->out, a->n, q_dim, CU_SCRATCH_QACT);
+    if (a->xq) cu_qtag_set(c, a->out, a->n, q_dim, CU_SCRATCH_QOUT);
     if (a->n_splits == 1 || a->ctr) return 0;
     return cu_step_add(c, CU_STEP_ATTN_MERGE, d, a, sizeof *a, (unsigned)(n_kv * qtiles), 0, &sp, e);
 }
@@ -137,11 +137,14 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     a.n_splits = pl.n_splits;
     a.part_acc = a.part_ml = NULL;
     /* out's int8 blocks for the output projection, when heads hold whole
-     * blocks (qact.cu's tag, as RMSNorm leaves it) */
+     * blocks (qact.cu's tag), in slot QOUT: the Q/K/V product reads its
+     * input's blocks from slot QACT, and in a persistent step (step.cu) a
+     * head's attention may run while the products of other heads still
+     * read them */
     const int64_t q_dim = (int64_t)s->n_head * hd;
     a.xq = NULL;
     a.xd = a.xs = NULL;
-    if (hd % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QACT, n, q_dim, &a.xq, &a.xd, &a.xs, e))
+    if (hd % 32 == 0 && cu_qact_buffers(c, CU_SCRATCH_QOUT, n, q_dim, &a.xq, &a.xd, &a.xs, e))
         return -1;
     a.ctr = (int64_t)s->n_kv * qtiles <= CU_ATTN_COUNTERS && !c->attn_merge_launch ? c->attn_ctr
                                                                                   : NULL;
@@ -164,7 +167,7 @@ int cu_attention(sd_cuda *c, const sd_attn_shape *s, float *out, const float *q,
     if (cu_check_launch(c, e, "attention n=%d pos=%d heads %d/%d dim %d", n, pos, s->n_head,
                         s->n_kv, hd))
         return -1;
-    if (a.xq) cu_qtag_set(c, out, n, q_dim, CU_SCRATCH_QACT);
+    if (a.xq) cu_qtag_set(c, out, n, q_dim, CU_SCRATCH_QOUT);
     if (a.n_splits == 1 || a.ctr) return 0;
     const dim3 cgrid((unsigned)s->n_kv, (unsigned)qtiles);
     switch ((hd + 31) / 32) {

@@ -495,7 +495,7 @@ static int cuda_attention(sd_backend *b, const sd_attn_shape *s, float *out, con
         }
         rec_need(c, CU_SCRATCH_ATTN, cu_attention_scratch(c, s, n, pos));
         if (s->head_dim % 32 == 0)
-            rec_need(c, CU_SCRATCH_QACT, cu_qact_bytes(n, (int64_t)s->n_head * s->head_dim));
+            rec_need(c, CU_SCRATCH_QOUT, cu_qact_bytes(n, (int64_t)s->n_head * s->head_dim));
         return 0;
     }
     return cu_attention(c, s, out, q, (const float *)kc, (const float *)vc, n, pos, e);
@@ -596,19 +596,27 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
  * fails, or the records disagree on the position, they are issued as plain
  * launches (a fallback). Several slots keep a decode step, a verification
  * step and a drafter's shallow step from evicting each other. */
-static cu_graph *graph_find(sd_cuda *c) {
+/* Whether g holds the records being ended, up to their positions, made
+ * against the same scratch buffers. */
+static int graph_same(const sd_cuda *c, const cu_graph *g) {
     const cu_graph *r = &c->cur;
-    for (int k = 0; k < CU_GRAPHS; k++) {
-        cu_graph *g = &c->graphs[k];
-        if (!g->exec || g->nrec != r->nrec || g->nptr != r->nptr ||
-            memcmp(g->scratch, c->scratch, sizeof g->scratch) ||
-            (r->nptr && memcmp(g->ptr, r->ptr, (size_t)r->nptr * sizeof *r->ptr)))
-            continue;
-        int i = 0;
-        while (i < r->nrec && !memcmp(&g->rec[i], &r->rec[i], offsetof(cu_rec, pos))) i++;
-        if (i == r->nrec) return g;
-    }
-    return NULL;
+    if (g->nrec != r->nrec || g->nptr != r->nptr || memcmp(g->scratch, c->scratch, sizeof g->scratch) ||
+        (r->nptr && memcmp(g->ptr, r->ptr, (size_t)r->nptr * sizeof *r->ptr)))
+        return 0;
+    int i = 0;
+    while (i < r->nrec && !memcmp(&g->rec[i], &r->rec[i], offsetof(cu_rec, pos))) i++;
+    return i == r->nrec;
+}
+
+/* The slot keeps the records being ended as its signature; cur takes its
+ * old arrays. */
+static void graph_keep_records(sd_cuda *c, cu_graph *g) {
+    const cu_graph mine = c->cur;
+    c->cur.rec = g->rec, c->cur.rec_cap = g->rec_cap, c->cur.nrec = 0;
+    c->cur.ptr = g->ptr, c->cur.ptr_cap = g->ptr_cap, c->cur.nptr = 0;
+    g->rec = mine.rec, g->rec_cap = mine.rec_cap, g->nrec = mine.nrec;
+    g->ptr = mine.ptr, g->ptr_cap = mine.ptr_cap, g->nptr = mine.nptr;
+    memcpy(g->scratch, c->scratch, sizeof g->scratch);
 }
 
 /* Launches record r: at its own position, or while captured at the
@@ -661,19 +669,62 @@ static int graph_launch(sd_cuda *c, cu_graph *g, sd_err *e) {
     return 0;
 }
 
-/* The recorded step as one persistent launch (step.cu): the records issued
- * while the launchers add stages, each at its own position. 0, or -1 when
- * the step cannot run so (the reason kept in gstats): nothing was launched
- * but the embeds' id copies, which the graph path issues again. */
+/* The recorded step as one persistent launch (step.cu). When all records
+ * stand at one position the work list is built with the position read from
+ * pos_word (as a captured graph reads it) and kept with the records in the
+ * least recently used of c->pkept's slots; a later step with the same
+ * records (up to the position) and scratch launches the kept list again:
+ * the position and the token ids copied in, the flags' targets, nothing
+ * built. Otherwise the records are issued each at its own position and the
+ * list is not kept. 0, or -1 when the step cannot run so (the reason kept
+ * in gstats): nothing was launched but the embeds' id copies and the
+ * position's, which the graph path issues again. */
 static int graph_persist(sd_cuda *c) {
     sd_err why;
-    int rc = cu_step_begin(c, &why);
-    for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, &why);
-    if (cu_step_end(c, rc == 0, &why)) {
+    const int keep = !c->rec_mixed;
+    int slot = -1, rc = 0;
+    cudaError_t err = cudaSuccess;
+    if (keep) {
+        *c->pos_host = c->rec_pos < 0 ? 0 : c->rec_pos;
+        err = cudaMemcpyAsync(c->pos_word, c->pos_host, sizeof *c->pos_word, cudaMemcpyHostToDevice,
+                              c->stream);
+        slot = 0; /* the kept list of these records, else the least recently used */
+        for (int k = 0; k < CU_GRAPHS; k++) {
+            if (c->pkept[k].used && graph_same(c, &c->pkept[k])) {
+                slot = k;
+                break;
+            }
+            if (c->pkept[k].used < c->pkept[slot].used) slot = k;
+        }
+    }
+    cu_graph *g = slot >= 0 ? &c->pkept[slot] : NULL;
+    if (err != cudaSuccess) {
+        rc = cu_fail(&why, err, "persistent step: copy the position");
+    } else if (g && g->used && graph_same(c, g)) {
+        if (c->rec_ids)
+            err = cudaMemcpyAsync(c->scratch[CU_SCRATCH_IDS], c->ids_host,
+                                  (size_t)c->rec_ids * sizeof *c->ids_host, cudaMemcpyHostToDevice,
+                                  c->stream);
+        rc = err == cudaSuccess ? cu_step_replay(c, slot, &why)
+                                : cu_fail(&why, err, "persistent step: copy %d token ids", c->rec_ids);
+        if (rc == 0) c->gstats.persist_replays++;
+    } else {
+        if (g) g->used = 0; /* nothing kept there until the new list is */
+        c->pos_dev = keep ? c->pos_word : NULL;
+        rc = cu_step_begin(c, &why);
+        for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, &why);
+        rc = cu_step_end(c, rc == 0, slot, &why);
+        c->pos_dev = NULL;
+        if (rc == 0 && g) graph_keep_records(c, g);
+    }
+    if (rc == 0 && keep && (err = cudaEventRecord(c->ids_copied, c->stream)) != cudaSuccess)
+        rc = cu_fail(&why, err, "persistent step: mark the staging copied");
+    if (rc) {
         c->gstats.persist_fallbacks++;
         snprintf(c->gstats.persist_why, sizeof c->gstats.persist_why, "%s", why.msg);
         return -1;
     }
+    if (g) g->used = ++c->clock;
     c->gstats.persistent++;
     return 0;
 }
@@ -725,13 +776,7 @@ static int graph_capture(sd_cuda *c, sd_err *e) {
         cudaGetLastError();
         return graph_plain(c, e);
     }
-    /* the slot keeps these records as its signature; cur takes its old arrays */
-    const cu_graph mine = c->cur;
-    c->cur.rec = g->rec, c->cur.rec_cap = g->rec_cap, c->cur.nrec = 0;
-    c->cur.ptr = g->ptr, c->cur.ptr_cap = g->ptr_cap, c->cur.nptr = 0;
-    g->rec = mine.rec, g->rec_cap = mine.rec_cap, g->nrec = mine.nrec;
-    g->ptr = mine.ptr, g->ptr_cap = mine.ptr_cap, g->nptr = mine.nptr;
-    memcpy(g->scratch, c->scratch, sizeof g->scratch);
+    graph_keep_records(c, g);
     c->gstats.captures++;
     if (fresh) c->gstats.instantiated++;
     else c->gstats.updated++;
@@ -773,7 +818,9 @@ static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
         if (c->rec_need[k] && !cu_scratch(c, k, c->rec_need[k], e)) return -1;
     if (c->persist_on && graph_persist(c) == 0) return 0;
     if (c->rec_mixed) return graph_plain(c, e);
-    cu_graph *g = graph_find(c);
+    cu_graph *g = NULL;
+    for (int k = 0; k < CU_GRAPHS && !g; k++)
+        if (c->graphs[k].exec && graph_same(c, &c->graphs[k])) g = &c->graphs[k];
     if (!g) return graph_capture(c, e);
     c->gstats.replays++;
     return graph_launch(c, g, e);
@@ -802,7 +849,10 @@ static void cuda_destroy(sd_backend *b) {
             if (c->stream) cudaStreamDestroy(c->stream);
         }
         cu_step_free(c);
-        for (int k = 0; k < CU_GRAPHS; k++) free(c->graphs[k].rec), free(c->graphs[k].ptr);
+        for (int k = 0; k < CU_GRAPHS; k++) {
+            free(c->graphs[k].rec), free(c->graphs[k].ptr);
+            free(c->pkept[k].rec), free(c->pkept[k].ptr);
+        }
         free(c->cur.rec);
         free(c->cur.ptr);
         free(c);
@@ -936,6 +986,15 @@ cudaStream_t sd_cuda_stream(sd_backend *b) { return is_cuda(b) ? cu_ctx(b)->stre
 extern "C" int sd_cuda_set_graph(sd_backend *b, int on) {
     if (!is_cuda(b)) return -1;
     cu_ctx(b)->graph_on = on != 0;
+    return 0;
+}
+
+extern "C" int sd_cuda_set_persist_waits(sd_backend *b, int how) {
+    if (!is_cuda(b) || how < SD_CUDA_WAITS_FINE || how > SD_CUDA_WAITS_PLANTED) return -1;
+    sd_cuda *c = cu_ctx(b);
+    if (c->persist_waits != how)
+        for (int k = 0; k < CU_GRAPHS; k++) c->pkept[k].used = 0; /* built with the old waits */
+    c->persist_waits = how;
     return 0;
 }
 

@@ -63,15 +63,31 @@ long sd_cuda_norms_folded(sd_backend *b);
  * replayed (a kept graph launched as it is, nothing captured); steps that
  * fell back to plain launches; and the nodes (kernels and copies) of the
  * last graph captured. With cuda_persistent (sd_backend_opts): the steps
- * run as one persistent launch (kernels/cuda/step.cu), and those that could
- * not be and went the graph way (persist_fallbacks; the last reason in
- * persist_why). */
+ * run as one persistent launch (kernels/cuda/step.cu), of those the steps
+ * that launched a kept work list again (persist_replays), and those that
+ * could not be and went the graph way (persist_fallbacks; the last reason in
+ * persist_why); of the last persistent step, its stages, the waits its
+ * stages hold (for all items of an earlier stage, persist_waits, or for the
+ * items of one chunk of it, persist_chunk_waits, step.cu) and the host
+ * microseconds it took to build before its launch (the launchers' plans,
+ * the waits, the work list's copy queued). */
 typedef struct sd_cuda_graph_stats {
     long launched, captures, replays, updated, instantiated, fallbacks, nodes;
-    long persistent, persist_fallbacks;
+    long persistent, persist_replays, persist_fallbacks;
+    long persist_stages, persist_waits, persist_chunk_waits;
+    double persist_build_us;
     char persist_why[160];
 } sd_cuda_graph_stats;
 int sd_cuda_graph_stats_get(sd_backend *b, sd_cuda_graph_stats *out);
+/* How a persistent step's stages wait (kernels/cuda/step.cu): for the
+ * chunks of an earlier stage that hold what they read where the data allows
+ * (FINE, the default), always for whole stages (STAGE), or, for tests
+ * only, with attention's chunk waits planted wrong: they leave out the K/V
+ * rows the step writes (PLANTED, which the emulator's schedule check must
+ * catch). 0, or -1 when b is not
+ * a CUDA backend or how is none of these. */
+enum { SD_CUDA_WAITS_FINE, SD_CUDA_WAITS_STAGE, SD_CUDA_WAITS_PLANTED };
+int sd_cuda_set_persist_waits(sd_backend *b, int how);
 /* Copies bytes from host memory into device memory of backend b (tests,
  * benchmarks, and any input the op table has no op for); waits for it. */
 int sd_cuda_from_host(sd_backend *b, void *dst_dev, const void *src_host, size_t bytes,

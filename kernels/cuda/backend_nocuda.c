@@ -29,6 +29,11 @@ int sd_cuda_set_graph(sd_backend *b, int on) {
     return -1;
 }
 
+int sd_cuda_set_persist_waits(sd_backend *b, int how) {
+    (void)b, (void)how;
+    return -1;
+}
+
 int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
     (void)b, (void)per_sm;
     return -1;

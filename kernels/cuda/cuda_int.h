@@ -180,10 +180,12 @@ typedef struct sd_cuda {
     /* cuda_persistent (sd_backend_opts) on sm_90 or newer (step.cu is built
      * for those alone, Makefile): graph_end runs a recorded step as
      * one persistent launch (step.cu) where it can; pst its state (NULL
-     * until the first); step set while the launchers add stages to it. */
-    int persist_on;
+     * until the first); step set while the launchers add stages to it;
+     * persist_waits how its stages wait (SD_CUDA_WAITS_*). */
+    int persist_on, persist_waits;
     cu_persist *pst;
     cu_persist *step;
+    cu_graph pkept[CU_GRAPHS]; /* the records of step.cu's kept work lists (exec unused) */
 } sd_cuda;
 
 static inline sd_cuda *cu_ctx(sd_backend *b) { return (sd_cuda *)b->ctx; }
@@ -415,13 +417,18 @@ size_t cu_top_k_part_bytes(void);
  * built (see "the persistent step" above); -1 with e filled when the step
  * cannot take it. cu_step_begin starts building (c->step set, norms not
  * folded: each is a stage of its own); cu_step_end stops, and when ok runs
- * the stages as one cooperative launch: 0, or -1 with e filled when the
- * step cannot run persistently (nothing was launched; the caller runs the
- * records another way). cu_step_free releases the state with the backend. */
+ * the stages as one cooperative launch, keeping the work list in slot
+ * 0..CU_GRAPHS-1 (another slot: not kept): 0, or -1 with e filled when
+ * the step cannot run persistently (nothing was launched; the caller runs
+ * the records another way). cu_step_replay launches the list kept in slot
+ * again (built with the position read from pos_dev, so it holds at any
+ * position); 0 or -1 with e filled. cu_step_free releases the state with
+ * the backend. */
 int cu_step_add(sd_cuda *c, int kind, int variant, const void *args, size_t bytes,
                 unsigned blocks, size_t smem, const cu_spans *sp, sd_err *e);
 int cu_step_begin(sd_cuda *c, sd_err *e);
-int cu_step_end(sd_cuda *c, int ok, sd_err *e);
+int cu_step_end(sd_cuda *c, int ok, int slot, sd_err *e);
+int cu_step_replay(sd_cuda *c, int slot, sd_err *e);
 void cu_step_free(sd_cuda *c);
 
 /* The stream a backend queues its work on (bench timing). */

@@ -1,7 +1,9 @@
 /* Dependency flags between the blocks of one persistent (cooperative)
  * launch: a block that produced a work item adds to the item's flag, a
  * block that reads the item waits until the flag reaches the count it needs.
- * Flags are unsigned counters in device memory, zeroed before the launch.
+ * Flags are unsigned counters in device memory that only grow: zeroed
+ * before a launch, or, as the persistent step keeps them (step.cu
+ * "Epochs"), waited for at the value the launch's producers bring them to.
  *
  * Memory model: the producer's release (a gpu-scope fence before the add)
  * orders every write before it, and the consumer's acquire load that sees
@@ -49,6 +51,21 @@ __device__ __forceinline__ void cu_flag_add(unsigned *flag, unsigned v) {
         atomicAdd(flag, v);
 #else
         asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(flag), "r"(v) : "memory");
+#endif
+    }
+}
+
+/* cu_flag_add to two flags at once (one barrier): an item counted both in
+ * its stage and in a chunk of it. */
+__device__ __forceinline__ void cu_flag_add2(unsigned *f0, unsigned *f1, unsigned v) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+#ifdef CUDA_EMU
+        atomicAdd(f0, v);
+        atomicAdd(f1, v);
+#else
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(f0), "r"(v) : "memory");
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(f1), "r"(v) : "memory");
 #endif
     }
 }

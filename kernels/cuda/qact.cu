@@ -4,14 +4,15 @@
  * warp per block, one element per lane (qact.cuh).
  *
  * Fused with the ops that make activations: norm.cu's RMSNorm (dim a
- * multiple of 32) and attention.cu (head dim a multiple of 32) write the
- * blocks of the rows they write into slot QACT, ffn.cu's SwiGLU (quantised
- * weights, hidden size a multiple of 32) into slot QOUT, since its own input
- * blocks are in QACT while it runs; each then leaves c->qtag naming the
- * rows and the slot. A cu_qact of exactly those rows in the op right after
- * (the quantised projection of those rows: qkv_rope, ffn_swiglu, the LM
- * head, the output and down projections) takes them as they are and
- * launches nothing. Any other op in between makes the tag stale
+ * multiple of 32) writes the blocks of the rows it writes into slot QACT,
+ * attention.cu (head dim a multiple of 32) and ffn.cu's SwiGLU (quantised
+ * weights, hidden size a multiple of 32) into slot QOUT, since the input
+ * blocks of their own product (SwiGLU's) or of the product before them
+ * (Q/K/V, which a persistent step's attention may run beside) are in QACT;
+ * each then leaves c->qtag naming the rows and the slot. A cu_qact of
+ * exactly those rows in the op right after (the quantised projection of
+ * those rows: qkv_rope, ffn_swiglu, the LM head, the output and down
+ * projections) takes them as they are and launches nothing. Any other op in between makes the tag stale
  * (c->op_seq has moved), since it may have written the rows or the scratch.
  *
  * Scratch layout (either slot): q [n][cols] int8 | pad to 256 |

@@ -266,3 +266,126 @@ extern "C" int planted_run(const char *which, int *nan) {
     cudaFree(out);
     return err;
 }
+
+/* ---- the persistent step's prefetch spans ------------------------------------
+ * Not a planted bug but the check that kernels/cuda/wspan.cuh names exactly
+ * the weight rows each virtual block of a matrix-vector kernel reads: the
+ * rows are found here a second way, warp by warp as the kernels place them
+ * (mv.cuh mv_place, qkv_vblock's pair mapping, mv_row's clamp). */
+#include <set>
+#include <utility>
+
+#include "kernels/cuda/wspan.cuh"
+
+typedef std::set<std::pair<const MvMat *, int>> RowSet;
+
+static RowSet ws_declared(int kind, const void *args, unsigned b, int *runs) {
+    WsRun r[WS_RUNS];
+    *runs = ws_runs(kind, (const unsigned char *)args, b, r);
+    RowSet s;
+    for (int k = 0; k < *runs && *runs <= WS_RUNS; k++)
+        for (int row = r[k].r0; row < r[k].r1; row++) s.insert({r[k].m, row});
+    return s;
+}
+
+static int ws_clamp(const MvMat &m, int r) { return r < m.rows - 1 ? r : m.rows - 1; }
+
+/* Rows a virtual block reads, warp by warp (slice 0 of each row pair). */
+static RowSet ws_read(int kind, const void *args, unsigned b) {
+    RowSet s;
+    for (int warp = 0; warp < MV_WARPS; warp++) {
+        if (kind == CU_STEP_MM) {
+            const MmArgs &p = *(const MmArgs *)args;
+            const int pair = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+            s.insert({&p.w, ws_clamp(p.w, 2 * pair)});
+            s.insert({&p.w, ws_clamp(p.w, 2 * pair + 1)});
+        } else if (kind == CU_STEP_FFN) {
+            const FfnArgs &p = *(const FfnArgs *)args;
+            const int r = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+            s.insert({&p.w1, ws_clamp(p.w1, r)});
+            s.insert({&p.w3, ws_clamp(p.w3, r)});
+        } else {
+            const QkvArgs &p = *(const QkvArgs *)args;
+            const int pair = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+            int m = 0;
+            if (p.nm > 1 && pair >= p.m[1].pair0) m = 1;
+            if (p.nm > 2 && pair >= p.m[2].pair0) m = 2;
+            const int local = pair - p.m[m].pair0, hd = p.head_dim;
+            int r0, r1;
+            if (p.neox) {
+                const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
+                r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
+                r1 = r0 + (t < half ? half : 1);
+            } else {
+                r0 = 2 * local;
+                r1 = r0 + 1;
+            }
+            s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r0)});
+            s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r1)});
+        }
+    }
+    return s;
+}
+
+/* Every virtual block of one launch; 0, or -1 with msg naming the first
+ * that differs. */
+static int ws_compare(const char *what, int kind, const void *args, unsigned blocks, char *msg,
+                      size_t cap) {
+    for (unsigned b = 0; b < blocks; b++) {
+        int runs;
+        const RowSet d = ws_declared(kind, args, b, &runs), r = ws_read(kind, args, b);
+        if (runs > WS_RUNS || d != r) {
+            snprintf(msg, cap, "%s: virtual block %u: %zu rows declared in %d runs, %zu read", what, b,
+                     d.size(), runs, r.size());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static MvMat ws_mat(int rows) {
+    MvMat m = {};
+    m.rows = rows;
+    return m;
+}
+
+/* The kernels' shapes: row counts odd and even, ks 1, 2 and 4, 1 and 2
+ * activation tiles, Q/K/V in one launch and alone, NEOX with rope_dim = hd
+ * and below it, heads of 64 and of 8. */
+extern "C" int wspan_check(char *msg, size_t cap) {
+    for (int ks = 1; ks <= MV_WARPS; ks *= 2)
+        for (int ntiles = 1; ntiles <= 2; ntiles++) {
+            const int per = MV_WARPS / ks;
+            for (int rows = 1; rows <= 19; rows += 3) {
+                MmArgs mm = {};
+                mm.w = ws_mat(rows), mm.ks = ks, mm.ntiles = ntiles;
+                const unsigned pairs = (unsigned)(rows + 1) / 2;
+                if (ws_compare("mm", CU_STEP_MM, &mm, ntiles * ((pairs + per - 1) / per), msg, cap))
+                    return -1;
+                FfnArgs ff = {};
+                ff.w1 = ws_mat(rows), ff.w3 = ws_mat(rows), ff.ks = ks, ff.ntiles = ntiles;
+                if (ws_compare("ffn", CU_STEP_FFN, &ff, ntiles * ((rows + per - 1) / per), msg, cap))
+                    return -1;
+            }
+            const int shapes[4][4] = {{64, 64, 0, 4}, {64, 64, 1, 4}, {64, 32, 1, 4}, {8, 8, 1, 2}};
+            for (const auto &sh : shapes)
+                for (int nm = 1; nm <= 3; nm += 2) {
+                    QkvArgs q = {};
+                    q.head_dim = sh[0], q.rope_dim = sh[1], q.neox = sh[2], q.ks = ks, q.ntiles = ntiles;
+                    q.nm = nm;
+                    int pairs = 0;
+                    for (int j = 0; j < nm; j++) {
+                        const int heads = j == 0 ? sh[3] : sh[3] / 2;
+                        q.m[j].w = ws_mat(heads * sh[0]);
+                        q.m[j].pair0 = pairs;
+                        pairs += heads * sh[0] / 2;
+                    }
+                    char what[64];
+                    snprintf(what, sizeof what, "qkv hd %d rope %d neox %d, %d matrices, ks %d", sh[0],
+                             sh[1], sh[2], nm, ks);
+                    if (ws_compare(what, CU_STEP_QKV, &q, ntiles * ((pairs + per - 1) / per), msg, cap))
+                        return -1;
+                }
+        }
+    return 0;
+}

@@ -16,7 +16,10 @@
  *   - with every such step one persistent launch (SD_CUDA_PERSISTENT=1,
  *     kernels/cuda/step.cu), for every weight type greedy output is the
  *     CPU's and for F32, Q4_K and qwen2 Q4_K every strategy is
- *     autoregressive greedy's (persist_type).
+ *     autoregressive greedy's (persist_type); the waits a persistent step
+ *     holds and its host time, built and kept (persist_waits); and a
+ *     planted wrong chunk wait that the emulator's schedule check catches
+ *     (persist_planted_wrong_wait, emulator only).
  * Under the emulator the logits and greedy steps also run its __ldg check
  * (CUDA_EMU_LDG_CHECK, tests/cuda_emu/emu.cpp).
  * The same file, built against the CUDA library (build/tests/
@@ -25,9 +28,12 @@
  * strategies are left to test_strategies.c on the CPU: they only differ
  * from the greedy ones after the logits, which are compared here. */
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
@@ -63,14 +69,19 @@ static synth_cfg cfg_for(uint32_t type, int qwen2) {
     return c;
 }
 
-static void twin_load(twin *t, uint32_t type, int qwen2) {
-    synth_cfg c = cfg_for(type, qwen2);
+static void twin_load_cfg(twin *t, const synth_cfg *cfg) {
+    synth_cfg c = *cfg;
     size_t n;
     sd_err e = {{0}};
     cr_assert_eq(synth_model_bytes(&c, &t->bytes, &n, &e), 0, "%s", e.msg);
     tu_cpu_as_cuda_reference();
     t->cpu = load_on(t->bytes, n, sd_backend_open(SD_DEVICE_CPU, 1, &e));
     t->gpu = load_on(t->bytes, n, sd_backend_open(SD_DEVICE_CUDA, 1, &e));
+}
+
+static void twin_load(twin *t, uint32_t type, int qwen2) {
+    const synth_cfg c = cfg_for(type, qwen2);
+    twin_load_cfg(t, &c);
 }
 
 static void twin_free(twin *t) {
@@ -230,6 +241,14 @@ static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
     cr_expect(st.persistent > 0 && st.persist_fallbacks == 0,
               "%s: %ld steps persistent, %ld not (%s)", what, st.persistent, st.persist_fallbacks,
               st.persist_why);
+    /* greedy decoding's steps differ only in their position: kept lists */
+    cr_expect(st.persist_replays > 0 && st.persist_replays < st.persistent,
+              "%s: %ld of %ld persistent steps launched a kept work list", what, st.persist_replays,
+              st.persistent);
+    /* each layer's attention waits for the chunks of its own K/V head */
+    cr_expect(st.persist_chunk_waits == cfg_for(type, qwen2).n_layers,
+              "%s: the last step's attention waits: %ld chunk waits for %d layers", what,
+              st.persist_chunk_waits, cfg_for(type, qwen2).n_layers);
     if (d.bytes) twin_free(&d);
     twin_free(&t);
 }
@@ -262,3 +281,135 @@ Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0); }
 Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0); }
 Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1); }
 Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0); }
+
+/* One persistent step of n rows after the prompt (how: how its stages
+ * wait, SD_CUDA_WAITS_*), whose greedy ids must be the CPU's; its stats
+ * into *st. */
+static void persist_step(twin *t, int n, int how, sd_cuda_graph_stats *st) {
+    cr_assert(sd_cuda_set_persist_waits(t->gpu->be, how) == 0);
+    sd_err e = {{0}};
+    int32_t ids[NP + 16], want[16], got[16];
+    cr_assert(n <= 16);
+    for (int i = 0; i < NP + n; i++) ids[i] = prompt[i % (int)(sizeof prompt / sizeof *prompt)];
+    sd_model *m[2] = {t->cpu, t->gpu};
+    int32_t *out[2] = {want, got};
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(sd_forward_ex(m[k], m[k]->kv, ids, NP, 0, 0, NULL, 0, &e), 0, "%s", e.msg);
+        cr_assert_eq(sd_forward_top_k(m[k], m[k]->kv, ids + NP, n, NP, 0, n, 1, out[k], &e), 0,
+                     "%s", e.msg);
+    }
+    cr_expect_arr_eq(got, want, (size_t)n * sizeof *got, "%d rows: greedy ids differ from the cpu's", n);
+    cr_assert(sd_cuda_graph_stats_get(t->gpu->be, st) == 0);
+}
+
+/* The waits a decode step (1 row) and a verification (4 and 12 rows: one
+ * activation tile and two) hold, with chunk waits and with stage waits
+ * only; printed, and the chunk waits must replace whole-stage ones. Then
+ * the host time a step takes to build and, the same step again, to launch
+ * its kept work list (printed; the emulator's is under the sanitizers), at
+ * 2 layers and at 16, the layers of Llama-3.2-1B. */
+Test(emu_forward, persist_waits) {
+    cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    synth_cfg c = cfg_for(SD_Q8_0, 0);
+    twin t;
+    twin_load_cfg(&t, &c);
+    const int rows[3] = {1, 4, 12};
+    for (int r = 0; r < 3; r++) {
+        sd_cuda_graph_stats f, s;
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &f);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_STAGE, &s);
+        cr_log_info("persistent step of %d rows, %d layers: %ld stages; %ld stage waits + %ld "
+                    "chunk waits (stage waits only: %ld); built in %.0f us",
+                    rows[r], c.n_layers, f.persist_stages, f.persist_waits, f.persist_chunk_waits,
+                    s.persist_waits, f.persist_build_us);
+        cr_expect(f.persist_chunk_waits == c.n_layers && s.persist_chunk_waits == 0 &&
+                      f.persist_waits + f.persist_chunk_waits == s.persist_waits,
+                  "%d rows: %ld stage + %ld chunk waits, %ld stage waits alone", rows[r],
+                  f.persist_waits, f.persist_chunk_waits, s.persist_waits);
+    }
+    twin_free(&t);
+    c.n_layers = 16;
+    twin_load_cfg(&t, &c);
+    for (int r = 0; r < 2; r++) {
+        sd_cuda_graph_stats f, again;
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &f);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &again);
+        cr_log_info("persistent step of %d rows, %d layers: %ld stages, %ld stage waits + %ld chunk "
+                    "waits; built in %.0f us, launched again (kept) in %.0f us",
+                    rows[r], c.n_layers, f.persist_stages, f.persist_waits, f.persist_chunk_waits,
+                    f.persist_build_us, again.persist_build_us);
+        cr_expect(f.persist_chunk_waits == c.n_layers, "%d layers: %ld chunk waits", c.n_layers,
+                  f.persist_chunk_waits);
+        cr_expect(again.persist_replays == f.persist_replays + 1, "%d rows: the same step again "
+                  "built anew", rows[r]);
+    }
+    twin_free(&t);
+}
+
+/* A planted wrong wait: attention's chunk waits leave out the K/V rows
+ * the step writes (SD_CUDA_WAITS_PLANTED), one decode step in a child
+ * process under the schedule check, which must end it with its report.
+ * The emulator's blocks go round in step, so a read comes before a write
+ * it does not wait for only when the consumer takes its item while the
+ * producer still runs: on 3 multiprocessors the last K/V items and the
+ * attention items are taken in the same round. The child reports with its
+ * exit status (Criterion's assertions belong to the parent): 0 when the
+ * step ran, 2 when something before it failed. */
+static int planted_child(int how) {
+    synth_cfg c = cfg_for(SD_Q8_0, 0);
+    uint8_t *bytes;
+    size_t n;
+    sd_err e = {{0}};
+    if (setenv("SD_CUDA_PERSISTENT", "1", 1) || setenv("CUDA_EMU_SMS", "3", 1) ||
+        setenv("CUDA_EMU_COOP_CHECK", "1", 1) || synth_model_bytes(&c, &bytes, &n, &e))
+        return 2;
+    sd_backend *be = sd_backend_open(SD_DEVICE_CUDA, 1, &e);
+    gguf_file *f = be ? gguf_open_mem(bytes, n, "synth", &e) : NULL;
+    sd_model_opts o = {.n_ctx = CTX};
+    sd_model *m = f ? sd_model_from_gguf(f, be, &o, &e) : NULL;
+    int32_t ids[1];
+    if (!m || sd_cuda_set_persist_waits(be, how) ||
+        sd_forward_ex(m, m->kv, prompt, NP, 0, 0, NULL, 0, &e) ||
+        sd_forward_top_k(m, m->kv, prompt + NP, 1, NP, 0, 1, 1, ids, &e)) {
+        fprintf(stderr, "planted: %s\n", e.msg);
+        return 2;
+    }
+    return 0;
+}
+
+/* Runs planted_child(how) in a child; its stderr into buf, its status. */
+static int planted_run(int how, char *buf, size_t cap) {
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        _exit(planted_child(how));
+    }
+    close(fd[1]);
+    size_t len = 0;
+    ssize_t r;
+    while (len + 1 < cap && (r = read(fd[0], buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = 0;
+    close(fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+Test(emu_forward, persist_planted_wrong_wait) {
+    static char buf[1 << 16];
+    sd_cuda_available(buf, sizeof buf);
+    if (!strstr(buf, "cuda-emu")) cr_skip_test("the planted wait needs the emulator's schedule check");
+    int st = planted_run(SD_CUDA_WAITS_FINE, buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the step with its own waits:\n%s", buf);
+    st = planted_run(SD_CUDA_WAITS_PLANTED, buf, sizeof buf);
+    cr_expect(!WIFEXITED(st), "the wrong wait ran unnoticed (exit %d):\n%s",
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+    cr_expect(strstr(buf, "ERROR: kernel step_kernel (cooperative, CUDA_EMU_COOP_CHECK=1): the result "
+                          "depends on the order of the blocks") != NULL,
+              "no schedule report:\n%s", buf);
+}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 int planted_run(const char *which, int *nan);
+int wspan_check(char *msg, size_t cap);
 
 /* Runs case which in a child; its stderr into buf, its exit status. */
 static int run_child(const char *which, char *buf, size_t cap) {
@@ -134,4 +135,12 @@ Test(emu_misuse, cooperative_grid_too_large) {
                                     "dynamic shared memory: at most 32 can be resident (16 per "
                                     "multiprocessor x 2 multiprocessors)");
     expect_report("pipe_too_large", "planted_run: returned 720"); /* cudaErrorCooperativeLaunchTooLarge */
+}
+
+/* Not a planted bug: the persistent step's prefetch spans (planted.cu,
+ * kernels/cuda/wspan.cuh) are exactly the weight rows each virtual block
+ * reads. */
+Test(emu_misuse, prefetch_spans_are_the_rows_read) {
+    char msg[256] = "";
+    cr_expect_eq(wspan_check(msg, sizeof msg), 0, "%s", msg);
 }
