@@ -101,7 +101,7 @@ static const char *base(const char *path) {
  * path; the persistent step is the stage-level one of kernels/cuda/step.cu
  * (it builds its steps without the tensor-core products). */
 static const char *ledger_tag(void) {
-    if (opts.cuda_persistent) return "stage";
+    if (opts.cuda_persistent) return "fine";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
     if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";

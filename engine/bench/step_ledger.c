@@ -1,8 +1,8 @@
 /* The GPU step ledger (engine/bench/ledger/ledger.h), printed: for each
  * device kind of the constants file and each model shape of
  * engine/bench/synth_presets.h, what a decode step and an n-row verification
- * cost on each CUDA path (today's graph+pdl and persistent step, the
- * persistent step with fine waits and prefetch, the mma products on either),
+ * cost on each CUDA path (graph+pdl, the persistent step with stage waits
+ * and as it runs, with a chunk wait and prefetch, the mma products),
  * counted on the CPU from the ops engine/model calls; the predicted tok/s
  * against the copy-bandwidth bound and the targets; the n-row / 1-row
  * ratios; the speculative speedup those costs imply; the prediction next to
@@ -248,13 +248,12 @@ static void print_spec(const lg_device *d) {
 }
 
 /* What gpu-check's spec steps (bench_gpu_check spec, gamma 4, 128 tokens
- * after 32) should find, costed at VERIFY_AT on the path the run takes
- * (graph+pdl today; the new design's persistent step with the mma once
- * built): the self-drafting runs at acceptance 1, the pairs at the targets
- * file's rates. */
+ * after 32) should find, costed at VERIFY_AT on the paths the runs take
+ * (graph+pdl, and with SD_CUDA_MMA=1 the _mma steps): the self-drafting
+ * runs at acceptance 1, the pairs at the targets file's rates. */
 #define CHECK_GAMMA 4
 static void print_check_spec(const lg_device *d) {
-    static const int paths[] = {LG_GRAPH_PDL, LG_PERSIST_FINE_MMA};
+    static const int paths[] = {LG_GRAPH_PDL, LG_GRAPH_PDL_MMA};
     printf("gpu-check's spec steps as predicted (gamma %d, position %d): speedup over decoding alone\n",
            CHECK_GAMMA, VERIFY_AT);
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
@@ -480,7 +479,8 @@ static void wait_costs(const lg_device *d, int path, double *stage, double *item
     *item = i > v[LG_LOAD_US] ? i : v[LG_LOAD_US];
 }
 
-/* The paths the verdicts judge: today's two, and the new design's. */
+/* The paths the verdicts judge: the default, the persistent step with
+ * stage waits and as it runs, the mma, and the two together. */
 static const int k_judged[] = {LG_GRAPH_PDL, LG_PERSIST_STAGE, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA,
                                LG_PERSIST_FINE_MMA};
 #define N_JUDGED (sizeof k_judged / sizeof k_judged[0])
@@ -569,10 +569,10 @@ static void print_verdicts(const lg_consts *c, int dev) {
 }
 
 /* The predictions against each target as the markdown table of docs/gpu.md:
- * one column per device and path (today's graph+pdl and persistent step,
- * the new design's persistent step with fine waits and mma). */
+ * one column per device and built path (graph+pdl, the persistent step,
+ * graph+pdl with the mma). */
 static void print_markdown(const lg_consts *c, const char *commit) {
-    static const int paths[] = {LG_GRAPH_PDL, LG_PERSIST_STAGE, LG_PERSIST_FINE_MMA};
+    static const int paths[] = {LG_GRAPH_PDL, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA};
     enum { NP = sizeof paths / sizeof paths[0] };
     printf("---- for docs/gpu.md (step ledger, %s; decode at position %d, verification and "
            "speculation at %d)\n\n| target |",

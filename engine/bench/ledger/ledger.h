@@ -4,7 +4,7 @@
  * The op sequence is not written down here: a recording backend
  * (ledger_trace.c) takes the calls engine/model makes for a model of the
  * shape, a synthetic GGUF (engine/bench/synth_presets.h) whose weights are
- * never read, so a shape's step is whatever model.c does today. Each path
+ * never read, so a shape's step is whatever model.c does. Each path
  * (ledger_cost.c) turns the recorded ops into the kernels the CUDA backend
  * would launch for them, with the bytes each reads and writes, the
  * dependency waits between them, and a predicted time from a cost model
@@ -200,21 +200,24 @@ double lg_targets_verify(const lg_targets *t, int n);
 
 /* ---- paths and their cost (ledger_cost.c) --------------------------------- */
 
-/* graph+pdl: today's CUDA backend (backend_cuda.cu), each step one graph
- *   launch with programmatic dependent launch, norms folded;
+/* graph+pdl: the CUDA backend's default (backend_cuda.cu), each step one
+ *   graph launch with programmatic dependent launch, norms folded;
  * graph+pdl nofold: the same with every norm launched on its own (what the
  *   first measured runs ran);
- * persist stage: today's persistent step (step.cu): the nofold launches as
- *   stages of one cooperative launch, each waiting for every item of the
- *   stages it depends on, the work list built on the host every step;
- * persist fine: the persistent step with item-level waits where a stage's
- *   items need few items of the one before (attention after Q/K/V, a product
- *   after a norm), stage-level waits only for the all-to-all dependencies,
- *   no write-after-read waits, an L2 prefetch of an item's weights before
- *   its wait, and the work list kept per step shape;
- * graph+pdl mma, persist fine mma: those two with the products of 2..16 rows
- *   on tensor cores, every weight read and dequantised once for all rows
- *   (one row stays on dp4a). */
+ * persist stage: the persistent step (step.cu) with stage-level waits only
+ *   (SD_CUDA_WAITS_STAGE) and a work list built on the host every step: the
+ *   nofold launches as stages of one cooperative launch, each waiting for
+ *   every item of the stages it depends on;
+ * persist fine: the persistent step as SD_CUDA_PERSISTENT=1 runs it:
+ *   attention waits for the Q/K/V items of its own K/V head (a chunk wait),
+ *   every other wait is for a whole stage (the data's all-to-all
+ *   dependencies), an L2 prefetch of an item's weights before its wait,
+ *   the work list kept per step shape;
+ * graph+pdl mma: graph+pdl with SD_CUDA_MMA=1, the products of quantised
+ *   weights on tensor cores for every row count (mv_mma.cuh), every weight
+ *   read and dequantised once for all rows;
+ * persist fine mma (not built): persist fine with those products; the
+ *   persistent step builds its stages on the dp4a tiles. */
 enum {
     LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSIST_STAGE, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA,
     LG_PERSIST_FINE_MMA, LG_NPATH

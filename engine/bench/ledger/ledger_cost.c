@@ -18,8 +18,8 @@
  *     else two products and an elementwise kernel (ffn.cu); attention one
  *     launch (its splits merge in the last block, attention.cu);
  *   - a dp4a launch of n rows reads its weights once per tile of
- *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h); an mma launch of 2..16
- *     rows reads them once;
+ *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h); an mma launch
+ *     (quantised weights, any row count) reads them once;
  *   - the graph holds everything up to the head's product plus two copy
  *     nodes (the position and the token ids); the argmax (top_k_rows, which
  *     no step records) is launched after it on every path, two launches
@@ -31,13 +31,18 @@
  *
  * Time of a kernel's body: the larger of its bytes at eta x copy_gbs and
  * its products' compute. dp4a: weight elements x rows at quant_rate
- * (float_rate for float weights). mma (2..16 rows): the dequantisation of
- * every weight once, as a one-row dp4a call costs it (elements at
- * quant_rate: an upper bound, that call's dp4a included), the mma issue
- * over the rows padded to the n8 tile at imma_rate (or hmma_rate for
- * BF16/F16) x mma_eff, and the float combine of each 32-block's sum
- * (COMBINE_FMA multiply-adds a weight row, activation row and block) at
- * float_rate. Their sum, not their max: the three share the warps' issue.
+ * (float_rate for float weights). mma (quantised weights, every row count,
+ * kernels/cuda/mv_mma.cuh): the dequantisation of every weight once, as a
+ * one-row dp4a call costs it (elements at quant_rate: an upper bound, that
+ * call's dp4a included), the mma issue at imma_rate x mma_eff, and the
+ * float combine of each 32-block's sum (COMBINE_FMA multiply-adds a weight
+ * row, activation row and block) at float_rate. Their sum, not their max:
+ * the three share the warps' issue. The issue counts what mv_mma.cuh
+ * issues, not the useful products: its B is block diagonal, one m16n8k32
+ * taking four chunks of 16 weight rows against two activation rows, so it
+ * issues MMA_ISSUE multiply-adds a weight and activation-row pair (rows
+ * rounded up to even). BF16/F16 weights stay on the float tiles there
+ * (hmma_rate prices the design in which they do not, HALF_MMA).
  *
  * Exposed, beyond the bodies:
  *   graph+pdl: kernel_us a kernel in the graph, launch_us one outside;
@@ -55,10 +60,11 @@
 
 /* mv.cuh MV_FOLD_SMEM; cuda_int.h CU_ARGMAX_MIN_SLICE, CU_ARGMAX_MAX_SPLIT */
 enum { FOLD_SMEM = 48 * 1024, ARGMAX_MIN_SLICE = 2048, ARGMAX_MAX_SPLIT = 128 };
-/* the mma's n8 tile of activation rows; multiply-adds of the float combine
- * of one 32-block's integer sum (its scale, and the offset term of Q4_1 and
- * the K-quants) */
-enum { MMA_N = 8, COMBINE_FMA = 2 };
+/* multiply-adds an mma issues a weight and pair of activation rows (16 x 8
+ * x 32 for 16 rows x 4 chunks x 2 activation rows, mv_mma.cuh); of the float
+ * combine of one 32-block's integer sum (its scale, and the offset term of
+ * Q4_1 and the K-quants); whether BF16/F16 products go to the mma */
+enum { MMA_ISSUE = 8, COMBINE_FMA = 2, HALF_MMA = 0 };
 
 /* The kernels' kinds, for the dependencies of the fine path. */
 enum { K_EMBED, K_NORM, K_QACT, K_MV, K_ATTN, K_ELEM, K_ARGMAX };
@@ -72,7 +78,7 @@ static const struct {
     {"persist stage", "stage", 0, 0, 1, 0},
     {"persist fine", "fine", 0, 0, 2, 0},
     {"graph+pdl mma", "pdl_mma", 1, 1, 0, 1},
-    {"persist fine mma", "fine_mma", 0, 0, 2, 1},
+    {"persist fine mma (not built)", "fine_mma", 0, 0, 2, 1},
 };
 
 const char *lg_path_name(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].name : "?"; }
@@ -125,16 +131,20 @@ typedef struct sim {
     int64_t q_cols;
 } sim;
 
-static int mma_rows(const sim *m, int n) { return k_path[m->path].mma && n >= 2; }
+/* Whether a product of weight type t runs on the mma on this path. */
+static int on_mma(const sim *m, uint32_t t) {
+    return k_path[m->path].mma && (is_quant(t) || (HALF_MMA && is_half(t)));
+}
 
 static double work_us(const sim *m, const work *w) {
     const double *v = m->d->v;
     if (!w->q && !w->h && !w->f) return 0;
-    if (!mma_rows(m, w->n)) return 1e6 * w->n * (w->q / v[LG_QUANT_RATE] + (w->h + w->f) / v[LG_FLOAT_RATE]);
-    const double pad = MMA_N * (double)((w->n + MMA_N - 1) / MMA_N);
-    const double q = w->q / v[LG_QUANT_RATE] + w->q * pad / (v[LG_IMMA_RATE] * v[LG_MMA_EFF]) +
-                     w->q * w->n * COMBINE_FMA / 32 / v[LG_FLOAT_RATE];
-    const double h = w->h * pad / (v[LG_HMMA_RATE] * v[LG_MMA_EFF]);
+    const int mq = k_path[m->path].mma, mh = mq && HALF_MMA;
+    const double issue = MMA_ISSUE * (double)((w->n + 1) / 2) / (v[LG_MMA_EFF]);
+    const double q = mq ? w->q / v[LG_QUANT_RATE] + w->q * issue / v[LG_IMMA_RATE] +
+                              w->q * w->n * COMBINE_FMA / 32 / v[LG_FLOAT_RATE]
+                        : w->n * w->q / v[LG_QUANT_RATE];
+    const double h = mh ? w->h * issue / v[LG_HMMA_RATE] : w->n * w->h / v[LG_FLOAT_RATE];
     return 1e6 * (q + h + w->n * w->f / v[LG_FLOAT_RATE]);
 }
 
@@ -147,13 +157,11 @@ static double wait_us(const sim *m, int fine) {
 }
 
 /* Whether a stage of kind k after the stage before (of kind pk) waits for
- * a few of its items only: attention for its head's Q/K/V rows, a product
- * or quantisation for the norm rows it reads, a norm for the embedded rows,
- * the mixed SwiGLU's elementwise kernel for its rows of the two products. */
-static int fine_dep(int pk, int k) {
-    return (pk == K_MV && k == K_ATTN) || (pk == K_NORM && (k == K_MV || k == K_QACT)) ||
-           (pk == K_EMBED && k == K_NORM) || (pk == K_MV && k == K_ELEM);
-}
+ * a few of its items only: attention for the Q/K/V items of its K/V head
+ * (step.cu's chunk waits). Every other wait of the step is for a whole
+ * stage: a norm needs its whole row, and each row of a product reads every
+ * column of its activation rows (step.cu's header says why). */
+static int fine_dep(int pk, int k) { return pk == K_MV && k == K_ATTN; }
 
 /* One kernel of op m->seq: its kind, bytes by class and products' work. A
  * kernel of the same op as the one before that is a product after a
@@ -229,13 +237,13 @@ static void mv_input(sim *m, const lg_op *o, int need_q, int fl) {
 /* A product launch over weights ws[0..nw): each read once per row tile
  * (once for all rows on the mma). */
 static void mv_launch(sim *m, const lg_op *o, const lg_w *ws, int nw, double out_bytes, double kvb) {
-    const int nt = mma_rows(m, o->n) ? o->n : sd_mv_tile_rows(o->n);
+    const int nt = sd_mv_tile_rows(o->n);
     const int tiles = (o->n + nt - 1) / nt;
     double wb = 0;
     work w = {.n = o->n};
     int q = 0;
     for (int i = 0; i < nw; i++) {
-        wb += w_bytes(&ws[i]) * tiles;
+        wb += w_bytes(&ws[i]) * (on_mma(m, ws[i].type) ? 1 : tiles);
         const double el = (double)ws[i].rows * (double)ws[i].cols;
         if (is_quant(ws[i].type)) w.q += el, q = 1;
         else if (is_half(ws[i].type)) w.h += el;
