@@ -179,7 +179,7 @@ done:
 #define PAIR_GEN 128
 
 typedef struct pair_prompt {
-    const char *title, *text;
+    const char *key, *title, *text;
     int chat, edit;
 } pair_prompt;
 
@@ -395,18 +395,26 @@ done:
 
 /* Which parts run: "small" (SmolLM2 and stories260K), "pair" (the Qwen
  * pair), "sweep" (the gamma sweep on the pair); all three, in that order,
- * when no argument names one. */
+ * when no argument names one. The pair's prompts can be narrowed by key
+ * ("completion", "chat", "edit"; every prompt when none is named). */
 int main(int argc, char **argv) {
-    int small = argc < 2, pair = argc < 2, sweep = argc < 2;
+    int parts = 0, small = 0, pair = 0, sweep = 0, keys = 0;
+    static const char *const known[] = {"completion", "chat", "edit"};
+    int want[3] = {0, 0, 0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "small")) small = 1;
-        else if (!strcmp(argv[i], "pair")) pair = 1;
-        else if (!strcmp(argv[i], "sweep")) sweep = 1;
+        int k = 0;
+        while (k < 3 && strcmp(argv[i], known[k])) k++;
+        if (k < 3) want[k] = 1, keys++;
+        else if (!strcmp(argv[i], "small")) small = 1, parts++;
+        else if (!strcmp(argv[i], "pair")) pair = 1, parts++;
+        else if (!strcmp(argv[i], "sweep")) sweep = 1, parts++;
         else {
-            fprintf(stderr, "bench_strategies: unknown part '%s' (known: small, pair, sweep)\n", argv[i]);
+            fprintf(stderr, "bench_strategies: unknown argument '%s' (parts: small, pair, sweep; "
+                            "prompts: completion, chat, edit)\n", argv[i]);
             return 2;
         }
     }
+    if (!parts) small = pair = sweep = 1;
     static const char paragraph[] =
         "The lighthouse keeper climbed the one hundred and twelve steps every evening at dusk. "
         "He polished the great lens, trimmed the wick, and wrote the weather in a leather book: "
@@ -422,10 +430,10 @@ int main(int argc, char **argv) {
     };
     int rc = 0;
     for (size_t i = 0; small && i < sizeof cases / sizeof cases[0]; i++) rc |= run_case(&cases[i]);
-    static const pair_prompt prompts[] = {
-        {"completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0, 0},
-        {"chat request (fresh code)", "Write a C function that reverses a singly linked list in place.", 1, 0},
-        {"edit (rename a variable in a 30-line function)",
+    static const pair_prompt all[] = {
+        {"completion", "completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0, 0},
+        {"chat", "chat request (fresh code)", "Write a C function that reverses a singly linked list in place.", 1, 0},
+        {"edit", "edit (rename a variable in a 30-line function)",
          "Rename the variable total to acc in this function and print the whole function again:\n\n"
          "def summarize(orders, tax_rate=0.2):\n"
          "    \"\"\"Sum the orders per customer and return a report.\"\"\"\n"
@@ -459,7 +467,10 @@ int main(int argc, char **argv) {
          "        \"report\": report,\n"
          "    }\n", 1, 1},
     };
-    const int n_prompts = (int)(sizeof prompts / sizeof prompts[0]);
+    pair_prompt prompts[3];
+    int n_prompts = 0;
+    for (int k = 0; k < 3; k++)
+        if (!keys || want[k]) prompts[n_prompts++] = all[k];
     if (pair) rc |= run_pair(prompts, n_prompts);
     if (sweep) rc |= run_sweep(prompts, n_prompts);
     return rc ? 1 : 0;

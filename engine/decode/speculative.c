@@ -37,6 +37,7 @@
 
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
+#include "engine/decode/renames.h"
 
 /* Rows of drafter logits one draft may need (see above). */
 #define DRAFT_ROWS 2
@@ -62,13 +63,14 @@ typedef struct spec_ctx {
     int store_run;   /* store drafts this round at most */
     int streak;      /* final tokens the store predicted in a row */
     int min_ctx;     /* the shortest context the store drafts from */
+    sd_renames renames; /* the store's view of the output's renamed spans */
+    int prompt;         /* the prompt's tokens: renames are learnt after them */
 } spec_ctx;
 
 /* The store's continuation of seq[0..at) from the longest known context
- * of at least min_ctx tokens: 1 and *x, else 0. */
+ * of at least min_ctx tokens, through the renames learnt: 1 and *x, else 0. */
 static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
-    int level = 0;
-    return sd_ngram_predict(s->store, seq, at, 0, x, &level) && level >= s->min_ctx;
+    return sd_renames_predict(&s->renames, s->store, seq, at, s->min_ctx, x);
 }
 
 /* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
@@ -140,11 +142,15 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
 }
 
 /* The store learns seq[from..to), each token after checking whether it
- * would have predicted it (the streak), and sets the next round's bound. */
+ * would have predicted it (the streak), and sets the next round's bound.
+ * A miss after a trusted streak (a copy that changed) may be a rename. */
 static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
     for (int i = from; i < to; i++) {
         int32_t x;
-        const int hit = store_predict(s, seq, i, &x) && x == seq[i];
+        const int known = store_predict(s, seq, i, &x), hit = known && x == seq[i];
+        if (i >= s->prompt)
+            sd_renames_learn(&s->renames, s->store, seq, i, s->min_ctx,
+                             known && s->streak >= STORE_TRUST, x);
         s->streak = hit ? s->streak + 1 : 0;
         if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
@@ -176,7 +182,8 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (total < 0) return -1;
     spec_ctx sc = {.drafter = drafter, .cfg = cfg, .p_min = o->p_min,
                    .want_p = o->p_min > 0 || o->v.stop_below > 0, .gamma = gamma,
-                   .store_run = gamma, .min_ctx = o->ngram_n - 1};
+                   .store_run = gamma, .min_ctx = o->ngram_n - 1, .prompt = n_inputs};
+    sd_renames_init(&sc.renames);
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     const int sampled = !sd_fast_greedy(cfg);
     if (o->ngram_n && !(sampled && sc.smp && sd_sampler_keeps_history(sc.smp)) &&
