@@ -74,6 +74,14 @@ done:
     return rc;
 }
 
+double sd_cost_call(const double *c, int rows) {
+    int top = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++)
+        if (c[n] > 0) top = n;
+    if (!top || rows < 1) return 0;
+    return rows <= top && c[rows] > 0 ? c[rows] : rows * (c[top] / top);
+}
+
 /* Seconds of the calls counted in calls[1..SD_COST_ROWS) (wide_rows: the
  * rows of the last slot's) at the calibrated costs c; -1 when a counted
  * width has no cost. */

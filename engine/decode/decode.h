@@ -93,6 +93,10 @@ typedef struct sd_gen_cfg {
     sd_step_cb on_step; /* may be NULL */
     void *ud;
     const volatile sig_atomic_t *cancel; /* may be NULL; set: stop after the token being emitted */
+    /* may be NULL; step costs timed apart from the run (the cost model's
+     * calibration) that a strategy may plan its calls with: speculative
+     * decoding prices the drafter's catch-up with them */
+    const struct sd_cost_calib *costs;
 } sd_gen_cfg;
 
 /* A model as a strategy sees it: weights, the cache it extends, and how many
@@ -180,6 +184,10 @@ typedef struct sd_cost_calib {
  * is left empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
                        double *cost, sd_err *e);
+/* Seconds of one call of rows rows at the calibrated costs c (a call
+ * wider than the widest timed one at that one's per-row price); 0 when
+ * nothing is timed. */
+double sd_cost_call(const double *c, int rows);
 /* The decode-phase speedup over autoregressive decoding the calibration
  * predicts for a verification run from its counts alone (its rounds'
  * widths, its drafter calls and their rows, its tokens); 0 when the run

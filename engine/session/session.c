@@ -336,6 +336,7 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         ? sd_session_calibrate(s, strat, ids, n_ids, e)
                         : 1;
     if (cal < 0) return -1;
+    if (cal == 0) cfg.costs = &s->cal;
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
     if (n < 0) return n;
