@@ -174,6 +174,10 @@ typedef struct sd_cost_calib {
     int ctx;
     double verify_s[SD_COST_ROWS];
     double draft_s[SD_COST_ROWS];
+    /* each model's one-row step after a short context, timed with the
+     * curves: the reference a timing just before a run is compared with
+     * (0: not timed) */
+    double verify_ref, draft_ref;
 } sd_cost_calib;
 
 /* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
@@ -197,6 +201,14 @@ double sd_cost_call(const double *c, int rows);
  * beside the measured ones when the prediction misses. */
 double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
                        double *draft_pred);
+/* The same at the machine's speed when the run started: the target's and
+ * the drafter's calibrated costs times verify_scale and draft_scale (their
+ * one-row steps timed just before the run over the calibration's
+ * references), over the autoregressive run's one-row step step_s (0: the
+ * calibrated one, scaled). The run's own times never enter it. */
+double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
+                          double draft_scale, double step_s, double *verify_pred,
+                          double *draft_pred);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The
  * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */

@@ -336,7 +336,11 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         ? sd_session_calibrate(s, strat, ids, n_ids, e)
                         : 1;
     if (cal < 0) return -1;
-    if (cal == 0) cfg.costs = &s->cal;
+    double vscale = 1, dscale = 1;
+    if (cal == 0) {
+        if (sd_session_retime(s, strat, ids, n_ids, &vscale, &dscale, e)) return -1;
+        cfg.costs = &s->cal;
+    }
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
     if (n < 0) return n;
@@ -344,8 +348,8 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
     if (cal == 0 && st->verify_s > 0) {
         st->step_s = s->step_s;
-        st->predicted_speedup =
-            sd_cost_predict(st, &s->cal, &st->predicted_verify_s, &st->predicted_draft_s);
+        st->predicted_speedup = sd_cost_predict_at(st, &s->cal, vscale, dscale, s->step_s,
+                                                   &st->predicted_verify_s, &st->predicted_draft_s);
     }
     return n;
 }
