@@ -334,7 +334,9 @@ int sd_store_run(int confirmed, int base);
  * the draft (one-hot, costing a lookup) instead of the model's; the model
  * feeds what it did not draft on its next call. A round that took a store
  * draft ends where the store stops knowing, and takes up to
- * sd_store_run store drafts (gamma bounds the model's). 0: the model alone.
+ * sd_store_run store drafts (gamma bounds the model's); the store learns
+ * the output's renames (renames.h) and, with cfg->costs, the drafter's
+ * expensive catch-ups are put off (speculative.c). 0: the model alone.
  * Sampled chains whose drafter instance keeps history draft from the
  * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {

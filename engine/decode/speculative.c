@@ -28,10 +28,14 @@
  * more), so the draft model is never fed unverified store drafts to draft
  * behind them; any other round drafts from the model. A store that merely
  * knows a context (common words in fresh code) thus never displaces the
- * model, while a copied span (an edit) runs long store rounds. The draft model
- * feeds the tokens it has not seen (accepted store drafts, the rounds'
- * last tokens) only when it is next asked to draft, in one call of that
- * many rows: a copy run of many rounds costs it one catch-up. */
+ * model, while a copied span (an edit) runs long store rounds. A miss
+ * halves the streak, and the store sees the output through the renames it
+ * learnt (renames.h), so a copy with a changed name keeps its rounds. The
+ * draft model feeds the tokens it has not seen (accepted store drafts, the
+ * rounds' last tokens) only when it is next asked to draft, in one call of
+ * that many rows: a copy run of many rounds costs it one catch-up, and a
+ * catch-up that costs more than the rounds without it lose is put off
+ * (plan_round). */
 #include <stdlib.h>
 #include <string.h>
 
