@@ -18,8 +18,8 @@
  * A shared machine's speed drifts between the calibration and a run, and
  * the realised speedup is over an autoregressive run made at yet another
  * time. sd_cost_predict_at follows the drift: V and D scaled by each
- * model's one-row step timed just before the run over the same step timed
- * with the calibration, and V(1) in S replaced by the autoregressive run's
+ * model's one-row step timed around the run over the same step timed with
+ * the calibration, and V(1) in S replaced by the autoregressive run's
  * own one-row step, the one the realised speedup is over. */
 #include <stdlib.h>
 

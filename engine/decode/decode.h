@@ -201,10 +201,9 @@ double sd_cost_call(const double *c, int rows);
  * beside the measured ones when the prediction misses. */
 double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
                        double *draft_pred);
-/* The same at the machine's speed when the run started: the target's and
- * the drafter's calibrated costs times verify_scale and draft_scale (their
- * one-row steps timed just before the run over the calibration's
- * references), over the autoregressive run's one-row step step_s (0: the
+/* The same at the machine's speed during the run: the target's and the
+ * drafter's calibrated costs times verify_scale and draft_scale (their
+ * one-row steps timed around the run over the calibration's references), over the autoregressive run's one-row step step_s (0: the
  * calibrated one, scaled). The run's own times never enter it. */
 double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
                           double draft_scale, double step_s, double *verify_pred,

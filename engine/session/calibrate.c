@@ -4,8 +4,8 @@
  * halfway, and timed again only when that context, the widths needed or
  * the drafter view (model, layers, head cut) change; with them each
  * model's one-row step after a short context, which sd_session_retime
- * times again right before every run (a few calls) to follow the
- * machine's speed. */
+ * times again around every run (a few calls) to follow the machine's
+ * speed. */
 #include "engine/session/session.h"
 
 /* A calibration serves prompts whose halfway context is within this many
