@@ -169,7 +169,8 @@ done:
  * in the decode phase (after the first forward call; the drafter's own
  * prefill counts in it) next to the speedup the cost model predicts from
  * the session's calibration and the run's counts (sd_gen_stats
- * predicted_speedup) and their ratio. Then the mean decode-phase speedup
+ * predicted_speedup, moved to the same autoregressive reference) and
+ * their ratio. Then the mean decode-phase speedup
  * of each row over the code prompts (completion, chat request) and on the
  * edit prompt.
  *
@@ -236,6 +237,14 @@ static int open_pair(sd_session *s, sd_config *cfg, int gen) {
     return 0;
 }
 
+/* The session predicts a row's speedup over the autoregressive run made
+ * before the rows (its one-row step); the realised speedup is over the
+ * mean of the runs before and after. The prediction is moved to that same
+ * reference (decode rates: before, mean), so the two are over one step. */
+static void over_reference(sd_gen_stats *q, double before, double mean) {
+    if (q->predicted_speedup > 0 && before > 0 && mean > 0) q->predicted_speedup *= before / mean;
+}
+
 static int run_pair(const pair_prompt *pp, int n_pp) {
     sd_err e = {{0}};
     sd_config cfg;
@@ -278,7 +287,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         printf("%-10s %8s %9s %8s %6s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
                "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
-            const sd_gen_stats *q = &rs[r];
+            sd_gen_stats *q = &rs[r];
+            over_reference(q, ar_dec[0], dref);
             const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
             mean[pp[k].edit][r] += real;
             char acc[16] = "-", split[32];
@@ -367,6 +377,7 @@ static int run_sweep(const pair_prompt *pp, int n_pp) {
         if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
         ar_dec[1] = sd_gen_decode_tps(&st);
         const double dref = (ar_dec[0] + ar_dec[1]) / 2;
+        for (int r = 0; r < N_SWEEP_ROWS; r++) over_reference(&rs[r], ar_dec[0], dref);
         printf("\nsweep, Qwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens (the pair part: "
                "%d), ar decode %.2f-%.2f tok/s (before and after the rows), spec with the defaults "
                "%.2fx, predicted %.2fx (%s)\n",

@@ -7,8 +7,10 @@
  * the next occurrence it predicts the old span again. Renames fix both.
  *
  * Learning: where the store (seen through the renames already known)
- * predicted a token the output did not take, the miss opens, with the
- * continuation the store expected there (the source). When, a few tokens
+ * predicted a token the output did not take, and had never seen that
+ * token after the context (else the miss is the store's own ambiguity:
+ * code repeats contexts), the miss opens, with the continuation the store
+ * expected there (the source). When, a few tokens
  * later, the output follows the source again for RESYNC tokens, the span
  * the output took (to) replaced the source's span (from) and the pair is a
  * rename. Spans of 1..SD_RENAME_SPAN tokens each; an insertion or a
