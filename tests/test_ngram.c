@@ -87,3 +87,17 @@ Test(ngram, bad_order) {
     cr_assert(strstr(e.msg, "[2, 16]"), "%s", e.msg);
     cr_assert_null(sd_ngram_create(SD_NGRAM_MULTI, 17, 4, &e));
 }
+
+Test(ngram, seen_asks_every_level_from_the_lowest_given) {
+    sd_ngram *s = mk(SD_NGRAM_MULTI, 4);
+    sd_err e;
+    /* after "5 6 7" came 8, after "6 7" also 9 (in "0 6 7 9") */
+    int32_t seq[] = {5, 6, 7, 8, 0, 6, 7, 9};
+    cr_assert_eq(sd_ngram_observe_seq(s, seq, 0, 8, &e), 0);
+    int32_t h[] = {5, 6, 7};
+    cr_assert(sd_ngram_seen(s, h, 3, 3, 8));
+    cr_assert_eq(sd_ngram_seen(s, h, 3, 3, 9), 0, "9 never followed the whole context");
+    cr_assert(sd_ngram_seen(s, h, 3, 2, 9), "9 followed its last two tokens");
+    cr_assert_eq(sd_ngram_seen(s, h, 3, 1, 4), 0);
+    sd_ngram_free(s);
+}

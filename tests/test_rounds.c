@@ -242,6 +242,27 @@ Test(stats, cost_model_prices_counts_with_a_calibration) {
     cr_assert_eq(sd_cost_predict(&st, &slow, NULL, NULL), 0);
 }
 
+/* The prediction at the machine's speed when the run started: the same
+ * counts as above with the target's calls 1.5 times and the drafter's
+ * twice their calibrated cost (1.52 * 1.5 + 1.4 * 2 = 5.08 s), over an
+ * autoregressive step of 0.2 s (30 * 0.2 = 6 s); without that step the
+ * calibrated one-row step, scaled (30 * 0.15 = 4.5 s). */
+Test(stats, cost_model_follows_the_machine_speed) {
+    sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1};
+    st.verify_calls_n[3] = 6, st.verify_calls_n[5] = 4;
+    st.draft_calls_n[1] = 30, st.draft_calls_n[3] = 10;
+    sd_cost_calib cal = {0};
+    cal.verify_s[1] = 0.1, cal.verify_s[3] = 0.12, cal.verify_s[5] = 0.2;
+    cal.draft_s[1] = 0.03, cal.draft_s[3] = 0.05;
+    double v = 0, d = 0;
+    cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1.5, 2, 0.2, &v, &d), 6 / 5.08, 1e-9);
+    cr_assert_float_eq(v, 2.28, 1e-9);
+    cr_assert_float_eq(d, 2.8, 1e-9);
+    cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1.5, 2, 0, NULL, NULL), 4.5 / 5.08, 1e-9);
+    cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1, 1, 0, NULL, NULL),
+                       sd_cost_predict(&st, &cal, NULL, NULL), 1e-12);
+}
+
 /* A calibration times every width up to the one asked for, interpolating
  * between the widths it times, grows with the rows, and leaves the cache
  * empty; a context that does not fit the cache is refused. */

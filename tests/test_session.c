@@ -175,7 +175,7 @@ Test(session, vocabulary_mismatch_is_reported_first) {
 /* No prediction before an autoregressive run; after one the session times
  * the step costs once, keeps them for the next verification run and
  * times the drafter again when its view changes; every prediction comes
- * from them. */
+ * from them, scaled by the one-row steps timed again before the run. */
 Test(session, calibrates_once_after_an_autoregressive_run) {
     sd_session s;
     open_session(&s, MODELS "stories260K.gguf", MODELS "stories260K-q8_0.gguf", 256);
@@ -193,8 +193,19 @@ Test(session, calibrates_once_after_an_autoregressive_run) {
     cr_assert(first.verify_s[1] > 0 && first.draft_s[1] > 0);
     cr_assert(first.verify_s[SD_STORE_RUN_MAX + 1] > 0, "widths up to a store round's");
     cr_assert_eq(first.ctx, n_ids + s.c.n_predict / 2);
-    cr_assert_float_eq(st.predicted_speedup, sd_cost_predict(&st, &first, NULL, NULL), 1e-12);
-    cr_assert_gt(st.predicted_speedup, 0);
+    cr_assert(first.verify_ref > 0 && first.draft_ref > 0, "the one-row references");
+    /* the prediction over the ar run's step, its parts the calibrated
+     * prices scaled to the speed timed just before the run */
+    double v0 = 0, d0 = 0;
+    cr_assert_gt(sd_cost_predict(&st, &first, &v0, &d0), 0);
+    cr_assert_gt(st.predicted_verify_s, 0);
+    cr_assert_float_eq(st.predicted_speedup,
+                       (st.new_tokens - st.prefill_new_tokens) * s.step_s /
+                           (st.predicted_verify_s + st.predicted_draft_s),
+                       1e-9);
+    cr_assert(st.predicted_verify_s != v0 || st.predicted_draft_s != d0 ||
+                  st.predicted_speedup != sd_cost_predict(&st, &first, NULL, NULL),
+              "scaled and over the ar step, not the calibration as timed");
     cr_assert(sd_session_generate(&s, SD_STRAT_NASD, ids, n_ids, NULL, out, &st, &e) > 0, "%s", e.msg);
     cr_assert_gt(st.predicted_speedup, 0);
     cr_assert(!memcmp(&first, &s.cal, sizeof first), "timed again for the same prompt");

@@ -169,7 +169,8 @@ done:
  * in the decode phase (after the first forward call; the drafter's own
  * prefill counts in it) next to the speedup the cost model predicts from
  * the session's calibration and the run's counts (sd_gen_stats
- * predicted_speedup) and their ratio. Then the mean decode-phase speedup
+ * predicted_speedup, moved to the same autoregressive reference) and
+ * their ratio. Then the mean decode-phase speedup
  * of each row over the code prompts (completion, chat request) and on the
  * edit prompt.
  *
@@ -179,7 +180,7 @@ done:
 #define PAIR_GEN 128
 
 typedef struct pair_prompt {
-    const char *title, *text;
+    const char *key, *title, *text;
     int chat, edit;
 } pair_prompt;
 
@@ -236,6 +237,14 @@ static int open_pair(sd_session *s, sd_config *cfg, int gen) {
     return 0;
 }
 
+/* The session predicts a row's speedup over the autoregressive run made
+ * before the rows (its one-row step); the realised speedup is over the
+ * mean of the runs before and after. The prediction is moved to that same
+ * reference (decode rates: before, mean), so the two are over one step. */
+static void over_reference(sd_gen_stats *q, double before, double mean) {
+    if (q->predicted_speedup > 0 && before > 0 && mean > 0) q->predicted_speedup *= before / mean;
+}
+
 static int run_pair(const pair_prompt *pp, int n_pp) {
     sd_err e = {{0}};
     sd_config cfg;
@@ -278,7 +287,8 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
         printf("%-10s %8s %9s %8s %6s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
                "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
-            const sd_gen_stats *q = &rs[r];
+            sd_gen_stats *q = &rs[r];
+            over_reference(q, ar_dec[0], dref);
             const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
             mean[pp[k].edit][r] += real;
             char acc[16] = "-", split[32];
@@ -367,6 +377,7 @@ static int run_sweep(const pair_prompt *pp, int n_pp) {
         if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
         ar_dec[1] = sd_gen_decode_tps(&st);
         const double dref = (ar_dec[0] + ar_dec[1]) / 2;
+        for (int r = 0; r < N_SWEEP_ROWS; r++) over_reference(&rs[r], ar_dec[0], dref);
         printf("\nsweep, Qwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens (the pair part: "
                "%d), ar decode %.2f-%.2f tok/s (before and after the rows), spec with the defaults "
                "%.2fx, predicted %.2fx (%s)\n",
@@ -395,18 +406,26 @@ done:
 
 /* Which parts run: "small" (SmolLM2 and stories260K), "pair" (the Qwen
  * pair), "sweep" (the gamma sweep on the pair); all three, in that order,
- * when no argument names one. */
+ * when no argument names one. The pair's prompts can be narrowed by key
+ * ("completion", "chat", "edit"; every prompt when none is named). */
 int main(int argc, char **argv) {
-    int small = argc < 2, pair = argc < 2, sweep = argc < 2;
+    int parts = 0, small = 0, pair = 0, sweep = 0, keys = 0;
+    static const char *const known[] = {"completion", "chat", "edit"};
+    int want[3] = {0, 0, 0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "small")) small = 1;
-        else if (!strcmp(argv[i], "pair")) pair = 1;
-        else if (!strcmp(argv[i], "sweep")) sweep = 1;
+        int k = 0;
+        while (k < 3 && strcmp(argv[i], known[k])) k++;
+        if (k < 3) want[k] = 1, keys++;
+        else if (!strcmp(argv[i], "small")) small = 1, parts++;
+        else if (!strcmp(argv[i], "pair")) pair = 1, parts++;
+        else if (!strcmp(argv[i], "sweep")) sweep = 1, parts++;
         else {
-            fprintf(stderr, "bench_strategies: unknown part '%s' (known: small, pair, sweep)\n", argv[i]);
+            fprintf(stderr, "bench_strategies: unknown argument '%s' (parts: small, pair, sweep; "
+                            "prompts: completion, chat, edit)\n", argv[i]);
             return 2;
         }
     }
+    if (!parts) small = pair = sweep = 1;
     static const char paragraph[] =
         "The lighthouse keeper climbed the one hundred and twelve steps every evening at dusk. "
         "He polished the great lens, trimmed the wick, and wrote the weather in a leather book: "
@@ -422,10 +441,10 @@ int main(int argc, char **argv) {
     };
     int rc = 0;
     for (size_t i = 0; small && i < sizeof cases / sizeof cases[0]; i++) rc |= run_case(&cases[i]);
-    static const pair_prompt prompts[] = {
-        {"completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0, 0},
-        {"chat request (fresh code)", "Write a C function that reverses a singly linked list in place.", 1, 0},
-        {"edit (rename a variable in a 30-line function)",
+    static const pair_prompt all[] = {
+        {"completion", "completion", "def is_prime(n: int) -> bool:\n    \"\"\"Return True when n is a prime number.\"\"\"\n", 0, 0},
+        {"chat", "chat request (fresh code)", "Write a C function that reverses a singly linked list in place.", 1, 0},
+        {"edit", "edit (rename a variable in a 30-line function)",
          "Rename the variable total to acc in this function and print the whole function again:\n\n"
          "def summarize(orders, tax_rate=0.2):\n"
          "    \"\"\"Sum the orders per customer and return a report.\"\"\"\n"
@@ -459,7 +478,10 @@ int main(int argc, char **argv) {
          "        \"report\": report,\n"
          "    }\n", 1, 1},
     };
-    const int n_prompts = (int)(sizeof prompts / sizeof prompts[0]);
+    pair_prompt prompts[3];
+    int n_prompts = 0;
+    for (int k = 0; k < 3; k++)
+        if (!keys || want[k]) prompts[n_prompts++] = all[k];
     if (pair) rc |= run_pair(prompts, n_prompts);
     if (sweep) rc |= run_sweep(prompts, n_prompts);
     return rc ? 1 : 0;

@@ -13,7 +13,14 @@
  *   S   = N V(1) / T                          N the tokens after the first
  *                                             call, V(1) the one-row step
  * Calls wider than the calibration (the last slot) cost their rows at the
- * per-row price of the widest timed call, which is close to prefill's. */
+ * per-row price of the widest timed call, which is close to prefill's.
+ *
+ * A shared machine's speed drifts between the calibration and a run, and
+ * the realised speedup is over an autoregressive run made at yet another
+ * time. sd_cost_predict_at follows the drift: V and D scaled by each
+ * model's one-row step timed around the run over the same step timed with
+ * the calibration, and V(1) in S replaced by the autoregressive run's
+ * own one-row step, the one the realised speedup is over. */
 #include <stdlib.h>
 
 #include "engine/decode/decode.h"
@@ -74,6 +81,14 @@ done:
     return rc;
 }
 
+double sd_cost_call(const double *c, int rows) {
+    int top = 0;
+    for (int n = 1; n < SD_COST_ROWS; n++)
+        if (c[n] > 0) top = n;
+    if (!top || rows < 1) return 0;
+    return rows <= top && c[rows] > 0 ? c[rows] : rows * (c[top] / top);
+}
+
 /* Seconds of the calls counted in calls[1..SD_COST_ROWS) (wide_rows: the
  * rows of the last slot's) at the calibrated costs c; -1 when a counted
  * width has no cost. */
@@ -95,16 +110,24 @@ static double priced(const long *calls, long wide_rows, const double *c) {
     return s;
 }
 
-double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
-                       double *draft_pred) {
+double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
+                          double draft_scale, double step_s, double *verify_pred,
+                          double *draft_pred) {
     long rounds = 0;
     for (int n = 1; n < SD_COST_ROWS; n++) rounds += st->verify_calls_n[n];
     const int tokens = st->new_tokens - st->prefill_new_tokens;
     if (rounds == 0 || tokens <= 0 || !(cal->verify_s[1] > 0)) return 0;
     const double v = priced(st->verify_calls_n, st->verify_wide_rows, cal->verify_s);
     const double d = priced(st->draft_calls_n, st->draft_wide_rows, cal->draft_s);
-    if (verify_pred) *verify_pred = v;
-    if (draft_pred) *draft_pred = d;
     if (v < 0 || d < 0 || !(v + d > 0)) return 0;
-    return tokens * cal->verify_s[1] / (v + d);
+    const double vs = v * verify_scale, ds = d * draft_scale;
+    if (verify_pred) *verify_pred = vs;
+    if (draft_pred) *draft_pred = ds;
+    const double step = step_s > 0 ? step_s : cal->verify_s[1] * verify_scale;
+    return tokens * step / (vs + ds);
+}
+
+double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
+                       double *draft_pred) {
+    return sd_cost_predict_at(st, cal, 1, 1, 0, verify_pred, draft_pred);
 }

@@ -93,6 +93,10 @@ typedef struct sd_gen_cfg {
     sd_step_cb on_step; /* may be NULL */
     void *ud;
     const volatile sig_atomic_t *cancel; /* may be NULL; set: stop after the token being emitted */
+    /* may be NULL; step costs timed apart from the run (the cost model's
+     * calibration) that a strategy may plan its calls with: speculative
+     * decoding prices the drafter's catch-up with them */
+    const struct sd_cost_calib *costs;
 } sd_gen_cfg;
 
 /* A model as a strategy sees it: weights, the cache it extends, and how many
@@ -170,6 +174,10 @@ typedef struct sd_cost_calib {
     int ctx;
     double verify_s[SD_COST_ROWS];
     double draft_s[SD_COST_ROWS];
+    /* each model's one-row step after a short context, timed with the
+     * curves: the reference a timing just before a run is compared with
+     * (0: not timed) */
+    double verify_ref, draft_ref;
 } sd_cost_calib;
 
 /* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
@@ -180,6 +188,10 @@ typedef struct sd_cost_calib {
  * is left empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
                        double *cost, sd_err *e);
+/* Seconds of one call of rows rows at the calibrated costs c (a call
+ * wider than the widest timed one at that one's per-row price); 0 when
+ * nothing is timed. */
+double sd_cost_call(const double *c, int rows);
 /* The decode-phase speedup over autoregressive decoding the calibration
  * predicts for a verification run from its counts alone (its rounds'
  * widths, its drafter calls and their rows, its tokens); 0 when the run
@@ -189,6 +201,13 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
  * beside the measured ones when the prediction misses. */
 double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double *verify_pred,
                        double *draft_pred);
+/* The same at the machine's speed during the run: the target's and the
+ * drafter's calibrated costs times verify_scale and draft_scale (their
+ * one-row steps timed around the run over the calibration's references), over the autoregressive run's one-row step step_s (0: the
+ * calibrated one, scaled). The run's own times never enter it. */
+double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
+                          double draft_scale, double step_s, double *verify_pred,
+                          double *draft_pred);
 /* Indices of the k largest x (descending, lowest index first on ties);
  * O(n k), for the small k of fillers and beams. Returns min(k, n). The
  * backends' top_k_rows op gives the same order (kernels/cpu sd_cpu_top_k). */
@@ -314,7 +333,9 @@ int sd_store_run(int confirmed, int base);
  * the draft (one-hot, costing a lookup) instead of the model's; the model
  * feeds what it did not draft on its next call. A round that took a store
  * draft ends where the store stops knowing, and takes up to
- * sd_store_run store drafts (gamma bounds the model's). 0: the model alone.
+ * sd_store_run store drafts (gamma bounds the model's); the store learns
+ * the output's renames (renames.h) and, with cfg->costs, the drafter's
+ * expensive catch-ups are put off (speculative.c). 0: the model alone.
  * Sampled chains whose drafter instance keeps history draft from the
  * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {

@@ -214,3 +214,12 @@ int sd_ngram_predict(const sd_ngram *s, const int32_t *hist, int len, int fallba
     if (level) *level = 0;
     return 1;
 }
+
+int sd_ngram_seen(const sd_ngram *s, const int32_t *hist, int len, int min_level, int32_t tok) {
+    const int lo = s->kind == SD_NGRAM_MULTI ? 1 : s->n - 1;
+    for (int L = min_level > lo ? min_level : lo; L <= s->n - 1 && L <= len; L++) {
+        const int32_t *ctx = hist + len - L;
+        if (pair_slot(s->pair, s->pair_cap, key_hash(ctx, L, tok), ctx, L, tok)->hash) return 1;
+    }
+    return 0;
+}

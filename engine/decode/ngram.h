@@ -37,4 +37,8 @@ int sd_ngram_observe_seq(sd_ngram *s, const int32_t *seq, int from, int to, sd_e
 int sd_ngram_predict(const sd_ngram *s, const int32_t *hist, int len, int fallback, int32_t *tok,
                      int *level);
 
+/* Whether tok was observed after hist[0..len)'s context of some length in
+ * [min_level, N-1] (the levels the store keeps). */
+int sd_ngram_seen(const sd_ngram *s, const int32_t *hist, int len, int min_level, int32_t tok);
+
 #endif

@@ -28,15 +28,20 @@
  * more), so the draft model is never fed unverified store drafts to draft
  * behind them; any other round drafts from the model. A store that merely
  * knows a context (common words in fresh code) thus never displaces the
- * model, while a copied span (an edit) runs long store rounds. The draft model
- * feeds the tokens it has not seen (accepted store drafts, the rounds'
- * last tokens) only when it is next asked to draft, in one call of that
- * many rows: a copy run of many rounds costs it one catch-up. */
+ * model, while a copied span (an edit) runs long store rounds. A miss
+ * halves the streak, and the store sees the output through the renames it
+ * learnt (renames.h), so a copy with a changed name keeps its rounds. The
+ * draft model feeds the tokens it has not seen (accepted store drafts, the
+ * rounds' last tokens) only when it is next asked to draft, in one call of
+ * that many rows: a copy run of many rounds costs it one catch-up, and a
+ * catch-up that costs more than the rounds without it lose is put off
+ * (plan_round). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/decode/decode.h"
 #include "engine/decode/ngram.h"
+#include "engine/decode/renames.h"
 
 /* Rows of drafter logits one draft may need (see above). */
 #define DRAFT_ROWS 2
@@ -46,6 +51,19 @@
  * longest known one predicting (a copy of code repeats short contexts with
  * different continuations: `order["customer"]`, `order["amount"]`). */
 #define STORE_N 8
+/* A miss divides the streak by this: one changed token in a long copy
+ * leaves the store trusted, while fresh text's short streaks end. */
+#define STREAK_KEEP 2
+/* A catch-up costing at most this many one-row target steps is always
+ * made (the rounds after a model round or a short store run). */
+#define CHEAP_CATCHUP 3
+/* Per final token, the weight the share of fresh tokens (ones the store
+ * did not predict) keeps of its past. */
+#define FRESH_DECAY 0.9
+/* Rounds that leave the model out and have no streak draft this many
+ * store guesses at most, from contexts of GUESS_CTX tokens or more. */
+#define GUESS_RUN 2
+#define GUESS_CTX 1
 
 typedef struct spec_ctx {
     sd_lm *drafter;
@@ -62,13 +80,26 @@ typedef struct spec_ctx {
     int store_run;   /* store drafts this round at most */
     int streak;      /* final tokens the store predicted in a row */
     int min_ctx;     /* the shortest context the store drafts from */
+    sd_renames renames; /* the store's view of the output's renamed spans */
+    int prompt;         /* the prompt's tokens: renames are learnt after them */
+    const sd_cost_calib *cal; /* prices the drafter's catch-up; NULL: it always catches up */
+    int defer;                /* this round leaves the draft model out */
+    double owed;              /* what the deferred rounds lost, in seconds */
+    int seen;                 /* the drafter's cache length at the last round's start */
+    double fresh;             /* recent share of final tokens the store did not predict */
 } spec_ctx;
 
 /* The store's continuation of seq[0..at) from the longest known context
- * of at least min_ctx tokens: 1 and *x, else 0. */
+ * of at least min_ctx tokens, through the renames learnt: 1 and *x, else 0. */
 static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
-    int level = 0;
-    return sd_ngram_predict(s->store, seq, at, 0, x, &level) && level >= s->min_ctx;
+    return sd_renames_predict(&s->renames, s->store, seq, at, s->min_ctx, x);
+}
+
+/* The same for a round's draft: a round without the model and without a
+ * streak guesses from shorter contexts too. */
+static int store_guess(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
+    const int guess = s->defer && s->streak < STORE_TRUST;
+    return sd_renames_predict(&s->renames, s->store, seq, at, guess ? GUESS_CTX : s->min_ctx, x);
 }
 
 /* A hybrid drafter's store draft at seq[at]: 1 when the store knows the
@@ -76,7 +107,7 @@ static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t 
 static int store_draft(spec_ctx *s, int32_t *seq, int at, float *q, sd_gen_stats *st) {
     const double t = sd_now();
     int32_t x;
-    const int known = store_predict(s, seq, at, &x);
+    const int known = store_guess(s, seq, at, &x);
     st->draft_s += sd_now() - t;
     if (!known) return 0;
     seq[at] = x;
@@ -108,12 +139,12 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
-    if (s->store && (at == s->round || s->n_store) && s->streak >= STORE_TRUST &&
+    if (s->store && (at == s->round || s->n_store) && (s->streak >= STORE_TRUST || s->defer) &&
         s->n_store < s->store_run && store_draft(s, seq, at, q, st)) {
         *conf = SD_CONF_NONE;
         return s->n_store == s->store_run ? 2 : 1;
     }
-    if (s->n_store || s->n_model >= s->gamma) return 0;
+    if (s->n_store || s->n_model >= s->gamma || s->defer) return 0;
     /* the positions the call feeds (sd_lm_extend: from the cache's end, and
      * at least the rows it returns) */
     int fed = cfg->use_cache ? at - s->drafter->kv->n : at;
@@ -140,16 +171,49 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
 }
 
 /* The store learns seq[from..to), each token after checking whether it
- * would have predicted it (the streak), and sets the next round's bound. */
+ * would have predicted it (the streak), and sets the next round's bound.
+ * A miss after a trusted streak (a copy that changed) may be a rename. */
 static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
     for (int i = from; i < to; i++) {
         int32_t x;
-        const int hit = store_predict(s, seq, i, &x) && x == seq[i];
-        s->streak = hit ? s->streak + 1 : 0;
+        const int known = store_predict(s, seq, i, &x), hit = known && x == seq[i];
+        if (i >= s->prompt)
+            sd_renames_learn(&s->renames, s->store, seq, i, s->min_ctx,
+                             known && s->streak >= STORE_TRUST, x);
+        s->streak = hit ? s->streak + 1 : s->streak / STREAK_KEEP;
+        if (i >= s->prompt) s->fresh = FRESH_DECAY * s->fresh + (1 - FRESH_DECAY) * !hit;
         if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
     s->store_run = sd_store_run(s->streak, s->gamma);
     return 0;
+}
+
+/* Whether the round at cur leaves the draft model out. The drafter feeds
+ * what it has not seen when it next drafts; when that call would cost more
+ * than CHEAP_CATCHUP target steps (a long prompt, a long copy), it is put
+ * off (ski rental): the rounds go on from the target and the store (store
+ * guesses need no streak then) until the rounds put off since the drafter
+ * last caught up have lost as much as the call costs, each about what a
+ * model round of one accepted draft saves (a target step less the draft
+ * and the wider verification), and the tokens left, at the recent share
+ * of fresh ones, would gain as much again. An edit's copy then never pays
+ * for a long prompt's catch-up; fresh text pays for it after at most about
+ * twice its cost. Priced with the session's calibration (sd_gen_cfg.costs);
+ * without one the drafter always catches up. */
+static void plan_round(spec_ctx *s, int cur, int total) {
+    s->defer = 0;
+    const sd_cost_calib *c = s->cal;
+    if (!s->store || !c || !(c->verify_s[2] > 0 && c->draft_s[1] > 0)) return;
+    if (s->drafter->kv->n != s->seen) s->owed = 0; /* it caught up since */
+    s->seen = s->drafter->kv->n;
+    const double call = sd_cost_call(c->draft_s, cur - s->seen) - c->draft_s[1];
+    const double wider = c->verify_s[2] > c->verify_s[1] ? c->verify_s[2] - c->verify_s[1] : 0;
+    const double gain = c->verify_s[1] - c->draft_s[1] - wider;
+    const double ahead = s->fresh * (total - cur) * gain;
+    if (call <= c->verify_s[1] * CHEAP_CATCHUP || (s->owed >= call && ahead >= call)) return;
+    if (s->streak < STORE_TRUST && gain > 0) s->owed += gain;
+    s->defer = 1;
+    if (s->streak < STORE_TRUST) s->store_run = GUESS_RUN;
 }
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
@@ -176,7 +240,9 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     if (total < 0) return -1;
     spec_ctx sc = {.drafter = drafter, .cfg = cfg, .p_min = o->p_min,
                    .want_p = o->p_min > 0 || o->v.stop_below > 0, .gamma = gamma,
-                   .store_run = gamma, .min_ctx = o->ngram_n - 1};
+                   .store_run = gamma, .min_ctx = o->ngram_n - 1, .prompt = n_inputs,
+                   .cal = cfg->costs, .fresh = 1};
+    sd_renames_init(&sc.renames);
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     const int sampled = !sd_fast_greedy(cfg);
     if (o->ngram_n && !(sampled && sc.smp && sd_sampler_keeps_history(sc.smp)) &&
@@ -203,6 +269,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         const int room = total - cur - 1 < v.cap ? total - cur - 1 : v.cap, from = cur;
         sc.round = cur;
         sc.n_store = sc.n_model = 0;
+        if (!first) plan_round(&sc, cur, total);
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
         if (r >= 0 && sc.store && learn(&sc, seq, from, cur, e)) r = -1;
     }

@@ -336,15 +336,25 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
                         ? sd_session_calibrate(s, strat, ids, n_ids, e)
                         : 1;
     if (cal < 0) return -1;
+    double vscale = 1, dscale = 1;
+    if (cal == 0) {
+        if (sd_session_retime(s, strat, ids, n_ids, &vscale, &dscale, e)) return -1;
+        cfg.costs = &s->cal;
+    }
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
     if (n < 0) return n;
     if (!st->model) st->model = c->model;
     if (strat == SD_STRAT_AR && sd_gen_step_s(st) > 0) s->step_s = sd_gen_step_s(st);
     if (cal == 0 && st->verify_s > 0) {
+        /* the speed during the run: the mean of the timings around it */
+        double v_after = 1, d_after = 1;
+        if (sd_session_retime(s, strat, ids, n_ids, &v_after, &d_after, e)) return -1;
+        vscale = (vscale + v_after) / 2;
+        dscale = (dscale + d_after) / 2;
         st->step_s = s->step_s;
-        st->predicted_speedup =
-            sd_cost_predict(st, &s->cal, &st->predicted_verify_s, &st->predicted_draft_s);
+        st->predicted_speedup = sd_cost_predict_at(st, &s->cal, vscale, dscale, s->step_s,
+                                                   &st->predicted_verify_s, &st->predicted_draft_s);
     }
     return n;
 }

@@ -181,6 +181,14 @@ typedef struct sd_hooks {
  * 1 when the cache is too short to hold the context and the widest call
  * (nothing timed: the runs go without a prediction), or -1. */
 int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e);
+/* Times the target's (and, for a strategy with a drafter, the drafter's)
+ * one-row step after a short context again and gives each over the
+ * calibration's reference (1 where either is not timed). The session
+ * times them right before a run and right after it (never during it):
+ * the mean is the factor sd_cost_predict_at scales the calibrated costs
+ * by. The caches are left empty. */
+int sd_session_retime(sd_session *s, int strat, const int32_t *ids, int n_ids,
+                      double *verify_scale, double *draft_scale, sd_err *e);
 
 /* Runs strategy strat (one SD_STRAT_* bit, sd_strategies) on ids from empty caches, with
  * the session's sampler and the rng reseeded from s->seed, so every

@@ -1,0 +1,91 @@
+/* The hybrid drafter's renames (engine/decode/renames.c) on hand-made
+ * token sequences: a copy whose span 10 became 20 21 is learnt as a rename
+ * once the output follows the source again, and from then on the store,
+ * seen through it, predicts the new span and the copy after it. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "engine/decode/renames.h"
+
+#define MIN_CTX 3
+
+static sd_ngram *store_of(const int32_t *seq, int n) {
+    sd_err e;
+    sd_ngram *s = sd_ngram_create(SD_NGRAM_MULTI, 8, 64, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(sd_ngram_observe_seq(s, seq, 0, n, &e), 0, "%s", e.msg);
+    return s;
+}
+
+/* Runs the output seq[prompt..n) through learn as speculative.c does
+ * (every miss a candidate) and observes it. */
+static void learn_all(sd_renames *r, sd_ngram *s, const int32_t *seq, int prompt, int n) {
+    sd_err e;
+    for (int i = prompt; i < n; i++) {
+        int32_t x = -1;
+        const int known = sd_renames_predict(r, s, seq, i, MIN_CTX, &x);
+        sd_renames_learn(r, s, seq, i, MIN_CTX, known, x);
+        cr_assert_eq(sd_ngram_observe(s, seq, i, seq[i], &e), 0, "%s", e.msg);
+    }
+}
+
+/* source: 1 2 3 10 4 5 6 | 7 8 9 10 11 12 13 (then copied with 10 -> 20 21) */
+static const int32_t source[] = {1, 2, 3, 10, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 99};
+#define N_SOURCE 15
+
+Test(renames, a_changed_span_followed_by_the_source_is_learnt) {
+    int32_t seq[64];
+    memcpy(seq, source, sizeof source);
+    const int32_t out[] = {1, 2, 3, 20, 21, 4, 5, 6, 7};
+    memcpy(seq + N_SOURCE, out, sizeof out);
+    sd_ngram *s = store_of(seq, N_SOURCE);
+    sd_renames r;
+    sd_renames_init(&r);
+    learn_all(&r, s, seq, N_SOURCE, N_SOURCE + 9);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.r[0].n_from, 1);
+    cr_assert_eq(r.r[0].from[0], 10);
+    cr_assert_eq(r.r[0].n_to, 2);
+    cr_assert(r.r[0].to[0] == 20 && r.r[0].to[1] == 21);
+    /* the next occurrence: after 7 8 9 the store says 10, the rename 20 21,
+     * and after 20 21 the source's 11 */
+    int n = N_SOURCE + 9;
+    seq[n++] = 8;
+    seq[n++] = 9;
+    int32_t x;
+    cr_assert(sd_renames_predict(&r, s, seq, n, MIN_CTX, &x));
+    cr_assert_eq(x, 20);
+    seq[n++] = 20;
+    cr_assert(sd_renames_predict(&r, s, seq, n, MIN_CTX, &x));
+    cr_assert_eq(x, 21, "inside the new span: its next token");
+    seq[n++] = 21;
+    cr_assert(sd_renames_predict(&r, s, seq, n, MIN_CTX, &x));
+    cr_assert_eq(x, 11, "after the new span: the copy goes on as the source did");
+    sd_ngram_free(s);
+}
+
+Test(renames, an_insertion_and_a_seen_continuation_are_no_renames) {
+    int32_t seq[64];
+    memcpy(seq, source, sizeof source);
+    /* 1 2 3 10 | inserted 30 31 | 4 5 6: one side empty */
+    const int32_t out[] = {1, 2, 3, 10, 30, 31, 4, 5, 6, 7};
+    memcpy(seq + N_SOURCE, out, sizeof out);
+    sd_ngram *s = store_of(seq, N_SOURCE);
+    sd_renames r;
+    sd_renames_init(&r);
+    learn_all(&r, s, seq, N_SOURCE, N_SOURCE + 10);
+    cr_assert_eq(r.n, 0, "an insertion is found again by the store, not renamed");
+    sd_ngram_free(s);
+}
+
+Test(renames, nothing_learnt_predicts_as_the_store) {
+    sd_ngram *s = store_of(source, N_SOURCE);
+    sd_renames r;
+    sd_renames_init(&r);
+    const int32_t h[] = {7, 8, 9};
+    int32_t x;
+    cr_assert(sd_renames_predict(&r, s, h, 3, MIN_CTX, &x));
+    cr_assert_eq(x, 10);
+    cr_assert_eq(sd_renames_predict(&r, s, h, 2, MIN_CTX, &x), 0, "a context shorter than min_ctx");
+    sd_ngram_free(s);
+}
