@@ -55,6 +55,11 @@ int sd_cuda_set_mma(sd_backend *b, int on);
  * int8, k 16 or 32, by one warp of mma. 0, or -1 with e filled. */
 int sd_cuda_mma_check(sd_backend *b, const int8_t *a, const int8_t *bm, int32_t *c, int k,
                       sd_err *e);
+/* The same for the 16-bit float primitives: c [16][8] += a . bm^T in f32
+ * for device buffers a [16][16] and bm [8][16] of bf16 (bf16 non-zero) or
+ * f16 bits. 0, or -1 with e filled. */
+int sd_cuda_mma_check_h(sd_backend *b, int bf16, const uint16_t *a, const uint16_t *bm, float *c,
+                        sd_err *e);
 /* The norms folded so far, or -1 when b is not a CUDA backend. */
 long sd_cuda_norms_folded(sd_backend *b);
 /* What the graphs did: steps launched as graphs; of those the steps
