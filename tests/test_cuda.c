@@ -291,11 +291,12 @@ Test(cuda, mma_primitive) {
         }
 }
 
-/* The bf16 and f16 primitives on random 16 x 16 and 16 x 8 matrices
- * against a sum in double: within the f32 rounding of a 16-term sum (17
- * additions, each off by at most an ulp, 2^-23, of the magnitudes summed:
- * the instruction may truncate where the emulator rounds). Case 0 has each output's
- * products of one size with alternating signs, case 1 wide exponents. */
+/* The bf16 and f16 primitives on 16 x 16 and 16 x 8 matrices against a
+ * sum in double: within the f32 rounding of a 16-term sum (17 additions,
+ * each off by at most an ulp, 2^-23, of the magnitudes summed: the
+ * instruction may truncate where the emulator rounds). Case 0 holds fixed
+ * values of alternating sign, case 1 uniform ones in [-1, 1), case 2 those
+ * scaled by 2^-6 to 2^6. */
 Test(cuda, mma_primitive_h) {
     rng_state = 79;
     for (int bf = 0; bf < 2; bf++)
@@ -303,7 +304,9 @@ Test(cuda, mma_primitive_h) {
             uint16_t a[16 * 16], b[8 * 16];
             float af[16 * 16], bfl[8 * 16], c[16 * 8], got[16 * 8];
             for (int i = 0; i < 16 * 16 + 8 * 16; i++) {
-                float v = rep == 0 ? ((i & 1) ? -1.5f : 1.25f) : frand() * (rep == 2 ? ldexpf(1.f, i % 13 - 6) : 1.f);
+                float v = rep == 0   ? ((i & 1) ? -1.5f : 1.25f)
+                          : rep == 1 ? frand()
+                                     : frand() * ldexpf(1.f, i % 13 - 6);
                 const uint16_t h = bf ? sd_f32_to_bf16(v) : sd_f32_to_f16(v);
                 v = bf ? sd_bf16_to_f32(h) : sd_f16_to_f32(h);
                 if (i < 16 * 16)
@@ -383,7 +386,8 @@ static void check_mma_rows(uint32_t type, int rows, int cols) {
 
 Test(cuda, mma_rows) {
     rng_state = 73;
-    static const uint32_t types[] = {SD_BF16, SD_F16, SD_Q8_0, SD_Q4_0, SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
+    static const uint32_t types[] = {SD_BF16, SD_F16,  SD_Q8_0, SD_Q4_0,
+                                     SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         check_mma_rows(types[t], 40, 512);
         check_mma_rows(types[t], 24, 2048);

@@ -34,7 +34,9 @@ __global__ void mma_check_kernel(const int8_t *a, const int8_t *b, int32_t *c, i
 }
 
 /* Two 16-bit elements at p as one register, the first in the low half. */
-__device__ __forceinline__ unsigned mc_pair(const uint16_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 16; }
+__device__ __forceinline__ unsigned mc_pair(const uint16_t *p) {
+    return (unsigned)p[0] | (unsigned)p[1] << 16;
+}
 
 /* 16-bit floats (bf16 or f16): a [16][16] row-major, b [8][16] (B
  * column-major), c [16][8] += a . b^T. */

@@ -1,9 +1,9 @@
 /* Matrix-vector core on tensor cores (mma.cuh) for the quantised weight
  * types and BF16 and F16 (their part is below, "BF16 and F16 weights"),
  * the SD_CUDA_MMA alternative to mv.cuh's __dp4a and float tiles: each
- * weight byte is read and dequantised once a call, and the products of all its
- * activation rows are one or more mma instructions, so the cost of a call
- * grows little with its rows.
+ * weight byte is read and dequantised once a call, and the products of all
+ * its activation rows are one or more mma instructions, so the cost of a
+ * call grows little with its rows.
  *
  * Work split. A warp owns 16 weight rows (a "row group": rows 16q + g and
  * 16q + g + 8 go to the four lanes of group g = lane / 4, the A fragment's
@@ -211,7 +211,8 @@ __device__ __forceinline__ void mq_fwords(const MqW &m, unsigned hi[8], unsigned
             lo[j] = 0;
         } else {
             const float2 f = mv_pair<SD_F16>(q[j]);
-            const unsigned a = __float_as_uint(f.x) & 0xffff0000u, b = __float_as_uint(f.y) & 0xffff0000u;
+            const unsigned a = __float_as_uint(f.x) & 0xffff0000u,
+                           b = __float_as_uint(f.y) & 0xffff0000u;
             hi[j] = a >> 16 | b;
             lo[j] = __float_as_uint(f.x - __uint_as_float(a)) >> 16 |
                     (__float_as_uint(f.y - __uint_as_float(b)) & 0xffff0000u);
@@ -300,7 +301,8 @@ __device__ __forceinline__ void mq_accum(const MvRow &r0, const MvRow &r1, const
 #pragma unroll
                 for (int p = 0; p < NT / 2; p++) {
                     if (i0 + 2 * p >= L.n) break; /* the same for the whole warp */
-                    float c4[4] = {acc[0][2 * p], acc[0][2 * p + 1], acc[1][2 * p], acc[1][2 * p + 1]};
+                    float c4[4] = {acc[0][2 * p], acc[0][2 * p + 1], acc[1][2 * p],
+                                   acc[1][2 * p + 1]};
                     mq_fsums<T>(h0, h1, l0, l1, L, i0 + 2 * p, c, ok, c4);
                     acc[0][2 * p] = c4[0], acc[0][2 * p + 1] = c4[1];
                     acc[1][2 * p] = c4[2], acc[1][2 * p + 1] = c4[3];
@@ -431,7 +433,8 @@ static inline void mq_launch(uint32_t type, const MvPlan &p, const sd_cuda *c,
  * Every recorded step then has the __dp4a bits, decode and verification
  * alike. */
 static inline int mq_on(const sd_cuda *c, uint32_t t, const MvAct &A) {
-    return c->mma && !c->step && (cu_is_quant(t) || ((t == SD_BF16 || t == SD_F16) && A.fast && A.cols % 16 == 0));
+    const int fl = (t == SD_BF16 || t == SD_F16) && A.fast && A.cols % 16 == 0;
+    return c->mma && !c->step && (cu_is_quant(t) || fl);
 }
 
 #endif
