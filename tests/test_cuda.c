@@ -50,6 +50,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/bench/rand_blocks.h"
+#include "kernels/common/fp16.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "engine/format/gguf.h"
@@ -69,9 +70,10 @@ static void setup(void) {
     cr_assert(cpu, "cpu backend: %s", e.msg);
     gpu = sd_backend_open(SD_DEVICE_CUDA, 0, &e);
     cr_assert(gpu, "%s", e.msg);
-    /* the kernel tests take the quantised products on tensor cores
-     * (SD_CUDA_MMA, off by default): on a GPU they are the check of the
-     * mma fragment layouts; the __dp4a tiles have mma_rows, mma_off_ffn_qkv
+    /* the kernel tests take the quantised, BF16 and F16 products on
+     * tensor cores (SD_CUDA_MMA, off by default): on a GPU they are the
+     * check of the mma fragment layouts; the __dp4a and float tiles have
+     * mma_rows, mma_off_ffn_qkv
      * and the model_* tests, which open backends at the defaults */
     cr_assert(sd_cuda_set_mma(gpu, 1) == 0);
 }
@@ -289,6 +291,54 @@ Test(cuda, mma_primitive) {
         }
 }
 
+/* The bf16 and f16 primitives on 16 x 16 and 16 x 8 matrices against a
+ * sum in double: within the f32 rounding of a 16-term sum (17 additions,
+ * each off by at most an ulp, 2^-23, of the magnitudes summed: the
+ * instruction may truncate where the emulator rounds). Case 0 holds fixed
+ * values of alternating sign, case 1 uniform ones in [-1, 1), case 2 those
+ * scaled by 2^-6 to 2^6. */
+Test(cuda, mma_primitive_h) {
+    rng_state = 79;
+    for (int bf = 0; bf < 2; bf++)
+        for (int rep = 0; rep < 3; rep++) {
+            uint16_t a[16 * 16], b[8 * 16];
+            float af[16 * 16], bfl[8 * 16], c[16 * 8], got[16 * 8];
+            for (int i = 0; i < 16 * 16 + 8 * 16; i++) {
+                float v = rep == 0   ? ((i & 1) ? -1.5f : 1.25f)
+                          : rep == 1 ? frand()
+                                     : frand() * ldexpf(1.f, i % 13 - 6);
+                const uint16_t h = bf ? sd_f32_to_bf16(v) : sd_f32_to_f16(v);
+                v = bf ? sd_bf16_to_f32(h) : sd_f16_to_f32(h);
+                if (i < 16 * 16)
+                    a[i] = h, af[i] = v;
+                else
+                    b[i - 16 * 16] = h, bfl[i - 16 * 16] = v;
+            }
+            for (int i = 0; i < 16 * 8; i++) c[i] = frand() * 4;
+            sd_err e = {{0}};
+            uint16_t *da = gpu->alloc(gpu, sizeof a, &e), *db = gpu->alloc(gpu, sizeof b, &e);
+            float *dc = gpu->alloc(gpu, sizeof c, &e);
+            cr_assert(da && db && dc, "alloc: %s", e.msg);
+            OK(sd_cuda_from_host(gpu, da, a, sizeof a, e));
+            OK(sd_cuda_from_host(gpu, db, b, sizeof b, e));
+            OK(sd_cuda_from_host(gpu, dc, c, sizeof c, e));
+            OK(sd_cuda_mma_check_h(gpu, bf, da, db, dc, e));
+            OK(gpu->to_host(gpu, got, dc, sizeof got, e));
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++) {
+                    double want = c[r * 8 + n], mag = fabs(c[r * 8 + n]);
+                    for (int k = 0; k < 16; k++) {
+                        const double pk = (double)af[r * 16 + k] * bfl[n * 16 + k];
+                        want += pk, mag += fabs(pk);
+                    }
+                    const double err = fabs(got[r * 8 + n] - want), tol = 17 * ldexp(mag, -23);
+                    cr_expect(err <= tol, "mma %s case %d: row %d column %d: %.9g, expected %.9g",
+                              bf ? "bf16" : "f16", rep, r, n, got[r * 8 + n], want);
+                }
+            gpu->release(gpu, da), gpu->release(gpu, db), gpu->release(gpu, dc);
+        }
+}
+
 /* Products of n rows on tensor cores and on the __dp4a tiles against the
  * CPU, and with each setting every row of an n-row call has the bits of a
  * one-row call (plan.h SD_SAME_BITS_ROWS): row counts that fill a tile,
@@ -336,7 +386,8 @@ static void check_mma_rows(uint32_t type, int rows, int cols) {
 
 Test(cuda, mma_rows) {
     rng_state = 73;
-    static const uint32_t types[] = {SD_Q8_0, SD_Q4_0, SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
+    static const uint32_t types[] = {SD_BF16, SD_F16,  SD_Q8_0, SD_Q4_0,
+                                     SD_Q4_1, SD_Q5_0, SD_Q4_K, SD_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         check_mma_rows(types[t], 40, 512);
         check_mma_rows(types[t], 24, 2048);

@@ -44,17 +44,22 @@ int sd_cuda_set_graph(sd_backend *b, int on);
  * 0 launches every norm on its own. 0, or -1 when b is not a CUDA backend or per_sm
  * is out of range. */
 int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm);
-/* Products with quantised weights on tensor cores (kernels/cuda/mv_mma.cuh)
- * or, off, on the __dp4a tiles (mv.cuh): as cuda_mma said at
- * sd_backend_cuda, or as set here, for the launches after the call (a step
- * already captured as a graph keeps its kernels). 0, or -1 when b is not a
- * CUDA backend. */
+/* Products with quantised, BF16 and F16 weights on tensor cores
+ * (kernels/cuda/mv_mma.cuh) or, off, on the __dp4a and float tiles
+ * (mv.cuh): as cuda_mma said at sd_backend_cuda, or as set here, for the
+ * launches after the call (a step already captured as a graph keeps its
+ * kernels). 0, or -1 when b is not a CUDA backend. */
 int sd_cuda_set_mma(sd_backend *b, int on);
 /* A check of the tensor-core primitive (kernels/cuda/mma.cuh) for tests: c
  * [16][8] += a . b^T in int32 for device buffers a [16][k] and b [8][k] of
  * int8, k 16 or 32, by one warp of mma. 0, or -1 with e filled. */
 int sd_cuda_mma_check(sd_backend *b, const int8_t *a, const int8_t *bm, int32_t *c, int k,
                       sd_err *e);
+/* The same for the 16-bit float primitives: c [16][8] += a . bm^T in f32
+ * for device buffers a [16][16] and bm [8][16] of bf16 (bf16 non-zero) or
+ * f16 bits. 0, or -1 with e filled. */
+int sd_cuda_mma_check_h(sd_backend *b, int bf16, const uint16_t *a, const uint16_t *bm, float *c,
+                        sd_err *e);
 /* The norms folded so far, or -1 when b is not a CUDA backend. */
 long sd_cuda_norms_folded(sd_backend *b);
 /* What the graphs did: steps launched as graphs; of those the steps

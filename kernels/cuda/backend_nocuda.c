@@ -50,6 +50,12 @@ int sd_cuda_mma_check(sd_backend *b, const int8_t *a, const int8_t *bm, int32_t 
     return sd_fail(e, "cuda: mma_check: " NO_CUDA);
 }
 
+int sd_cuda_mma_check_h(sd_backend *b, int bf16, const uint16_t *a, const uint16_t *bm, float *c,
+                        sd_err *e) {
+    (void)b, (void)bf16, (void)a, (void)bm, (void)c;
+    return sd_fail(e, "cuda: mma_check_h: " NO_CUDA);
+}
+
 long sd_cuda_norms_folded(sd_backend *b) {
     (void)b;
     return -1;

@@ -13,9 +13,9 @@
  * block of a (tile, group of 32 units) quantises the group's rows of the
  * tile from L2, one warp a row, and sets the counter back to 0.
  *
- * With SD_CUDA_MMA and a quantised type the same launch runs on tensor
- * cores (mv_mma.cuh): a warp owns 8 hidden units, gate and up rows in its
- * two row slots. */
+ * With SD_CUDA_MMA and a quantised type, BF16 or F16 the same launch runs
+ * on tensor cores (mv_mma.cuh): a warp owns 8 hidden units, gate and up
+ * rows in its two row slots. */
 #include "kernels/cuda/ffn.cuh"
 
 template <int T, int NT>
@@ -95,8 +95,8 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
         return cu_check_launch(c, e, "ffn_swiglu elementwise %zu", sw.count);
     }
     MvPlan pl;
-    const int mq = mq_on(c, w1->type);
-    if (mq ? mq_plan(A, (w1->rows + MQ_UNITS - 1) / MQ_UNITS, w1->cols / 32, c->sms, c->fuse_norm,
+    const int mq = mq_on(c, w1->type, A);
+    if (mq ? mq_plan(A, w1->type, (w1->rows + MQ_UNITS - 1) / MQ_UNITS, w1->cols, c->sms, c->fuse_norm,
                      &pl, e, "ffn_swiglu")
            : mv_plan(A, w1->rows, w1->cols / mv_chunk_elems((int)w1->type), c->sms, c->fuse_norm,
                      mv_float((int)w1->type), &pl, e, "ffn_swiglu"))

@@ -2,7 +2,8 @@
  * projection (LM head) and, with accumulate, the output and down
  * projections with the residual add folded in (out is the residual stream;
  * each output element is read and written by one lane). The core loop is in
- * mv.cuh, or for quantised weights with SD_CUDA_MMA in mv_mma.cuh. */
+ * mv.cuh, or for quantised, BF16 and F16 weights with SD_CUDA_MMA in
+ * mv_mma.cuh. */
 #include "kernels/cuda/matvec.cuh"
 
 template <int T, int NT>
@@ -44,8 +45,8 @@ struct MqLaunch {
 int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int accumulate,
                 sd_err *e) {
     MvPlan pl;
-    const int mq = mq_on(c, w->type);
-    if (mq ? mq_plan(*A, (w->rows + MQ_ROWS - 1) / MQ_ROWS, w->cols / 32, c->sms, c->fuse_norm, &pl, e, "matmul")
+    const int mq = mq_on(c, w->type, *A);
+    if (mq ? mq_plan(*A, w->type, (w->rows + MQ_ROWS - 1) / MQ_ROWS, w->cols, c->sms, c->fuse_norm, &pl, e, "matmul")
            : mv_plan(*A, (w->rows + 1) / 2, w->cols / mv_chunk_elems((int)w->type), c->sms,
                      c->fuse_norm, mv_float((int)w->type), &pl, e, "matmul"))
         return -1;

@@ -532,10 +532,10 @@ static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t co
     const cu_norm *p = &c->norm;
     if (p->out) {
         const size_t bytes = (size_t)n * (size_t)cols * 4;
-        /* the tile of the launch reading A: mv_mma.cuh's for quantised
-         * weights when on (with a float weight among them, the float bound
-         * of the dp4a tile covers a quantised one's taller tile too) */
-        const int nt = c->mma && !fl ? sd_mq_tile_rows(n) : sd_mv_tile_rows(n);
+        /* the tile of the launch reading A: when on, mv_mma.cuh's, no
+         * lower than the dp4a tile, so a bound too for weights (F32, or
+         * float rows of odd shape) that stay on mv.cuh's tiles */
+        const int nt = c->mma ? sd_mq_tile_rows(n) : sd_mv_tile_rows(n);
         if (p->out == x && p->n == n && p->dim == cols && p->seq + 1 == c->op_seq &&
             mv_fold_bytes(fl, nt, cols) <= MV_FOLD_SMEM && !mv_overlap(p->out, bytes, p->x, bytes) &&
             !mv_overlap(out, out_bytes, p->x, bytes) && !mv_overlap(out, out_bytes, p->out, bytes)) {

@@ -22,9 +22,9 @@
  * pos + i of them (beams: at row pos of each base), so one capture serves
  * every position.
  *
- * With SD_CUDA_MMA and a quantised type the launch runs on tensor cores
- * (mv_mma.cuh): a warp takes 8 pairs, their rows in its two row slots, and
- * each lane group rotates and writes its own pair. */
+ * With SD_CUDA_MMA and a quantised type, BF16 or F16 the launch runs on
+ * tensor cores (mv_mma.cuh): a warp takes 8 pairs, their rows in its two
+ * row slots, and each lane group rotates and writes its own pair. */
 #include "kernels/cuda/qkv_rope.cuh"
 
 /* __grid_constant__: args is read in place in parameter memory (the
@@ -109,8 +109,8 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
     }
     const sd_weight *w = ws[first];
     MvPlan pl;
-    const int mq = mq_on(c, w->type);
-    if (mq ? mq_plan(p->a, (pairs + MQ_UNITS - 1) / MQ_UNITS, w->cols / 32, c->sms, c->fuse_norm,
+    const int mq = mq_on(c, w->type, p->a);
+    if (mq ? mq_plan(p->a, w->type, (pairs + MQ_UNITS - 1) / MQ_UNITS, w->cols, c->sms, c->fuse_norm,
                      &pl, e, "qkv_rope")
            : mv_plan(p->a, pairs, w->cols / mv_chunk_elems((int)w->type), c->sms, c->fuse_norm,
                      mv_float((int)w->type), &pl, e, "qkv_rope"))

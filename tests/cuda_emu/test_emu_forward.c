@@ -179,15 +179,17 @@ static void forward_type(uint32_t type, int qwen2, int full) {
      * without it (it copies device memory at every launch, 2.5x the time) */
     cr_assert(setenv("CUDA_EMU_LDG_CHECK", "1", 1) == 0);
     twin_load(&t, type, qwen2);
-    /* quantised products on tensor cores (SD_CUDA_MMA, off by default); the
-     * persistent cases below build their steps on the __dp4a tiles */
-    cr_assert(!is_quant(type) || sd_cuda_set_mma(t.gpu->be, 1) == 0);
+    /* quantised, BF16 and F16 products on tensor cores (SD_CUDA_MMA, off
+     * by default); the persistent cases below build their steps on the
+     * __dp4a and float tiles */
+    const int mma = is_quant(type) || type == SD_BF16 || type == SD_F16;
+    cr_assert(!mma || sd_cuda_set_mma(t.gpu->be, 1) == 0);
     check_logits(&t, is_quant(type) ? 1e-2 : 1e-4, what);
     if (full) {
         cr_assert(unsetenv("CUDA_EMU_LDG_CHECK") == 0);
         /* a drafter of another type with the same vocabulary */
         twin_load(&d, type == SD_F32 ? SD_F16 : SD_Q8_0, qwen2);
-        cr_assert(!is_quant(type) || sd_cuda_set_mma(d.gpu->be, 1) == 0);
+        cr_assert(!mma || sd_cuda_set_mma(d.gpu->be, 1) == 0);
         /* first with plain launches (graphs are the backend's default) */
         cr_assert(sd_cuda_set_graph(t.gpu->be, 0) == 0 && sd_cuda_set_graph(d.gpu->be, 0) == 0);
         check_strategies(&t, d.gpu, what);
