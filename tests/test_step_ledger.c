@@ -111,15 +111,13 @@ Test(ledger, bytes_work_and_tiles) {
     s = cost(m, 3, 10, LG_GRAPH_PDL, &fl);
     cr_expect(fabs(s.us - 3 * elems) < 1e-3, "3 rows: %.3f us, want %.0f", s.us, 3 * elems);
     /* 9 rows are two tiles of 8 on dp4a: every product reads its weights
-     * twice, on any launch scheme; BF16 products stay on those tiles on the
-     * mma paths too */
+     * twice, on any launch scheme; the mma reads them once */
     s = cost(m, 9, 10, LG_GRAPH_PDL, &bw);
     cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W), "9 rows: %.0f", s.w_bytes);
     s = cost(m, 9, 10, LG_PERSIST_FINE, &bw);
     cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W) + 5 * 256, "9 rows fine: %.0f", s.w_bytes);
     s = cost(m, 9, 10, LG_PERSIST_FINE_MMA, &bw);
-    cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W) + 5 * 256, "9 rows fine mma: %.0f",
-              s.w_bytes);
+    cr_expect(s.w_bytes == 9 * ROW_W + 2 * LAYER_W + HEAD_W + 5 * 256, "9 rows fine mma: %.0f", s.w_bytes);
     lg_model_close(m);
 }
 

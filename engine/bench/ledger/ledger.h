@@ -213,9 +213,9 @@ double lg_targets_verify(const lg_targets *t, int n);
  *   every other wait is for a whole stage (the data's all-to-all
  *   dependencies), an L2 prefetch of an item's weights before its wait,
  *   the work list kept per step shape;
- * graph+pdl mma: graph+pdl with SD_CUDA_MMA=1, the products of quantised
- *   weights on tensor cores for every row count (mv_mma.cuh), every weight
- *   read and dequantised once for all rows;
+ * graph+pdl mma: graph+pdl with SD_CUDA_MMA=1, the products of quantised,
+ *   BF16 and F16 weights on tensor cores for every row count (mv_mma.cuh),
+ *   every weight read and dequantised once for all rows;
  * persist fine mma (not built): persist fine with those products; the
  *   persistent step builds its stages on the dp4a tiles. */
 enum {

@@ -41,8 +41,10 @@
  * issues, not the useful products: its B is block diagonal, one m16n8k32
  * taking four chunks of 16 weight rows against two activation rows, so it
  * issues MMA_ISSUE multiply-adds a weight and activation-row pair (rows
- * rounded up to even). BF16/F16 weights stay on the float tiles there
- * (hmma_rate prices the design in which they do not, HALF_MMA).
+ * rounded up to even). BF16 and F16 weights take the same split on the
+ * bf16 mma at hmma_rate, each activation as two bf16 (hi + lo) and an F16
+ * weight as two more: BF16_SPLIT and F16_SPLIT mma where a quantised chunk
+ * takes one. F32 weights stay on the float tiles.
  *
  * Exposed, beyond the bodies:
  *   graph+pdl: kernel_us a kernel in the graph, launch_us one outside;
@@ -63,8 +65,8 @@ enum { FOLD_SMEM = 48 * 1024, ARGMAX_MIN_SLICE = 2048, ARGMAX_MAX_SPLIT = 128 };
 /* multiply-adds an mma issues a weight and pair of activation rows (16 x 8
  * x 32 for 16 rows x 4 chunks x 2 activation rows, mv_mma.cuh); of the float
  * combine of one 32-block's integer sum (its scale, and the offset term of
- * Q4_1 and the K-quants); whether BF16/F16 products go to the mma */
-enum { MMA_ISSUE = 8, COMBINE_FMA = 2, HALF_MMA = 0 };
+ * Q4_1 and the K-quants); the mma a BF16 and an F16 chunk takes */
+enum { MMA_ISSUE = 8, COMBINE_FMA = 2, BF16_SPLIT = 2, F16_SPLIT = 3 };
 
 /* The kernels' kinds, for the dependencies of the fine path. */
 enum { K_EMBED, K_NORM, K_QACT, K_MV, K_ATTN, K_ELEM, K_ARGMAX };
@@ -112,6 +114,7 @@ static double act_in(int quant, int n, int64_t cols) {
 /* A product's weight elements by the unit that computes them. */
 typedef struct work {
     double q, h, f; /* quantised, BF16/F16, F32 */
+    double h_mma;   /* the BF16/F16 ones weighted by their mma a chunk */
     int n;          /* activation rows */
 } work;
 
@@ -132,19 +135,17 @@ typedef struct sim {
 } sim;
 
 /* Whether a product of weight type t runs on the mma on this path. */
-static int on_mma(const sim *m, uint32_t t) {
-    return k_path[m->path].mma && (is_quant(t) || (HALF_MMA && is_half(t)));
-}
+static int on_mma(const sim *m, uint32_t t) { return k_path[m->path].mma && (is_quant(t) || is_half(t)); }
 
 static double work_us(const sim *m, const work *w) {
     const double *v = m->d->v;
     if (!w->q && !w->h && !w->f) return 0;
-    const int mq = k_path[m->path].mma, mh = mq && HALF_MMA;
+    const int mma = k_path[m->path].mma;
     const double issue = MMA_ISSUE * (double)((w->n + 1) / 2) / (v[LG_MMA_EFF]);
-    const double q = mq ? w->q / v[LG_QUANT_RATE] + w->q * issue / v[LG_IMMA_RATE] +
-                              w->q * w->n * COMBINE_FMA / 32 / v[LG_FLOAT_RATE]
-                        : w->n * w->q / v[LG_QUANT_RATE];
-    const double h = mh ? w->h * issue / v[LG_HMMA_RATE] : w->n * w->h / v[LG_FLOAT_RATE];
+    const double q = mma ? w->q / v[LG_QUANT_RATE] + w->q * issue / v[LG_IMMA_RATE] +
+                               w->q * w->n * COMBINE_FMA / 32 / v[LG_FLOAT_RATE]
+                         : w->n * w->q / v[LG_QUANT_RATE];
+    const double h = mma ? w->h_mma * issue / v[LG_HMMA_RATE] : w->n * w->h / v[LG_FLOAT_RATE];
     return 1e6 * (q + h + w->n * w->f / v[LG_FLOAT_RATE]);
 }
 
@@ -246,7 +247,7 @@ static void mv_launch(sim *m, const lg_op *o, const lg_w *ws, int nw, double out
         wb += w_bytes(&ws[i]) * (on_mma(m, ws[i].type) ? 1 : tiles);
         const double el = (double)ws[i].rows * (double)ws[i].cols;
         if (is_quant(ws[i].type)) w.q += el, q = 1;
-        else if (is_half(ws[i].type)) w.h += el;
+        else if (is_half(ws[i].type)) w.h += el, w.h_mma += el * (ws[i].type == SD_BF16 ? BF16_SPLIT : F16_SPLIT);
         else w.f += el;
     }
     kernel(m, K_MV, o->graph, wb, kvb, act_in(q, o->n, o->cols) + out_bytes, &w);
