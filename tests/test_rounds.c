@@ -213,15 +213,21 @@ Test(stats, time_split_of_verification_runs) {
  * costs 0.72 + 0.8 + 0.9 + 0.5 = 2.92 s against 30 * 0.1 s: S = 3 / 2.92.
  * The run's own times do not enter; another calibration moves the
  * prediction; no rounds or no one-row step: no prediction. */
+static void example_run(sd_gen_stats *st, sd_cost_calib *cal) {
+    *st = (sd_gen_stats){.new_tokens = 31, .prefill_new_tokens = 1};
+    st->verify_calls_n[3] = 6, st->verify_calls_n[5] = 4;
+    st->draft_calls_n[1] = 30, st->draft_calls_n[3] = 10;
+    *cal = (sd_cost_calib){0};
+    cal->verify_s[1] = 0.1, cal->verify_s[3] = 0.12, cal->verify_s[5] = 0.2;
+    cal->draft_s[1] = 0.03, cal->draft_s[3] = 0.05;
+}
+
 Test(stats, cost_model_prices_counts_with_a_calibration) {
-    sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1, .draft_calls = 40,
-                       .draft_s = 9, .catchup_s = 9};
-    st.verify_calls_n[3] = 6, st.verify_s_n[3] = 5;
-    st.verify_calls_n[5] = 4, st.verify_s_n[5] = 7;
-    st.draft_calls_n[1] = 30, st.draft_calls_n[3] = 10;
-    sd_cost_calib cal = {0};
-    cal.verify_s[1] = 0.1, cal.verify_s[3] = 0.12, cal.verify_s[5] = 0.2;
-    cal.draft_s[1] = 0.03, cal.draft_s[3] = 0.05;
+    sd_gen_stats st;
+    sd_cost_calib cal;
+    example_run(&st, &cal);
+    st.draft_calls = 40, st.draft_s = 9, st.catchup_s = 9;
+    st.verify_s_n[3] = 5, st.verify_s_n[5] = 7;
     double v = 0, d = 0;
     cr_assert_float_eq(sd_cost_predict(&st, &cal, &v, &d), 3 / 2.92, 1e-9);
     cr_assert_float_eq(v, 1.52, 1e-9);
@@ -248,12 +254,9 @@ Test(stats, cost_model_prices_counts_with_a_calibration) {
  * autoregressive step of 0.2 s (30 * 0.2 = 6 s); without that step the
  * calibrated one-row step, scaled (30 * 0.15 = 4.5 s). */
 Test(stats, cost_model_follows_the_machine_speed) {
-    sd_gen_stats st = {.new_tokens = 31, .prefill_new_tokens = 1};
-    st.verify_calls_n[3] = 6, st.verify_calls_n[5] = 4;
-    st.draft_calls_n[1] = 30, st.draft_calls_n[3] = 10;
-    sd_cost_calib cal = {0};
-    cal.verify_s[1] = 0.1, cal.verify_s[3] = 0.12, cal.verify_s[5] = 0.2;
-    cal.draft_s[1] = 0.03, cal.draft_s[3] = 0.05;
+    sd_gen_stats st;
+    sd_cost_calib cal;
+    example_run(&st, &cal);
     double v = 0, d = 0;
     cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1.5, 2, 0.2, &v, &d), 6 / 5.08, 1e-9);
     cr_assert_float_eq(v, 2.28, 1e-9);
