@@ -89,3 +89,33 @@ Test(renames, nothing_learnt_predicts_as_the_store) {
     cr_assert_eq(sd_renames_predict(&r, s, h, 2, MIN_CTX, &x), 0, "a context shorter than min_ctx");
     sd_ngram_free(s);
 }
+
+/* Before a changed span is learnt (the output has not followed the source
+ * again for long enough), the store does not know the contexts holding
+ * it; the open miss's source goes on in their place: after one changed
+ * token the source's next, after a longer new span the source from where
+ * the output follows it. */
+Test(renames, an_open_miss_predicts_the_source_after_it) {
+    int32_t seq[64];
+    memcpy(seq, source, sizeof source);
+    const int32_t out[] = {1, 2, 3, 20};
+    memcpy(seq + N_SOURCE, out, sizeof out);
+    sd_ngram *s = store_of(seq, N_SOURCE);
+    sd_renames r;
+    sd_renames_init(&r);
+    learn_all(&r, s, seq, N_SOURCE, N_SOURCE + 4);
+    cr_assert_eq(r.miss, N_SOURCE + 3, "the miss at 20 is open");
+    int n = N_SOURCE + 4;
+    int32_t x;
+    cr_assert(sd_renames_predict(&r, s, seq, n, MIN_CTX, &x));
+    cr_assert_eq(x, 4, "one token for one: the source after 10");
+    seq[n] = 4;
+    cr_assert(sd_renames_predict(&r, s, seq, n + 1, MIN_CTX, &x));
+    cr_assert_eq(x, 5);
+    seq[n] = 21;
+    cr_assert(sd_renames_predict(&r, s, seq, n + 1, MIN_CTX, &x));
+    cr_assert_eq(x, 4, "a new span of two tokens: the source after 10 still");
+    sd_renames_init(&r);
+    cr_assert_eq(sd_renames_predict(&r, s, seq, n + 1, MIN_CTX, &x), 0, "no miss open: unknown");
+    sd_ngram_free(s);
+}

@@ -56,6 +56,24 @@ static int continues(const sd_ngram *store, int32_t *buf, int n, int min_ctx, co
     return 1;
 }
 
+/* While a miss is open and the store does not know the context (the
+ * changed span is in it), the source after the miss: the output took a
+ * new span of t tokens where the source had one of b, and what it took
+ * since matches the source after those b; the longest such match (the
+ * shortest new span) wins, then the shortest old span, so right after the
+ * changed token the guess is a substitution of one token for one. */
+static int source_after_miss(const sd_renames *r, const int32_t *seq, int at, int32_t *x) {
+    const int m = r->miss, a = at - m;
+    if (m < 0 || a < 1) return 0;
+    for (int t = 1; t <= a && t <= SD_RENAME_SPAN; t++)
+        for (int b = 1; b <= SD_RENAME_SPAN && b + a - t < r->n_src; b++)
+            if (!memcmp(seq + m + t, r->src + b, (size_t)(a - t) * sizeof *seq)) {
+                *x = r->src[b + a - t];
+                return 1;
+            }
+    return 0;
+}
+
 int sd_renames_predict(const sd_renames *r, const sd_ngram *store, const int32_t *seq, int at,
                        int min_ctx, int32_t *x) {
     int32_t buf[VIEW_CAP];
@@ -72,7 +90,7 @@ int sd_renames_predict(const sd_renames *r, const sd_ngram *store, const int32_t
         }
     }
     const int n = view(r, seq, at, buf);
-    if (!lookup(store, buf, n, min_ctx, x)) return 0;
+    if (!lookup(store, buf, n, min_ctx, x)) return source_after_miss(r, seq, at, x);
     const sd_rename *best = NULL;
     for (int j = 0; j < r->n; j++) {
         const sd_rename *w = &r->r[j];
