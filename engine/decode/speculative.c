@@ -23,10 +23,12 @@
  * before it does, says whether it would have predicted it: the tokens it
  * predicted in a row are its streak, how long its match has held. A round
  * drafts from the store when the streak reaches STORE_TRUST and the store
- * knows the context, up to sd_store_run(streak) drafts, and ends where the
- * store stops knowing (the target's token at that position costs nothing
+ * knows the context, up to sd_store_run(streak) drafts (gamma right after
+ * a miss: whether the copy goes on is open), and ends where the store
+ * stops knowing (the target's token at that position costs nothing
  * more), so the draft model is never fed unverified store drafts to draft
- * behind them; any other round drafts from the model. A store that merely
+ * behind them; two misses in a row break the copy until the store
+ * predicts a final token again; any other round drafts from the model. A store that merely
  * knows a context (common words in fresh code) thus never displaces the
  * model, while a copied span (an edit) runs long store rounds. A miss
  * halves the streak, and the store sees the output through the renames it
