@@ -28,11 +28,12 @@
  * stops knowing (the target's token at that position costs nothing
  * more), so the draft model is never fed unverified store drafts to draft
  * behind them; two misses in a row break the copy until the store
- * predicts a final token again; any other round drafts from the model. A store that merely
- * knows a context (common words in fresh code) thus never displaces the
- * model, while a copied span (an edit) runs long store rounds. A miss
- * halves the streak, and the store sees the output through the renames it
- * learnt (renames.h), so a copy with a changed name keeps its rounds. The
+ * predicts a final token again; any other round drafts from the model.
+ * A store that merely knows a context (common words in fresh code) thus
+ * never displaces the model, while a copied span (an edit) runs long store
+ * rounds. A miss halves the streak, and the store sees the output through
+ * the renames it learnt (renames.h), so a copy with a changed name keeps
+ * its rounds. The
  * draft model feeds the tokens it has not seen (accepted store drafts, the
  * rounds' last tokens) only when it is next asked to draft, in one call of
  * that many rows: a copy run of many rounds costs it one catch-up, and a
@@ -86,7 +87,6 @@ typedef struct spec_ctx {
     int n_store;     /* the round's store drafts */
     int store_run;   /* store drafts this round at most */
     int streak;      /* final tokens the store predicted in a row */
-    int held;        /* the same since the last miss, not divided */
     int missed;      /* final tokens the store missed in a row */
     int min_ctx;     /* the shortest context the store drafts from */
     sd_renames renames; /* the store's view of the output's renamed spans */
@@ -196,12 +196,11 @@ static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
             sd_renames_learn(&s->renames, s->store, seq, i, s->min_ctx,
                              known && s->streak >= STORE_TRUST, x);
         s->streak = hit ? s->streak + 1 : s->streak / STREAK_KEEP;
-        s->held = hit ? s->held + 1 : 0;
         s->missed = hit ? 0 : s->missed + 1;
         if (i >= s->prompt) s->fresh = FRESH_DECAY * s->fresh + (1 - FRESH_DECAY) * !hit;
         if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
-    s->store_run = s->held ? sd_store_run(s->streak, s->gamma) : s->gamma;
+    s->store_run = s->missed ? s->gamma : sd_store_run(s->streak, s->gamma);
     return 0;
 }
 
