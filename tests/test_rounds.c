@@ -155,6 +155,42 @@ Test(hybrid, copied_span_runs_long_rounds) {
     sd_model_free(target);
 }
 
+/* A prompt whose copy of the story has tokens changed (a rename's
+ * shape) or tokens inserted (an added argument's): the target's story
+ * differs from it there, the store misses, drafts the source after a
+ * change and leaves the rounds to the model where the copy broke, and the
+ * output is still the target's. */
+Test(hybrid, copy_with_changed_or_inserted_tokens_equals_autoregressive) {
+    sd_model *target = load(files[0]), *draft = load(files[2]);
+    int32_t story[GEN], rep[NP + 2 * GEN + NP], want[GEN], got[GEN];
+    sd_gen_cfg cfg = {.pad_id = -1, .use_cache = 1};
+    sd_gen_stats st;
+    sd_err e = {{0}};
+    cr_assert_eq(sd_autoregressive_generate(prompt, NP, target, GEN, &cfg, story, &st, &e), GEN);
+    sd_lm tl = {target, target->kv, 0, 0}, dl = {draft, draft->kv, 0, 0};
+    for (int shape = 0; shape < 2; shape++) {
+        int n_rep = NP;
+        memcpy(rep, prompt, sizeof prompt);
+        for (int i = 0; i < GEN; i++) {
+            const int changed = i >= 6 && i % 9 == 6;
+            if (changed && shape == 1) rep[n_rep++] = 400, rep[n_rep++] = 401;
+            rep[n_rep++] = changed && shape == 0 ? (story[i] == 400 ? 401 : 400) : story[i];
+        }
+        memcpy(rep + n_rep, prompt, sizeof prompt);
+        n_rep += NP;
+        cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
+        for (int k = 0; k < 2; k++) {
+            sd_spec_opts o = {{2 + 2 * k, 0, 1, SD_STOP_BELOW_DEFAULT}, 0, 4};
+            cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e),
+                         GEN, "%s", e.msg);
+            cr_assert_arr_eq(got, want, sizeof want, "shape %d, gamma %d", shape, o.v.gamma);
+            cr_assert_gt(st.drafted_ngram, 0, "shape %d: the store never drafted", shape);
+        }
+    }
+    sd_model_free(draft);
+    sd_model_free(target);
+}
+
 /* The decode rate leaves out the first call's time and every token it
  * emitted; it is 0 where nothing follows that call. */
 Test(stats, decode_rate_leaves_out_the_first_call) {

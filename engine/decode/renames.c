@@ -56,6 +56,28 @@ static int continues(const sd_ngram *store, int32_t *buf, int n, int min_ctx, co
     return 1;
 }
 
+/* While a miss is open and the store does not know the context (the
+ * changed span is in it), the source after the miss: the output took a
+ * new span of t tokens where the source had one of b, and what it took
+ * since matches the source after those b; the longest such match (the
+ * shortest new span) wins, then an old span as long as the new one (see
+ * resync), then the shortest, so right after the changed token the guess
+ * is a substitution of one token for one. */
+static int source_after_miss(const sd_renames *r, const int32_t *seq, int at, int32_t *x) {
+    const int m = r->miss, a = at - m;
+    if (m < 0 || a < 1) return 0;
+    for (int t = 1; t <= a && t <= SD_RENAME_SPAN; t++)
+        for (int k = 0; k <= SD_RENAME_SPAN; k++) {
+            const int b = k ? k : t;
+            if ((k && k == t) || b + a - t >= r->n_src) continue;
+            if (!memcmp(seq + m + t, r->src + b, (size_t)(a - t) * sizeof *seq)) {
+                *x = r->src[b + a - t];
+                return 1;
+            }
+        }
+    return 0;
+}
+
 int sd_renames_predict(const sd_renames *r, const sd_ngram *store, const int32_t *seq, int at,
                        int min_ctx, int32_t *x) {
     int32_t buf[VIEW_CAP];
@@ -72,7 +94,7 @@ int sd_renames_predict(const sd_renames *r, const sd_ngram *store, const int32_t
         }
     }
     const int n = view(r, seq, at, buf);
-    if (!lookup(store, buf, n, min_ctx, x)) return 0;
+    if (!lookup(store, buf, n, min_ctx, x)) return source_after_miss(r, seq, at, x);
     const sd_rename *best = NULL;
     for (int j = 0; j < r->n; j++) {
         const sd_rename *w = &r->r[j];
@@ -102,12 +124,15 @@ static void add(sd_renames *r, const int32_t *from, int n_from, const int32_t *t
 
 /* With seq[i] the last token of a resync window: the `to` span of a = i -
  * m - RESYNC + 1 tokens, then RESYNC tokens matching the source after a
- * `from` span of b tokens (the shortest b wins). 1 when a rename closed the
- * miss. */
+ * `from` span of b tokens: b = a first (a changed number keeps its digits'
+ * count, 3000 -> 4500 is 3 0 -> 4 5, not 3 -> 4 5), then the shortest b.
+ * 1 when a rename closed the miss. */
 static int resync(sd_renames *r, const int32_t *seq, int i) {
     const int m = r->miss, a = i - m - SD_RENAME_RESYNC + 1;
     if (a < 1) return 0;
-    for (int b = 1; b <= SD_RENAME_SPAN && b + SD_RENAME_RESYNC <= r->n_src; b++) {
+    for (int k = 0; k <= SD_RENAME_SPAN; k++) {
+        const int b = k ? k : a;
+        if ((k && k == a) || b > SD_RENAME_SPAN || b + SD_RENAME_RESYNC > r->n_src) continue;
         /* spans ending alike are an insertion or a removal before a copy */
         if (memcmp(seq + m + a, r->src + b, SD_RENAME_RESYNC * sizeof *seq) ||
             seq[m + a - 1] == r->src[b - 1])

@@ -17,6 +17,12 @@
  * removal (one side empty) is no rename: the store finds the copy again
  * on its own once the context after it is known.
  *
+ * Before the output follows the source again, the contexts holding the
+ * changed span are unknown to the store; while the miss is open, the
+ * prediction there is the source after the miss, aligned on what the
+ * output took since (a substitution of one token for one right after the
+ * change), so a rename's first occurrence keeps its copy.
+ *
  * Predicting: the context's tail is translated back (each known `to` span
  * replaced by its `from` span) before the store looks it up, and where the
  * store's continuation is a `from` span, the prediction is its `to` span

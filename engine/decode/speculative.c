@@ -23,14 +23,17 @@
  * before it does, says whether it would have predicted it: the tokens it
  * predicted in a row are its streak, how long its match has held. A round
  * drafts from the store when the streak reaches STORE_TRUST and the store
- * knows the context, up to sd_store_run(streak) drafts, and ends where the
- * store stops knowing (the target's token at that position costs nothing
+ * knows the context, up to sd_store_run(streak) drafts (gamma right after
+ * a miss: whether the copy goes on is open), and ends where the store
+ * stops knowing (the target's token at that position costs nothing
  * more), so the draft model is never fed unverified store drafts to draft
- * behind them; any other round drafts from the model. A store that merely
- * knows a context (common words in fresh code) thus never displaces the
- * model, while a copied span (an edit) runs long store rounds. A miss
- * halves the streak, and the store sees the output through the renames it
- * learnt (renames.h), so a copy with a changed name keeps its rounds. The
+ * behind them; two misses in a row break the copy until the store
+ * predicts a final token again; any other round drafts from the model.
+ * A store that merely knows a context (common words in fresh code) thus
+ * never displaces the model, while a copied span (an edit) runs long store
+ * rounds. A miss halves the streak, and the store sees the output through
+ * the renames it learnt (renames.h), so a copy with a changed name keeps
+ * its rounds. The
  * draft model feeds the tokens it has not seen (accepted store drafts, the
  * rounds' last tokens) only when it is next asked to draft, in one call of
  * that many rows: a copy run of many rounds costs it one catch-up, and a
@@ -54,6 +57,11 @@
 /* A miss divides the streak by this: one changed token in a long copy
  * leaves the store trusted, while fresh text's short streaks end. */
 #define STREAK_KEEP 2
+/* Final tokens the store missed in a row that break a copy: after one
+ * (a changed span) the store still drafts where the copy goes on; after
+ * this many (an inserted or rewritten line) it leaves the rounds to the
+ * model until it predicts a final token again. */
+#define COPY_BROKEN 2
 /* A catch-up costing at most this many one-row target steps is always
  * made (the rounds after a model round or a short store run). */
 #define CHEAP_CATCHUP 3
@@ -79,6 +87,7 @@ typedef struct spec_ctx {
     int n_store;     /* the round's store drafts */
     int store_run;   /* store drafts this round at most */
     int streak;      /* final tokens the store predicted in a row */
+    int missed;      /* final tokens the store missed in a row */
     int min_ctx;     /* the shortest context the store drafts from */
     sd_renames renames; /* the store's view of the output's renamed spans */
     int prompt;         /* the prompt's tokens: renames are learnt after them */
@@ -89,6 +98,12 @@ typedef struct spec_ctx {
     double fresh;             /* recent share of final tokens the store did not predict */
 } spec_ctx;
 
+/* Whether the store's rounds draft from it: its streak is long enough
+ * and the copy is not broken. */
+static int store_trusted(const spec_ctx *s) {
+    return s->streak >= STORE_TRUST && s->missed < COPY_BROKEN;
+}
+
 /* The store's continuation of seq[0..at) from the longest known context
  * of at least min_ctx tokens, through the renames learnt: 1 and *x, else 0. */
 static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
@@ -98,7 +113,7 @@ static int store_predict(const spec_ctx *s, const int32_t *seq, int at, int32_t 
 /* The same for a round's draft: a round without the model and without a
  * streak guesses from shorter contexts too. */
 static int store_guess(const spec_ctx *s, const int32_t *seq, int at, int32_t *x) {
-    const int guess = s->defer && s->streak < STORE_TRUST;
+    const int guess = s->defer && !store_trusted(s);
     return sd_renames_predict(&s->renames, s->store, seq, at, guess ? GUESS_CTX : s->min_ctx, x);
 }
 
@@ -139,7 +154,7 @@ static int spec_draft(void *ud, int32_t *seq, int at, float *q, float *conf, sd_
     const sd_gen_cfg *cfg = s->cfg;
     int vocab = s->drafter->m->hp.vocab;
     float p = 1;
-    if (s->store && (at == s->round || s->n_store) && (s->streak >= STORE_TRUST || s->defer) &&
+    if (s->store && (at == s->round || s->n_store) && (store_trusted(s) || s->defer) &&
         s->n_store < s->store_run && store_draft(s, seq, at, q, st)) {
         *conf = SD_CONF_NONE;
         return s->n_store == s->store_run ? 2 : 1;
@@ -181,10 +196,11 @@ static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
             sd_renames_learn(&s->renames, s->store, seq, i, s->min_ctx,
                              known && s->streak >= STORE_TRUST, x);
         s->streak = hit ? s->streak + 1 : s->streak / STREAK_KEEP;
+        s->missed = hit ? 0 : s->missed + 1;
         if (i >= s->prompt) s->fresh = FRESH_DECAY * s->fresh + (1 - FRESH_DECAY) * !hit;
         if (sd_ngram_observe(s->store, seq, i, seq[i], e)) return -1;
     }
-    s->store_run = sd_store_run(s->streak, s->gamma);
+    s->store_run = s->missed ? s->gamma : sd_store_run(s->streak, s->gamma);
     return 0;
 }
 
@@ -211,9 +227,9 @@ static void plan_round(spec_ctx *s, int cur, int total) {
     const double gain = c->verify_s[1] - c->draft_s[1] - wider;
     const double ahead = s->fresh * (total - cur) * gain;
     if (call <= c->verify_s[1] * CHEAP_CATCHUP || (s->owed >= call && ahead >= call)) return;
-    if (s->streak < STORE_TRUST && gain > 0) s->owed += gain;
+    if (!store_trusted(s) && gain > 0) s->owed += gain;
     s->defer = 1;
-    if (s->streak < STORE_TRUST) s->store_run = GUESS_RUN;
+    if (!store_trusted(s)) s->store_run = GUESS_RUN;
 }
 
 int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter, sd_lm *target,
