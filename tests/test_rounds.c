@@ -159,7 +159,8 @@ Test(hybrid, copied_span_runs_long_rounds) {
  * shape) or tokens inserted (an added argument's): the target's story
  * differs from it there, the store misses, drafts the source after a
  * change and leaves the rounds to the model where the copy broke, and the
- * output is still the target's. */
+ * output is still the target's, also with the drafter's catch-up priced
+ * from the run's own timings. */
 Test(hybrid, copy_with_changed_or_inserted_tokens_equals_autoregressive) {
     sd_model *target = load(files[0]), *draft = load(files[2]);
     int32_t story[GEN], rep[NP + 2 * GEN + NP], want[GEN], got[GEN];
@@ -179,11 +180,15 @@ Test(hybrid, copy_with_changed_or_inserted_tokens_equals_autoregressive) {
         memcpy(rep + n_rep, prompt, sizeof prompt);
         n_rep += NP;
         cr_assert_eq(sd_autoregressive_generate(rep, n_rep, target, GEN, &cfg, want, &st, &e), GEN);
-        for (int k = 0; k < 2; k++) {
-            sd_spec_opts o = {{2 + 2 * k, 0, 1, SD_STOP_BELOW_DEFAULT}, 0, 4};
-            cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &cfg, got, &st, &e),
+        for (int k = 0; k < 3; k++) {
+            /* the third: the catch-up priced from the run's own timings */
+            sd_spec_opts o = {{k ? 4 : 2, 0, 1, SD_STOP_BELOW_DEFAULT}, 0, 4};
+            sd_gen_cfg kc = cfg;
+            kc.run_costs = k == 2;
+            cr_assert_eq(sd_speculative_generate(rep, n_rep, &dl, &tl, &o, GEN, &kc, got, &st, &e),
                          GEN, "%s", e.msg);
-            cr_assert_arr_eq(got, want, sizeof want, "shape %d, gamma %d", shape, o.v.gamma);
+            cr_assert_arr_eq(got, want, sizeof want, "shape %d, gamma %d, run costs %d", shape,
+                             o.v.gamma, kc.run_costs);
             cr_assert_gt(st.drafted_ngram, 0, "shape %d: the store never drafted", shape);
         }
     }

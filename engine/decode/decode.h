@@ -97,6 +97,9 @@ typedef struct sd_gen_cfg {
      * calibration) that a strategy may plan its calls with: speculative
      * decoding prices the drafter's catch-up with them */
     const struct sd_cost_calib *costs;
+    /* without costs: 1 prices the catch-up from the run's own timings
+     * (speculative.c run_costs), 0 lets the drafter always catch up */
+    int run_costs;
 } sd_gen_cfg;
 
 /* A model as a strategy sees it: weights, the cache it extends, and how many
@@ -334,8 +337,9 @@ int sd_store_run(int confirmed, int base);
  * feeds what it did not draft on its next call. A round that took a store
  * draft ends where the store stops knowing, and takes up to
  * sd_store_run store drafts (gamma bounds the model's); the store learns
- * the output's renames (renames.h) and, with cfg->costs, the drafter's
- * expensive catch-ups are put off (speculative.c). 0: the model alone.
+ * the output's renames (renames.h) and, with cfg->costs or
+ * cfg->run_costs, the drafter's expensive catch-ups are put off
+ * (speculative.c). 0: the model alone.
  * Sampled chains whose drafter instance keeps history draft from the
  * model alone (its history would need the model's rows of store drafts). */
 typedef struct sd_spec_opts {

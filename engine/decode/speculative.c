@@ -91,7 +91,10 @@ typedef struct spec_ctx {
     int min_ctx;     /* the shortest context the store drafts from */
     sd_renames renames; /* the store's view of the output's renamed spans */
     int prompt;         /* the prompt's tokens: renames are learnt after them */
-    const sd_cost_calib *cal; /* prices the drafter's catch-up; NULL: it always catches up */
+    const sd_cost_calib *cal; /* prices the drafter's catch-up; NULL: run_costs or none */
+    int run_costs;            /* without cal: price it from the run's own timings */
+    sd_cost_calib own;        /* those prices (run_costs) */
+    double share;             /* the drafter's weight bytes over the target's */
     int defer;                /* this round leaves the draft model out */
     double owed;              /* what the deferred rounds lost, in seconds */
     int seen;                 /* the drafter's cache length at the last round's start */
@@ -204,6 +207,52 @@ static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
     return 0;
 }
 
+/* The weight bytes a call of lm reads: its layers and its head's rows. */
+static double lm_bytes(const sd_lm *lm) {
+    const sd_model *m = lm->m;
+    const double head = (double)m->output.row_bytes * m->output.rows;
+    const double layers = (double)sd_model_weight_bytes(m) - head;
+    const int n = lm->n_layers > 0 && lm->n_layers < m->hp.n_layers ? lm->n_layers : m->hp.n_layers;
+    return layers * n / m->hp.n_layers +
+           (double)m->output.row_bytes * sd_head_rows(m, lm->vocab_limit);
+}
+
+/* Prices for plan_round when the session has no calibration (a run not
+ * preceded by an autoregressive one), from what the run has timed so far:
+ * the target's one-row step and the price of a row more from the means of
+ * the two narrowest verification widths it called (one width: rows more
+ * cost nothing; none yet: a row of the prompt's call, a lower bound); the
+ * drafter at the target's prices times its share of the weight bytes (a
+ * step reads every weight once), a catch-up of many rows at the prompt
+ * call's price a row (prefill is compute-bound, in proportion to the
+ * weights too). A guess where a calibration measures, but the choice it
+ * serves only needs the catch-up's size against a step: a long prompt's
+ * catch-up costs many steps either way. */
+static const sd_cost_calib *run_costs(spec_ctx *s, const sd_gen_stats *st) {
+    if (!(st->prefill_s > 0)) return NULL;
+    const double row = st->prefill_s / s->prompt;
+    int w[2], k = 0;
+    for (int n = 1; n < SD_COST_ROWS - 1 && k < 2; n++)
+        if (st->verify_calls_n[n] > 0) w[k++] = n;
+    double one = row, more = 0;
+    if (k) {
+        const double a = st->verify_s_n[w[0]] / st->verify_calls_n[w[0]];
+        if (k == 2) {
+            const double b = st->verify_s_n[w[1]] / st->verify_calls_n[w[1]];
+            more = b > a ? (b - a) / (w[1] - w[0]) : 0;
+        }
+        one = a - more * (w[0] - 1) > row ? a - more * (w[0] - 1) : row;
+    }
+    sd_cost_calib *c = &s->own;
+    memset(c, 0, sizeof *c);
+    c->verify_s[1] = one;
+    c->verify_s[2] = one + more;
+    c->draft_s[1] = one * s->share;
+    const int top = SD_COST_ROWS - 1;
+    c->draft_s[top] = top * row * s->share > c->draft_s[1] ? top * row * s->share : c->draft_s[1];
+    return c;
+}
+
 /* Whether the round at cur leaves the draft model out. The drafter feeds
  * what it has not seen when it next drafts; when that call would cost more
  * than CHEAP_CATCHUP target steps (a long prompt, a long copy), it is put
@@ -214,11 +263,12 @@ static int learn(spec_ctx *s, const int32_t *seq, int from, int to, sd_err *e) {
  * and the wider verification), and the tokens left, at the recent share
  * of fresh ones, would gain as much again. An edit's copy then never pays
  * for a long prompt's catch-up; fresh text pays for it after at most about
- * twice its cost. Priced with the session's calibration (sd_gen_cfg.costs);
- * without one the drafter always catches up. */
-static void plan_round(spec_ctx *s, int cur, int total) {
+ * twice its cost. Priced with the session's calibration (sd_gen_cfg.costs)
+ * or, asked for without one, the run's own timings (run_costs); else the
+ * drafter always catches up. */
+static void plan_round(spec_ctx *s, int cur, int total, const sd_gen_stats *st) {
     s->defer = 0;
-    const sd_cost_calib *c = s->cal;
+    const sd_cost_calib *c = s->cal ? s->cal : s->run_costs ? run_costs(s, st) : NULL;
     if (!s->store || !c || !(c->verify_s[2] > 0 && c->draft_s[1] > 0)) return;
     if (s->drafter->kv->n != s->seen) s->owed = 0; /* it caught up since */
     s->seen = s->drafter->kv->n;
@@ -257,7 +307,8 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
     spec_ctx sc = {.drafter = drafter, .cfg = cfg, .p_min = o->p_min,
                    .want_p = o->p_min > 0 || o->v.stop_below > 0, .gamma = gamma,
                    .store_run = gamma, .min_ctx = o->ngram_n - 1, .prompt = n_inputs,
-                   .cal = cfg->costs, .fresh = 1};
+                   .cal = cfg->costs, .run_costs = cfg->run_costs, .fresh = 1};
+    sc.share = lm_bytes(drafter) / lm_bytes(target);
     sd_renames_init(&sc.renames);
     if (sd_drafter_sampler(cfg, &sc.smp, e)) return -1;
     const int sampled = !sd_fast_greedy(cfg);
@@ -285,7 +336,7 @@ int sd_speculative_generate(const int32_t *inputs, int n_inputs, sd_lm *drafter,
         const int room = total - cur - 1 < v.cap ? total - cur - 1 : v.cap, from = cur;
         sc.round = cur;
         sc.n_store = sc.n_model = 0;
-        if (!first) plan_round(&sc, cur, total);
+        if (!first) plan_round(&sc, cur, total, st);
         r = sd_verify_round(&v, cfg, seq, &cur, first ? 0 : room, !first, out, &count, st, e);
         if (r >= 0 && sc.store && learn(&sc, seq, from, cur, e)) r = -1;
     }

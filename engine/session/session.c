@@ -340,6 +340,8 @@ int sd_session_generate(sd_session *s, int strat, const int32_t *ids, int n_ids,
     if (cal == 0) {
         if (sd_session_retime(s, strat, ids, n_ids, &vscale, &dscale, e)) return -1;
         cfg.costs = &s->cal;
+    } else {
+        cfg.run_costs = 1; /* no calibration (no autoregressive run before): the run's own */
     }
     sd_strategy_run r = {ids, n_ids, c->n_predict, &cfg, out, st};
     const int n = t->run(s, &r, e);
