@@ -174,23 +174,29 @@ typedef struct sd_cost_calib {
     int ctx;
     double verify_s[SD_COST_ROWS];
     double draft_s[SD_COST_ROWS];
-    /* each model's one-row step after a short context, timed with the
-     * curves: the reference a timing just before a run is compared with
-     * (0: not timed) */
+    /* each model's one-row step after a short context, timed just before
+     * and just after its curve (the mean): the reference a timing around a
+     * run is compared with (0: not timed) */
     double verify_ref, draft_ref;
+    /* each model's call that filled its cache with ctx positions from
+     * empty, the widest timed call: with the widest of the curve it prices
+     * the calls wider than the curve (0: not timed) */
+    double verify_fill_s, draft_fill_s;
 } sd_cost_calib;
 
 /* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
  * context of ctx positions (ids repeated to fill it), the greedy path's
  * calls: n_out = 0 returns the ids of every fed row (a verification),
  * n_out = 1 of the last (a draft). Each timed width is the median of a
- * few calls; widths between the timed ones are interpolated. The cache
- * is left empty. */
+ * few calls, the widths taken in turn; widths between the timed ones are
+ * interpolated. *fill_s (fill_s may be NULL) gets the seconds of the call
+ * that fed the ctx positions to the empty cache. The cache is left
+ * empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
-                       double *cost, sd_err *e);
+                       double *cost, double *fill_s, sd_err *e);
 /* Seconds of one call of rows rows at the calibrated costs c (a call
- * wider than the widest timed one at that one's per-row price); 0 when
- * nothing is timed. */
+ * wider than the widest timed one at that one's per-row price; the
+ * prediction prices those with the fill too); 0 when nothing is timed. */
 double sd_cost_call(const double *c, int rows);
 /* The decode-phase speedup over autoregressive decoding the calibration
  * predicts for a verification run from its counts alone (its rounds'

@@ -3,9 +3,9 @@
  * from any run, at about the context a run of the current prompt reaches
  * halfway, and timed again only when that context, the widths needed or
  * the drafter view (model, layers, head cut) change; with them each
- * model's one-row step after a short context, which sd_session_retime
- * times again around every run (a few calls) to follow the machine's
- * speed. */
+ * model's one-row step after a short context, timed just before and just
+ * after its curve, which sd_session_retime times again around every run
+ * (a few calls) to follow the machine's speed. */
 #include "engine/session/session.h"
 
 /* A calibration serves prompts whose halfway context is within this many
@@ -21,8 +21,22 @@ static int short_step(sd_lm *lm, const int32_t *ids, int n_ids, double *t, sd_er
     double c[SD_COST_ROWS];
     *t = 0;
     if (lm->kv->n_ctx < SHORT_CTX + 1) return 0;
-    if (sd_cost_time_calls(lm, ids, n_ids, SHORT_CTX, 1, 1, c, e)) return -1;
+    if (sd_cost_time_calls(lm, ids, n_ids, SHORT_CTX, 1, 1, c, NULL, e)) return -1;
     *t = c[1];
+    return 0;
+}
+
+/* lm's curve (cost, *fill_s) and its reference one-row step (*ref, the
+ * mean of the steps just before and just after the curve, as a run's
+ * speed is the mean of the steps around it). */
+static int time_model(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int rows, int n_out,
+                      double *cost, double *fill_s, double *ref, sd_err *e) {
+    double before, after;
+    if (short_step(lm, ids, n_ids, &before, e) ||
+        sd_cost_time_calls(lm, ids, n_ids, ctx, rows, n_out, cost, fill_s, e) ||
+        short_step(lm, ids, n_ids, &after, e))
+        return -1;
+    *ref = (before + after) / 2;
     return 0;
 }
 
@@ -48,15 +62,16 @@ int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids
     sd_cost_calib *cal = &s->cal;
     if (!(cal->verify_s[rows] > 0) || !near(cal->ctx, ctx)) {
         for (int n = 0; n < SD_COST_ROWS; n++) cal->draft_s[n] = 0;
-        if (sd_cost_time_calls(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s, e) ||
-            short_step(&s->target_lm, ids, n_ids, &cal->verify_ref, e))
+        cal->draft_fill_s = cal->draft_ref = 0;
+        if (time_model(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s, &cal->verify_fill_s,
+                       &cal->verify_ref, e))
             return -1;
         cal->ctx = ctx;
         s->cal_drafter = (sd_lm){0};
     }
     if (drafter && !same_view(&s->cal_drafter, &s->draft_lm)) {
-        if (sd_cost_time_calls(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s, e) ||
-            short_step(&s->draft_lm, ids, n_ids, &cal->draft_ref, e))
+        if (time_model(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s,
+                       &cal->draft_fill_s, &cal->draft_ref, e))
             return -1;
         s->cal_drafter = s->draft_lm;
     }
