@@ -32,12 +32,12 @@
  * rows: matrix tiles of 5 to 9 rows, attention linear in them). */
 static int timed_width(int n) { return n <= 8 || (n <= 16 && n % 2 == 0) || n % 4 == 0; }
 
+/* Calls timed per width, the widths taken in turn (a change in the
+ * machine's speed during the calibration moves every width alike, not
+ * some widths only). A width's cost is the mean of its calls, not the
+ * median: a run's time is the sum of its calls, the slow ones included
+ * (on a loaded machine, the calls another job delays). */
 #define REPS 3
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
                        double *cost, double *fill_s, sd_err *e) {
@@ -50,7 +50,7 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
     int32_t *seq = malloc((size_t)len * sizeof *seq), *out = malloc((size_t)max_rows * sizeof *out);
     sd_gen_stats st = {0};
     int widths[SD_COST_ROWS], n_widths = 0, rc = -1;
-    double t[SD_COST_ROWS][REPS];
+    double t[SD_COST_ROWS] = {0};
     if (!seq || !out) {
         sd_fail(e, "out of memory");
         goto done;
@@ -63,8 +63,6 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
     const double t0 = sd_now();
     if (sd_lm_extend_top_k(lm, seq, ctx, 1, 1, 1, out, NULL, &st, e)) goto done;
     if (fill_s) *fill_s = sd_now() - t0;
-    /* every width once a pass: a change in the machine's speed during the
-     * calibration moves each width's median alike, not some widths only */
     for (int r = 0; r < REPS; r++)
         for (int i = 0; i < n_widths; i++) {
             const int n = widths[i];
@@ -72,12 +70,11 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
             const double t1 = sd_now();
             if (sd_lm_extend_top_k(lm, seq, ctx + n, 1, n_out ? n_out : n, 1, out, NULL, &st, e))
                 goto done;
-            t[i][r] = sd_now() - t1;
+            t[i] += sd_now() - t1;
         }
     for (int i = 0; i < n_widths; i++) {
-        qsort(t[i], REPS, sizeof t[i][0], cmp_double);
         const int n = widths[i], last = i ? widths[i - 1] : 0;
-        cost[n] = t[i][REPS / 2];
+        cost[n] = t[i] / REPS;
         for (int m = last + 1; last && m < n; m++)
             cost[m] = cost[last] + (cost[n] - cost[last]) * (m - last) / (n - last);
     }

@@ -187,7 +187,7 @@ typedef struct sd_cost_calib {
 /* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
  * context of ctx positions (ids repeated to fill it), the greedy path's
  * calls: n_out = 0 returns the ids of every fed row (a verification),
- * n_out = 1 of the last (a draft). Each timed width is the median of a
+ * n_out = 1 of the last (a draft). Each timed width is the mean of a
  * few calls, the widths taken in turn; widths between the timed ones are
  * interpolated. *fill_s (fill_s may be NULL) gets the seconds of the call
  * that fed the ctx positions to the empty cache. The cache is left
