@@ -305,7 +305,8 @@ Test(stats, calibration_times_every_width) {
     sd_lm tl = {t, t->kv, 0, 0};
     sd_err e = {{0}};
     double c[SD_COST_ROWS], fill = 0, short_fill = 0, ref = 0, short_ref = 1;
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 200, 20, 0, c, &fill, &ref, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 200, 20, 0, c, &fill, &ref, &e), 0, "%s",
+                 e.msg);
     for (int n = 1; n <= 20; n++) cr_assert_gt(c[n], 0, "width %d", n);
     for (int n = 21; n < SD_COST_ROWS; n++) cr_assert_eq(c[n], 0, "width %d", n);
     cr_assert_gt(c[20], c[1]);
@@ -313,8 +314,8 @@ Test(stats, calibration_times_every_width) {
     cr_assert_gt(ref, 0, "the reference step beside the widths");
     cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 10, 1, 0, c, &short_fill, &short_ref, &e), 0,
                  "%s", e.msg);
-    cr_assert(short_fill > 0 && fill > short_fill, "the fill of 200 positions against 10: %g s, %g s",
-              fill, short_fill);
+    cr_assert(short_fill > 0 && fill > short_fill,
+              "the fill of 200 positions against 10: %g s, %g s", fill, short_fill);
     cr_assert_eq(short_ref, 0, "no reference after a context no longer than its own");
     cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, NULL, NULL, &e), -1);
     cr_assert(strstr(e.msg, "context 250"), "%s", e.msg);
@@ -344,8 +345,10 @@ Test(stats, verification_widths_of_a_run) {
     for (int k = 1; k < SD_COST_ROWS; k++) dcalls += st.draft_calls_n[k];
     cr_assert_eq(dcalls, st.draft_calls, "every drafter call follows the target's first");
     sd_cost_calib cal = {0};
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, NULL, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, NULL, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, NULL, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, NULL, NULL, &e), 0,
+                 "%s", e.msg);
     cr_assert(sd_cost_predict(&st, &cal, NULL, NULL) > 0);
     sd_model_free(d);
     sd_model_free(t);

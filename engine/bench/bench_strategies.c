@@ -85,7 +85,8 @@ static void miss_line(const char *name, const sd_gen_stats *st, double drafting,
     double v_real = 0;
     for (int n = 1; n < SD_COST_ROWS; n++) v_real += st->verify_s_n[n];
     printf("  %s: predicted %.2fx, realised %.2fx: seconds predicted/measured: verification "
-           "%.3f/%.3f, drafting %.3f/%.3f, catch-up %.3f/%.3f, host 0/%.3f; decode phase %.3f/%.3f\n",
+           "%.3f/%.3f, drafting %.3f/%.3f, catch-up %.3f/%.3f, host 0/%.3f; "
+           "decode phase %.3f/%.3f\n",
            name, pred, real, st->predicted_verify_s, v_real, drafting, st->draft_s,
            st->predicted_draft_s - drafting, st->catchup_s, st->host_s,
            st->predicted_verify_s + st->predicted_draft_s, st->total_s - st->prefill_s);

@@ -34,9 +34,10 @@ static int timed_width(int n) { return n <= 8 || (n <= 16 && n % 2 == 0) || n % 
 
 /* Calls timed per width, the widths taken in turn, each pass with the
  * reference step (a change in the machine's speed during the calibration
- * moves every width and the reference alike, not some of them only). A width's cost is the mean of its calls, not the
- * median: a run's time is the sum of its calls, the slow ones included
- * (on a loaded machine, the calls another job delays). */
+ * moves every width and the reference alike, not some of them only). A
+ * width's cost is the mean of its calls, not the median: a run's time is
+ * the sum of its calls, the slow ones included (on a loaded machine, the
+ * calls another job delays). */
 #define REPS 3
 
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
@@ -161,10 +162,10 @@ double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, doub
     for (int n = 1; n < SD_COST_ROWS; n++) rounds += st->verify_calls_n[n];
     const int tokens = st->new_tokens - st->prefill_new_tokens;
     if (rounds == 0 || tokens <= 0 || !(cal->verify_s[1] > 0)) return 0;
-    const double v =
-        priced(st->verify_calls_n, st->verify_wide_rows, cal->verify_s, cal->verify_fill_s, cal->ctx);
-    const double d =
-        priced(st->draft_calls_n, st->draft_wide_rows, cal->draft_s, cal->draft_fill_s, cal->ctx);
+    const double v = priced(st->verify_calls_n, st->verify_wide_rows, cal->verify_s,
+                            cal->verify_fill_s, cal->ctx);
+    const double d = priced(st->draft_calls_n, st->draft_wide_rows, cal->draft_s,
+                            cal->draft_fill_s, cal->ctx);
     if (v < 0 || d < 0 || !(v + d > 0)) return 0;
     const double vs = v * verify_scale, ds = d * draft_scale;
     if (verify_pred) *verify_pred = vs;

@@ -213,8 +213,9 @@ double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double 
                        double *draft_pred);
 /* The same at the machine's speed during the run: the target's and the
  * drafter's calibrated costs times verify_scale and draft_scale (their
- * one-row steps timed around the run over the calibration's references), over the autoregressive run's one-row step step_s (0: the
- * calibrated one, scaled). The run's own times never enter it. */
+ * one-row steps timed around the run over the calibration's references),
+ * over the autoregressive run's one-row step step_s (0: the calibrated
+ * one, scaled). The run's own times never enter it. */
 double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
                           double draft_scale, double step_s, double *verify_pred,
                           double *draft_pred);

@@ -4,8 +4,9 @@
  * halfway, and timed again only when that context, the widths needed or
  * the drafter view (model, layers, head cut) change; with them each
  * model's one-row step after a short context, timed beside its curve
- * (apart from it when the context is not longer), which sd_session_retime times again around every run (a few calls) to
- * follow the machine's speed. */
+ * (apart from it when the context is not longer), which
+ * sd_session_retime times again around every run (a few calls) to follow
+ * the machine's speed. */
 #include "engine/session/session.h"
 
 /* A calibration serves prompts whose halfway context is within this many
