@@ -307,20 +307,58 @@ Test(stats, cost_model_follows_the_machine_speed) {
                        sd_cost_predict(&st, &cal, NULL, NULL), 1e-12);
 }
 
+/* Calls wider than the curve are priced on the line through its widest
+ * call and the call that filled the cache: the drafter's curve to 3 rows
+ * (D(3) = 0.05) and a fill of 43 rows in 0.45 s give 0.02 + 0.01 a row.
+ * One call of 40 rows in the last slot costs 0.42 s (not 40 * 0.05 / 3 at
+ * D(3)'s price per row), two of 100 rows together 1.04 s, a call of 10
+ * rows in its own slot 0.12 s; a fill cheaper than the widest call (a
+ * noisy timing) leaves the price per row. */
+Test(stats, cost_model_prices_wide_calls_with_the_fill) {
+    sd_gen_stats st;
+    sd_cost_calib cal;
+    example_run(&st, &cal);
+    cal.ctx = 43, cal.draft_fill_s = 0.45;
+    double v = 0, d = 0;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, &v, &d), 3 / 2.92, 1e-9, "no wide call");
+    st.draft_calls_n[SD_COST_ROWS - 1] = 1, st.draft_wide_rows = 40;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, &v, &d), 3 / (2.92 + 0.42), 1e-9);
+    cr_assert_float_eq(d, 1.4 + 0.42, 1e-9);
+    st.draft_calls_n[SD_COST_ROWS - 1] = 2, st.draft_wide_rows = 100;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, NULL, NULL), 3 / (2.92 + 1.04), 1e-9);
+    st.draft_calls_n[SD_COST_ROWS - 1] = 0, st.draft_wide_rows = 0;
+    st.draft_calls_n[10] = 1;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, NULL, NULL), 3 / (2.92 + 0.12), 1e-9);
+    cal.draft_fill_s = 0.04;
+    cr_assert_float_eq(sd_cost_predict(&st, &cal, NULL, NULL), 3 / (2.92 + 10 * 0.05 / 3), 1e-9);
+    cal.draft_fill_s = 0.45;
+    cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1, 2, 0, NULL, &d), 3 / (1.52 + 2 * 1.52), 1e-9,
+                       "the fill scales with the drafter's speed");
+}
+
 /* A calibration times every width up to the one asked for, interpolating
- * between the widths it times, grows with the rows, and leaves the cache
- * empty; a context that does not fit the cache is refused. */
+ * between the widths it times, grows with the rows, times the call that
+ * filled the cache (twenty times the positions: a longer call) and the
+ * reference step when the context is longer than the step's, and leaves
+ * the cache empty; a context that does not fit the cache is refused. */
 Test(stats, calibration_times_every_width) {
     sd_model *t = load("stories260K.gguf");
     sd_lm tl = {t, t->kv, 0, 0};
     sd_err e = {{0}};
-    double c[SD_COST_ROWS];
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 20, 0, c, &e), 0, "%s", e.msg);
+    double c[SD_COST_ROWS], fill = 0, short_fill = 0, ref = 0, short_ref = 1;
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 200, 20, 0, c, &fill, &ref, &e), 0, "%s",
+                 e.msg);
     for (int n = 1; n <= 20; n++) cr_assert_gt(c[n], 0, "width %d", n);
     for (int n = 21; n < SD_COST_ROWS; n++) cr_assert_eq(c[n], 0, "width %d", n);
     cr_assert_gt(c[20], c[1]);
     cr_assert_eq(t->kv->n, 0);
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, &e), -1);
+    cr_assert_gt(ref, 0, "the reference step beside the widths");
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 10, 1, 0, c, &short_fill, &short_ref, &e), 0,
+                 "%s", e.msg);
+    cr_assert(short_fill > 0 && fill > short_fill,
+              "the fill of 200 positions against 10: %g s, %g s", fill, short_fill);
+    cr_assert_eq(short_ref, 0, "no reference after a context no longer than its own");
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, NULL, NULL, &e), -1);
     cr_assert(strstr(e.msg, "context 250"), "%s", e.msg);
     sd_model_free(t);
 }
@@ -348,8 +386,10 @@ Test(stats, verification_widths_of_a_run) {
     for (int k = 1; k < SD_COST_ROWS; k++) dcalls += st.draft_calls_n[k];
     cr_assert_eq(dcalls, st.draft_calls, "every drafter call follows the target's first");
     sd_cost_calib cal = {0};
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, &e), 0, "%s", e.msg);
-    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, &e), 0, "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, NULL, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, NULL, NULL, &e), 0,
+                 "%s", e.msg);
     cr_assert(sd_cost_predict(&st, &cal, NULL, NULL) > 0);
     sd_model_free(d);
     sd_model_free(t);

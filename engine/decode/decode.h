@@ -168,6 +168,9 @@ int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_
 /* The seconds per token of an autoregressive run's decode phase (its
  * one-row target step); 0 when it decoded nothing. */
 double sd_gen_step_s(const sd_gen_stats *st);
+/* The context of the one-row step that follows the machine's speed: timed
+ * with a calibration's curves and again around every run. */
+#define SD_COST_REF_CTX 16
 /* The cost model (engine/decode/cost.c). A calibration holds step costs
  * timed apart from any run, at one context length: verify_s[n] a target
  * call scoring n rows (verify_s[1] the one-row step of autoregressive
@@ -177,23 +180,30 @@ typedef struct sd_cost_calib {
     int ctx;
     double verify_s[SD_COST_ROWS];
     double draft_s[SD_COST_ROWS];
-    /* each model's one-row step after a short context, timed with the
-     * curves: the reference a timing just before a run is compared with
-     * (0: not timed) */
+    /* each model's one-row step after SD_COST_REF_CTX positions, timed
+     * beside its curve: the reference a timing around a run is compared
+     * with (0: not timed) */
     double verify_ref, draft_ref;
+    /* each model's call that filled its cache with ctx positions from
+     * empty, the widest timed call: with the widest of the curve it prices
+     * the calls wider than the curve (0: not timed) */
+    double verify_fill_s, draft_fill_s;
 } sd_cost_calib;
 
 /* Times lm's calls of 1..max_rows rows (max_rows < SD_COST_ROWS) after a
  * context of ctx positions (ids repeated to fill it), the greedy path's
  * calls: n_out = 0 returns the ids of every fed row (a verification),
- * n_out = 1 of the last (a draft). Each timed width is the median of a
- * few calls; widths between the timed ones are interpolated. The cache
- * is left empty. */
+ * n_out = 1 of the last (a draft). Each timed width is the mean of a
+ * few calls, the widths taken in turn; widths between the timed ones are
+ * interpolated. *fill_s gets the seconds of the call that fed the ctx
+ * positions to the empty cache, *ref_s the one-row step after
+ * SD_COST_REF_CTX positions timed beside the widths (0 when ctx is not
+ * longer); either may be NULL. The cache is left empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
-                       double *cost, sd_err *e);
+                       double *cost, double *fill_s, double *ref_s, sd_err *e);
 /* Seconds of one call of rows rows at the calibrated costs c (a call
- * wider than the widest timed one at that one's per-row price); 0 when
- * nothing is timed. */
+ * wider than the widest timed one at that one's per-row price; the
+ * prediction prices those with the fill too); 0 when nothing is timed. */
 double sd_cost_call(const double *c, int rows);
 /* The decode-phase speedup over autoregressive decoding the calibration
  * predicts for a verification run from its counts alone (its rounds'
@@ -206,8 +216,9 @@ double sd_cost_predict(const sd_gen_stats *st, const sd_cost_calib *cal, double 
                        double *draft_pred);
 /* The same at the machine's speed during the run: the target's and the
  * drafter's calibrated costs times verify_scale and draft_scale (their
- * one-row steps timed around the run over the calibration's references), over the autoregressive run's one-row step step_s (0: the
- * calibrated one, scaled). The run's own times never enter it. */
+ * one-row steps timed around the run over the calibration's references),
+ * over the autoregressive run's one-row step step_s (0: the calibrated
+ * one, scaled). The run's own times never enter it. */
 double sd_cost_predict_at(const sd_gen_stats *st, const sd_cost_calib *cal, double verify_scale,
                           double draft_scale, double step_s, double *verify_pred,
                           double *draft_pred);

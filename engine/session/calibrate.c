@@ -3,25 +3,24 @@
  * from any run, at about the context a run of the current prompt reaches
  * halfway, and timed again only when that context, the widths needed or
  * the drafter view (model, layers, head cut) change; with them each
- * model's one-row step after a short context, which sd_session_retime
- * times again around every run (a few calls) to follow the machine's
- * speed. */
+ * model's one-row step after a short context, timed beside its curve
+ * (apart from it when the context is not longer), which
+ * sd_session_retime times again around every run (a few calls) to follow
+ * the machine's speed. */
 #include "engine/session/session.h"
 
 /* A calibration serves prompts whose halfway context is within this many
  * positions of the one it was timed at (attention's share of a step grows
  * slowly with the context). */
 #define CTX_SLACK 64
-/* The short context of the one-row steps that follow the machine's speed. */
-#define SHORT_CTX 16
 
-/* lm's one-row step after SHORT_CTX positions into *t (0 when the cache
- * cannot hold them). */
-static int short_step(sd_lm *lm, const int32_t *ids, int n_ids, double *t, sd_err *e) {
+/* lm's one-row step after SD_COST_REF_CTX positions into *t (0 when the
+ * cache cannot hold them). */
+static int ref_step(sd_lm *lm, const int32_t *ids, int n_ids, double *t, sd_err *e) {
     double c[SD_COST_ROWS];
     *t = 0;
-    if (lm->kv->n_ctx < SHORT_CTX + 1) return 0;
-    if (sd_cost_time_calls(lm, ids, n_ids, SHORT_CTX, 1, 1, c, e)) return -1;
+    if (lm->kv->n_ctx < SD_COST_REF_CTX + 1) return 0;
+    if (sd_cost_time_calls(lm, ids, n_ids, SD_COST_REF_CTX, 1, 1, c, NULL, NULL, e)) return -1;
     *t = c[1];
     return 0;
 }
@@ -48,15 +47,18 @@ int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids
     sd_cost_calib *cal = &s->cal;
     if (!(cal->verify_s[rows] > 0) || !near(cal->ctx, ctx)) {
         for (int n = 0; n < SD_COST_ROWS; n++) cal->draft_s[n] = 0;
-        if (sd_cost_time_calls(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s, e) ||
-            short_step(&s->target_lm, ids, n_ids, &cal->verify_ref, e))
+        cal->draft_fill_s = cal->draft_ref = 0;
+        if (sd_cost_time_calls(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s,
+                               &cal->verify_fill_s, &cal->verify_ref, e) ||
+            (!cal->verify_ref && ref_step(&s->target_lm, ids, n_ids, &cal->verify_ref, e)))
             return -1;
         cal->ctx = ctx;
         s->cal_drafter = (sd_lm){0};
     }
     if (drafter && !same_view(&s->cal_drafter, &s->draft_lm)) {
-        if (sd_cost_time_calls(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s, e) ||
-            short_step(&s->draft_lm, ids, n_ids, &cal->draft_ref, e))
+        if (sd_cost_time_calls(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s,
+                               &cal->draft_fill_s, &cal->draft_ref, e) ||
+            (!cal->draft_ref && ref_step(&s->draft_lm, ids, n_ids, &cal->draft_ref, e)))
             return -1;
         s->cal_drafter = s->draft_lm;
     }
@@ -71,11 +73,11 @@ int sd_session_retime(sd_session *s, int strat, const int32_t *ids, int n_ids,
     double v = 0, d = 0;
     *verify_scale = *draft_scale = 1;
     if (cal->verify_ref > 0) {
-        if (short_step(&s->target_lm, ids, n_ids, &v, e)) return -1;
+        if (ref_step(&s->target_lm, ids, n_ids, &v, e)) return -1;
         if (v > 0) *verify_scale = v / cal->verify_ref;
     }
     if (t->needs_drafter && s->have_drafter && cal->draft_ref > 0) {
-        if (short_step(&s->draft_lm, ids, n_ids, &d, e)) return -1;
+        if (ref_step(&s->draft_lm, ids, n_ids, &d, e)) return -1;
         if (d > 0) *draft_scale = d / cal->draft_ref;
     }
     return 0;
