@@ -313,7 +313,8 @@ Test(stats, cost_model_follows_the_machine_speed) {
  * One call of 40 rows in the last slot costs 0.42 s (not 40 * 0.05 / 3 at
  * D(3)'s price per row), two of 100 rows together 1.04 s, a call of 10
  * rows in its own slot 0.12 s; a fill cheaper than the widest call (a
- * noisy timing) leaves the price per row. */
+ * noisy timing) leaves the price per row. A catch-up of 40 rows is priced
+ * the same way. */
 Test(stats, cost_model_prices_wide_calls_with_the_fill) {
     sd_gen_stats st;
     sd_cost_calib cal;
@@ -334,6 +335,10 @@ Test(stats, cost_model_prices_wide_calls_with_the_fill) {
     cal.draft_fill_s = 0.45;
     cr_assert_float_eq(sd_cost_predict_at(&st, &cal, 1, 2, 0, NULL, &d), 3 / (1.52 + 2 * 1.52), 1e-9,
                        "the fill scales with the drafter's speed");
+    /* the drafter's catch-up as the speculative rounds price it: the same line */
+    cr_assert_float_eq(sd_cost_draft_call(&cal, 3), 0.05, 1e-12);
+    cr_assert_float_eq(sd_cost_draft_call(&cal, 40), 0.42, 1e-9);
+    cr_assert_float_eq(sd_cost_draft_call(&cal, 0), 0, 1e-12);
 }
 
 /* A calibration times every width up to the one asked for, interpolating

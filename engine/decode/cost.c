@@ -128,10 +128,10 @@ static wide_price wide_of(const double *c, double fill_s, int fill_rows) {
     return w;
 }
 
-double sd_cost_call(const double *c, int rows) {
-    const wide_price w = wide_of(c, 0, 0);
+double sd_cost_draft_call(const sd_cost_calib *c, int rows) {
+    const wide_price w = wide_of(c->draft_s, c->draft_fill_s, c->ctx);
     if (!w.top || rows < 1) return 0;
-    return rows <= w.top && c[rows] > 0 ? c[rows] : w.a + w.b * rows;
+    return rows <= w.top && c->draft_s[rows] > 0 ? c->draft_s[rows] : w.a + w.b * rows;
 }
 
 /* Seconds of the calls counted in calls[1..SD_COST_ROWS) (wide_rows: the

@@ -201,10 +201,11 @@ typedef struct sd_cost_calib {
  * longer); either may be NULL. The cache is left empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
                        double *cost, double *fill_s, double *ref_s, sd_err *e);
-/* Seconds of one call of rows rows at the calibrated costs c (a call
- * wider than the widest timed one at that one's per-row price; the
- * prediction prices those with the fill too); 0 when nothing is timed. */
-double sd_cost_call(const double *c, int rows);
+/* Seconds of the drafter's call of rows rows at the calibration c, a call
+ * wider than its curve priced on the line through the widest timed call
+ * and the call that filled its cache with c->ctx positions (as the
+ * prediction prices it); 0 when nothing is timed. */
+double sd_cost_draft_call(const sd_cost_calib *c, int rows);
 /* The decode-phase speedup over autoregressive decoding the calibration
  * predicts for a verification run from its counts alone (its rounds'
  * widths, its drafter calls and their rows, its tokens); 0 when the run

@@ -223,9 +223,9 @@ static double lm_bytes(const sd_lm *lm) {
  * the two narrowest verification widths it called (one width: rows more
  * cost nothing; none yet: a row of the prompt's call, a lower bound); the
  * drafter at the target's prices times its share of the weight bytes (a
- * step reads every weight once), a catch-up of many rows at the prompt
- * call's price a row (prefill is compute-bound, in proportion to the
- * weights too). A guess where a calibration measures, but the choice it
+ * step reads every weight once), its prompt call at the target's times
+ * that share (prefill is compute-bound, in proportion to the weights
+ * too), a catch-up between the two on their line (sd_cost_draft_call). A guess where a calibration measures, but the choice it
  * serves only needs the catch-up's size against a step: a long prompt's
  * catch-up costs many steps either way. */
 static const sd_cost_calib *run_costs(spec_ctx *s, const sd_gen_stats *st) {
@@ -248,8 +248,8 @@ static const sd_cost_calib *run_costs(spec_ctx *s, const sd_gen_stats *st) {
     c->verify_s[1] = one;
     c->verify_s[2] = one + more;
     c->draft_s[1] = one * s->share;
-    const int top = SD_COST_ROWS - 1;
-    c->draft_s[top] = top * row * s->share > c->draft_s[1] ? top * row * s->share : c->draft_s[1];
+    c->ctx = s->prompt;
+    c->draft_fill_s = st->prefill_s * s->share;
     return c;
 }
 
@@ -272,7 +272,7 @@ static void plan_round(spec_ctx *s, int cur, int total, const sd_gen_stats *st) 
     if (!s->store || !c || !(c->verify_s[2] > 0 && c->draft_s[1] > 0)) return;
     if (s->drafter->kv->n != s->seen) s->owed = 0; /* it caught up since */
     s->seen = s->drafter->kv->n;
-    const double call = sd_cost_call(c->draft_s, cur - s->seen) - c->draft_s[1];
+    const double call = sd_cost_draft_call(c, cur - s->seen) - c->draft_s[1];
     const double wider = c->verify_s[2] > c->verify_s[1] ? c->verify_s[2] - c->verify_s[1] : 0;
     const double gain = c->verify_s[1] - c->draft_s[1] - wider;
     const double ahead = s->fresh * (total - cur) * gain;
