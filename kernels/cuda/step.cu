@@ -182,7 +182,11 @@ struct StArgs {
  * registers of its hungriest callee: uncapped, the tensor-core items made
  * it 168 a thread, 3 blocks a multiprocessor where the __dp4a items fit 4.
  * ST_MIN_BLOCKS holds the step at 4 (128 registers); the tensor-core
- * items of the larger tiles spill instead. */
+ * items of 8- and 16-row tiles spill instead (ptxas: up to 2.4 KB of
+ * spill stores in a 16-row item), and a few __dp4a 8-row items a little
+ * (Q4_K, Q5_0, Q6_K: under 400 bytes). Which costs less, 3 blocks or the
+ * spills, only a GPU run tells (gpu-check's decode_persist_* and
+ * verify_persist* rows). */
 template <int T, int NT>
 __device__ __noinline__ void st_mv(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
