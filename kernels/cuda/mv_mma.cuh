@@ -431,6 +431,10 @@ static inline int mq_step_variant(uint32_t type, int nt) {
     return MQ_STEP | (int)type << 2 | (nt <= 2 ? 0 : nt <= 8 ? 1 : 2);
 }
 
+/* Its weight type, and its tile: 0, 1, 2 for 2, 8, 16 rows. */
+__host__ __device__ inline int mq_step_type(int variant) { return variant >> 2 & 63; }
+__host__ __device__ inline int mq_step_tile(int variant) { return variant & 3; }
+
 /* Units (row pairs, or rows for SwiGLU) a warp of a stage of this variant
  * owns: MQ_UNITS on tensor cores, 1 on the __dp4a and float tiles (the
  * layouts wspan.cuh and step.cu's chunk map read). */

@@ -10,9 +10,8 @@
  * tensor cores: mv_step_variant, mq_step_variant), its argument struct by
  * value, its virtual blocks (the blocks its grid has; the kernel files'
  * *_vblock functions compute one, given its index) and the device memory
- * its blocks read and write. Norms are not
- * folded while building (each is a stage of its own), so no stage needs a
- * per-block prologue. A built work list is kept (see "Kept work lists"
+ * its blocks read and write. Norms are not folded while building (each is
+ * a stage of its own), so no stage needs a per-block prologue. A built work list is kept (see "Kept work lists"
  * below) and launched again for a step of the same records.
  *
  * The work list. Stage s owns items first_s .. first_s + blocks_s - 1, and
@@ -66,10 +65,10 @@
  * then waits for no item at all (the emulator's schedule check reports
  * the step's result as depending on the block order). At hd = 64 and ks =
  * 1 a group is one head; where groups straddle heads (hd / 2 not a
- * multiple of the 32 / ks pairs a group), attention takes a stage wait. The chunk wait is
- * taken only when every memory the two share is one the product writes and
- * attention reads: a write-after-read of the int8 scratch would need all
- * of the product's items, which is why attention quantises its output
+ * multiple of the 32 / ks pairs a group), attention takes a stage wait.
+ * The chunk wait is taken only when every memory the two share is one the
+ * product writes and attention reads: a write-after-read of the int8
+ * scratch would need all of the product's items, which is why attention quantises its output
  * into slot QOUT, not into the product's QACT (attention.cu). Since every
  * chunk is waited for by some attention item, the product is complete
  * once attention is, and the stages after attention keep their waits.
@@ -234,8 +233,8 @@ __device__ __forceinline__ void st_mq_t(int kind, int tile, const unsigned char 
 }
 
 __device__ __forceinline__ void st_mq_item(int kind, int variant, const unsigned char *args, unsigned b) {
-    const int tile = variant & 3;
-    switch (variant >> 2 & 63) {
+    const int tile = mq_step_tile(variant);
+    switch (mq_step_type(variant)) {
     case SD_F16: st_mq_t<SD_F16>(kind, tile, args, b); break;
     case SD_BF16: st_mq_t<SD_BF16>(kind, tile, args, b); break;
     case SD_Q8_0: st_mq_t<SD_Q8_0>(kind, tile, args, b); break;
