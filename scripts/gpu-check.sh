@@ -19,13 +19,15 @@
 #            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0),
 #            with folded launches planned for 4 and 16 blocks a multiprocessor,
 #            with each step one persistent launch (_persist:
-#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), and with the
-#            quantised products on tensor cores (_mma: SD_CUDA_MMA=1)
+#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), with the
+#            quantised products on tensor cores (_mma: SD_CUDA_MMA=1), and
+#            both (decode_persist_mma_qwen-1.5b-q4_k_m)
 #   verify   n-row verification cost n = 1..9, 16 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
 #            and without folded norms, with the quantised products on
 #            tensor cores instead of the __dp4a tiles (_mma: SD_CUDA_MMA=1),
-#            and as persistent launches) and
+#            and as persistent launches, on the __dp4a tiles and on tensor
+#            cores: verify_persist_mma) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   spec_*   speculative decoding end to end (bench_gpu_check spec, gamma 4):
@@ -408,6 +410,10 @@ if [ $GPU = 1 ]; then
     # ledger's decode_pdl / decode_stage figures of qwen-0.5b-q4_k_m)
     step decode_graph_pdl_qwen-0.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-0.5b-q4_k_m.gguf"
     step decode_persist_qwen-0.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-0.5b-q4_k_m.gguf"
+    # the persistent step with its products on tensor cores (the ledger's
+    # fine_mma figures): the verification target's decode step
+    # shellcheck disable=SC2046
+    step decode_persist_mma_qwen-1.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-1.5b-q4_k_m.gguf" $(target qwen-1.5b-q4_k_m)
     # folded launches planned for 4 and 16 resident blocks a multiprocessor (default 8)
     for k in 4 16; do
         for p in smollm2-135m-q4_1 qwen-1.5b-q4_k_m; do
@@ -429,6 +435,9 @@ if [ $GPU = 1 ]; then
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
     step verify_persist 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_persist_mma 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # speculative decoding end to end: realised against the cost model of
     # the run's own step costs (bench_gpu_check spec)

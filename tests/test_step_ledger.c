@@ -96,6 +96,13 @@ Test(ledger, counts_by_hand) {
      * wait max(flag, load) */
     cr_expect(fabs(s.us - (100 + 10 + 14 * 1.5 + 2 * 0.5 + 10)) < 1e-3, "persist fine %.6f us", s.us);
     cr_expect(fabs(s.us - s.exposed_us) < 1e-3, "nothing but exposed: %.6f of %.6f", s.exposed_us, s.us);
+    /* the products on tensor cores: the same stages and waits (the step's
+     * chunk map follows the mma layout; test_emu_forward's
+     * persist_mma_waits) */
+    s = cost(m, 1, 10, LG_PERSIST_FINE_MMA, &d);
+    cr_expect(s.launches == 2 && s.stages == 17 && s.waits == 15 && s.partial == 2,
+              "persist fine mma: %d launches, %d stages, %d waits + %d", s.launches, s.stages, s.waits,
+              s.partial);
     lg_model_close(m);
 }
 

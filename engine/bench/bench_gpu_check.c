@@ -98,10 +98,10 @@ static const char *base(const char *path) {
 
 /* The step ledger's tag of the path these settings run (the keys of
  * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
- * path; the persistent step is the stage-level one of kernels/cuda/step.cu
- * (it builds its steps without the tensor-core products). */
+ * path; the persistent step (kernels/cuda/step.cu) is "fine", or with the
+ * products on tensor cores (SD_CUDA_MMA=1) "fine_mma". */
 static const char *ledger_tag(void) {
-    if (opts.cuda_persistent) return "fine";
+    if (opts.cuda_persistent) return opts.cuda_mma ? "fine_mma" : "fine";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
     if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";

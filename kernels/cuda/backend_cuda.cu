@@ -1009,7 +1009,10 @@ extern "C" int sd_cuda_set_fuse_norm(sd_backend *b, int per_sm) {
 
 extern "C" int sd_cuda_set_mma(sd_backend *b, int on) {
     if (!is_cuda(b)) return -1;
-    cu_ctx(b)->mma = on != 0;
+    sd_cuda *c = cu_ctx(b);
+    if (c->mma != (on != 0))
+        for (int k = 0; k < CU_GRAPHS; k++) c->pkept[k].used = 0; /* stages of the other kernels */
+    c->mma = on != 0;
     return 0;
 }
 

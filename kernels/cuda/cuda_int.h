@@ -74,7 +74,7 @@ typedef struct cu_norm {
  * device memory its blocks read and write (spans), from which step.cu
  * derives which earlier stages it waits for. */
 enum {
-    CU_STEP_MM,         /* MmArgs, variant mv_step_variant (mv.cuh) */
+    CU_STEP_MM,         /* MmArgs, variant mv_step_variant (mv.cuh) or mq_step_variant (mv_mma.cuh) */
     CU_STEP_FFN,        /* FfnArgs, the same */
     CU_STEP_QKV,        /* QkvArgs, the same */
     CU_STEP_QKV_BEAMS,  /* QkvScatterArgs, the same */

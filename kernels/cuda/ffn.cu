@@ -123,8 +123,9 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
             cu_qact_spans(p.hq, p.hd, p.hs, n, w1->rows, &sp);
             cu_span_add(&sp, p.ctr, (size_t)pl.ntiles * (size_t)(w1->rows / 32) * sizeof(unsigned), 1);
         }
-        if (cu_step_add(c, CU_STEP_FFN, mv_step_variant(w1->type, pl.nt), &p, sizeof p, pl.blocks,
-                        0, &sp, e))
+        if (cu_step_add(c, CU_STEP_FFN,
+                        mq ? mq_step_variant(w1->type, pl.nt) : mv_step_variant(w1->type, pl.nt),
+                        &p, sizeof p, pl.blocks, 0, &sp, e))
             return -1;
     } else if (mq) {
         mq_launch<MqFfnLaunch>(w1->type, pl, c, p);

@@ -35,8 +35,8 @@
  * slice order. Nothing in that depends on the tile height or on which
  * column an activation row takes, so a row of an n-row call has the bits
  * of a one-row call (plan.h SD_SAME_BITS_ROWS): with SD_CUDA_MMA on, one-row
- * calls of these types run here too (plain launches; mq_on says why not in
- * a persistent step).
+ * calls of these types run here too, in plain launches and in a persistent
+ * step's stages.
  *
  * The activations, the folded norm (mv_norm_tile, mv_tile), the virtual
  * blocks and the launch-before-wait ordering are mv.cuh's. */
@@ -343,7 +343,7 @@ __device__ __forceinline__ void mq_accum(const MvRow &r0, const MvRow &r1, const
 template <int NT>
 __device__ __forceinline__ void mq_reduce(float acc[2][NT], int slice, int ks,
                                           float v[2][(NT + 3) / 4]) {
-    __shared__ float mq_red[MV_WARPS][2][8][MQ_MAX_NT];
+    __shared__ float mq_red[MV_WARPS][2][8][NT];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int k = 0; k < (NT + 3) / 4; k++) v[0][k] = v[1][k] = 0.f;
@@ -422,19 +422,33 @@ static inline void mq_launch(uint32_t type, const MvPlan &p, const sd_cuda *c,
     }
 }
 
+/* A persistent step's stage on tensor cores (step.cu): its variant, the
+ * MQ_STEP bit over the weight type and tile height (2, 8 or 16 rows; a
+ * plan of 4 rows takes the 8-row tile, which computes the same bits: rows
+ * past n are skipped and a plan of at most 16 rows has one tile). */
+enum { MQ_STEP = 1 << 8 };
+static inline int mq_step_variant(uint32_t type, int nt) {
+    return MQ_STEP | (int)type << 2 | (nt <= 2 ? 0 : nt <= 8 ? 1 : 2);
+}
+
+/* Its weight type, and its tile: 0, 1, 2 for 2, 8, 16 rows. */
+__host__ __device__ inline int mq_step_type(int variant) { return variant >> 2 & 63; }
+__host__ __device__ inline int mq_step_tile(int variant) { return variant & 3; }
+
+/* Units (row pairs, or rows for SwiGLU) a warp of a stage of this variant
+ * owns: MQ_UNITS on tensor cores, 1 on the __dp4a and float tiles (the
+ * layouts wspan.cuh and step.cu's chunk map read). */
+__host__ __device__ inline int mq_step_units(int variant) { return variant & MQ_STEP ? MQ_UNITS : 1; }
+
 /* Whether a product with weights of type t and activations A runs here:
  * SD_CUDA_MMA on, a quantised type, or BF16 or F16 with rows of whole
  * 16-element chunks read as aligned 16-byte loads (A.fast, which a folded
- * norm sets whatever the length; else mv.cuh's float tiles), and a plain
- * launch. A persistent step (c->step) keeps
- * the __dp4a tiles for all its stages: with tensor-core stages the
- * emulator's block-order check (CUDA_EMU_COOP_CHECK) found a Q6_K step
- * whose result depended on the order of its blocks, not yet explained.
- * Every recorded step then has the __dp4a bits, decode and verification
- * alike. */
+ * norm sets whatever the length; else mv.cuh's float tiles). Plain
+ * launches and persistent steps alike (a step's stage gets
+ * mq_step_variant). */
 static inline int mq_on(const sd_cuda *c, uint32_t t, const MvAct &A) {
     const int fl = (t == SD_BF16 || t == SD_F16) && A.fast && A.cols % 16 == 0;
-    return c->mma && !c->step && (cu_is_quant(t) || fl);
+    return c->mma && (cu_is_quant(t) || fl);
 }
 
 #endif

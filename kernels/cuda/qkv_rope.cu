@@ -122,8 +122,9 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
         cu_spans sp = {};
         mv_act_spans(p->a, &sp);
         qkv_out_spans(args, &sp);
-        return cu_step_add(c, qkv_step_kind(args), mv_step_variant(w->type, pl.nt), args,
-                           sizeof *args, pl.blocks, 0, &sp, e);
+        return cu_step_add(c, qkv_step_kind(args),
+                           mq ? mq_step_variant(w->type, pl.nt) : mv_step_variant(w->type, pl.nt),
+                           args, sizeof *args, pl.blocks, 0, &sp, e);
     }
     if (mq)
         mq_launch<MqQkvLaunch<P> >(w->type, pl, c, *args);

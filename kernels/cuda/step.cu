@@ -5,11 +5,13 @@
  * Building. cu_step_begin sets c->step, and graph_end issues the step's
  * records through the ordinary launchers, which then add each launch as a
  * stage (cu_step_add) instead of launching it: the kernel's kind and
- * variant, its argument struct by value, its virtual blocks (the blocks
- * its grid has; the kernel files' *_vblock functions compute one, given
- * its index) and the device memory its blocks read and write. Norms are not
- * folded while building (each is a stage of its own), so no stage needs a
- * per-block prologue. A built work list is kept (see "Kept work lists"
+ * variant (for a matrix-vector kind the weight type, the tile height and
+ * whether it runs on the __dp4a and float tiles or, SD_CUDA_MMA, on
+ * tensor cores: mv_step_variant, mq_step_variant), its argument struct by
+ * value, its virtual blocks (the blocks its grid has; the kernel files'
+ * *_vblock functions compute one, given its index) and the device memory
+ * its blocks read and write. Norms are not folded while building (each is
+ * a stage of its own), so no stage needs a per-block prologue. A built work list is kept (see "Kept work lists"
  * below) and launched again for a step of the same records.
  *
  * The work list. Stage s owns items first_s .. first_s + blocks_s - 1, and
@@ -52,10 +54,21 @@
  * whose pairs lie in Q head h counts in chunk h / group, in K or V head h
  * in chunk h; a group of padding pairs past the last matrix joins the
  * chunk before, and a launch whose groups straddle two heads (hd / 2 not
- * a multiple of the pairs a group) gets stage waits. The chunk wait is
- * taken only when every memory the two share is one the product writes and
- * attention reads: a write-after-read of the int8 scratch would need all
- * of the product's items, which is why attention quantises its output
+ * a multiple of the pairs a group) gets stage waits. On tensor cores
+ * (mv_mma.cuh, a variant of mq_step_variant) a warp owns MQ_UNITS pairs,
+ * 8q .. 8q + 7, so a row group is MQ_UNITS * MV_WARPS / ks consecutive
+ * pairs and the same map holds with that count (mq_step_units): a 16-row
+ * warp writes nothing outside its 8 pairs, each pair's rows within one
+ * head as on the __dp4a tiles. A map drawn with the __dp4a count for an
+ * mma stage names the wrong items: with 32 pairs a group it puts every
+ * group in the first heads' chunks, and attention over the last K/V heads
+ * then waits for no item at all (the emulator's schedule check reports
+ * the step's result as depending on the block order). At hd = 64 and ks =
+ * 1 a group is one head; where groups straddle heads (hd / 2 not a
+ * multiple of the 32 / ks pairs a group), attention takes a stage wait.
+ * The chunk wait is taken only when every memory the two share is one the
+ * product writes and attention reads: a write-after-read of the int8
+ * scratch would need all of the product's items, which is why attention quantises its output
  * into slot QOUT, not into the product's QACT (attention.cu). Since every
  * chunk is waited for by some attention item, the product is complete
  * once attention is, and the stages after attention keep their waits.
@@ -69,8 +82,9 @@
  * that product), the norms after a residual product (a whole row's sum of
  * squares), the Q/K/V and gate/up products after their norm (every row of
  * the weights reads the whole activation row) and the head. Each layer of
- * a decode or a verification step so holds 6 stage waits and 1 chunk wait
- * (test_emu_forward's persist_waits counts them).
+ * a decode or a verification step so holds 6 stage waits and 1 chunk wait,
+ * on the __dp4a tiles and on tensor cores alike (test_emu_forward's
+ * persist_waits and persist_mma_waits count them).
  *
  * Prefetch. A block that takes an item of a stage with waits first asks L2
  * for the item's weight rows (wspan.cuh: its row runs, a 128-byte line a
@@ -129,7 +143,8 @@ enum {
     ST_CHUNKS = 4096, /* chunk flags a step may have */
     ST_CHUNK0 = ST_MAX + 1, /* the first chunk flag: after the stage flags and the item counter */
     ST_FLAGS = ST_CHUNK0 + ST_CHUNKS,
-    ST_ALIGN = 16     /* of each argument struct */
+    ST_ALIGN = 16,    /* of each argument struct */
+    ST_MIN_BLOCKS = 4 /* resident a multiprocessor: the registers a thread may take */
 };
 static_assert((int)ST_THREADS == (int)MV_THREADS && (int)ST_THREADS == (int)RN_THREADS,
               "the matrix-vector kernels and RMSNorm run at their own block size");
@@ -162,7 +177,15 @@ struct StArgs {
 
 /* ---- device ------------------------------------------------------------------
  * One matrix-vector item: not inlined, so the step kernel does not carry
- * the registers of every instantiation at once. */
+ * the registers of every instantiation at once. The kernel still takes the
+ * registers of its hungriest callee: uncapped, the tensor-core items made
+ * it 168 a thread, 3 blocks a multiprocessor where the __dp4a items fit 4.
+ * ST_MIN_BLOCKS holds the step at 4 (128 registers); the tensor-core
+ * items of 8- and 16-row tiles spill instead (ptxas: up to 2.4 KB of
+ * spill stores in a 16-row item), and a few __dp4a 8-row items a little
+ * (Q4_K, Q5_0, Q6_K: under 400 bytes). Which costs less, 3 blocks or the
+ * spills, only a GPU run tells (gpu-check's decode_persist_* and
+ * verify_persist* rows). */
 template <int T, int NT>
 __device__ __noinline__ void st_mv(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
@@ -184,6 +207,45 @@ __device__ __forceinline__ void st_mv_t(int kind, int nt8, const unsigned char *
     else st_mv<T, 1>(kind, args, b);
 }
 
+/* The same on tensor cores (mv_mma.cuh, a variant of mq_step_variant). */
+template <int T, int NT>
+__device__ __noinline__ void st_mq(int kind, const unsigned char *args, unsigned b) {
+    switch (kind) {
+    case CU_STEP_MM: mq_mm_vblock<T, NT>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
+    case CU_STEP_FFN: mq_ffn_vblock<T, NT>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
+    case CU_STEP_QKV:
+        mq_qkv_vblock<T, NT, QkvArgs>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
+        break;
+    default:
+        mq_qkv_vblock<T, NT, QkvScatterArgs>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
+                                             false, false);
+        break;
+    }
+}
+
+template <int T>
+__device__ __forceinline__ void st_mq_t(int kind, int tile, const unsigned char *args, unsigned b) {
+    switch (tile) {
+    case 0: st_mq<T, 2>(kind, args, b); break;
+    case 1: st_mq<T, 8>(kind, args, b); break;
+    default: st_mq<T, 16>(kind, args, b); break;
+    }
+}
+
+__device__ __forceinline__ void st_mq_item(int kind, int variant, const unsigned char *args, unsigned b) {
+    const int tile = mq_step_tile(variant);
+    switch (mq_step_type(variant)) {
+    case SD_F16: st_mq_t<SD_F16>(kind, tile, args, b); break;
+    case SD_BF16: st_mq_t<SD_BF16>(kind, tile, args, b); break;
+    case SD_Q8_0: st_mq_t<SD_Q8_0>(kind, tile, args, b); break;
+    case SD_Q4_0: st_mq_t<SD_Q4_0>(kind, tile, args, b); break;
+    case SD_Q4_1: st_mq_t<SD_Q4_1>(kind, tile, args, b); break;
+    case SD_Q5_0: st_mq_t<SD_Q5_0>(kind, tile, args, b); break;
+    case SD_Q4_K: st_mq_t<SD_Q4_K>(kind, tile, args, b); break;
+    default: st_mq_t<SD_Q6_K>(kind, tile, args, b); break;
+    }
+}
+
 template <int D>
 __device__ __noinline__ void st_attn(int kind, const unsigned char *args, unsigned b) {
     const AttnArgs &a = *reinterpret_cast<const AttnArgs *>(args);
@@ -202,6 +264,10 @@ __device__ __noinline__ void st_item(int kind, int variant, const unsigned char 
     case CU_STEP_FFN:
     case CU_STEP_QKV:
     case CU_STEP_QKV_BEAMS: {
+        if (variant & MQ_STEP) {
+            st_mq_item(kind, variant, args, b);
+            break;
+        }
         const int nt8 = variant & 1;
         switch (variant >> 1) {
         case SD_F32: st_mv_t<SD_F32>(kind, nt8, args, b); break;
@@ -250,10 +316,10 @@ __device__ __forceinline__ void st_lines(const uint8_t *p, size_t bytes) {
 /* The weight rows of virtual block b of a stage (wspan.cuh) towards L2,
  * so that they stream while the block waits; on sm_90 (the emulator has
  * no L2 and no __CUDA_ARCH__: nothing). */
-__device__ __noinline__ void st_prefetch(int kind, const unsigned char *args, unsigned b) {
+__device__ __noinline__ void st_prefetch(int kind, int variant, const unsigned char *args, unsigned b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     WsRun r[WS_RUNS];
-    const int n = ws_runs(kind, args, b, r);
+    const int n = ws_runs(kind, variant, args, b, r);
     if (n > WS_RUNS) return;
     for (int k = 0; k < n; k++) {
         const MvMat &m = *r[k].m;
@@ -263,11 +329,11 @@ __device__ __noinline__ void st_prefetch(int kind, const unsigned char *args, un
         st_lines(m.sc + r0 * m.srow, rows * m.srow);
     }
 #else
-    (void)kind, (void)args, (void)b;
+    (void)kind, (void)variant, (void)args, (void)b;
 #endif
 }
 
-__global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
+__global__ void __launch_bounds__(ST_THREADS, ST_MIN_BLOCKS) step_kernel(const StArgs a) {
     __shared__ unsigned item;
     int s = 0;
     for (;;) {
@@ -279,7 +345,7 @@ __global__ void __launch_bounds__(ST_THREADS) step_kernel(const StArgs a) {
         while (it - a.st[s].first >= a.st[s].blocks) s++;
         const StStage &S = a.st[s];
         const unsigned b = it - S.first;
-        if (S.ndep) st_prefetch(S.kind, a.args + S.args, b);
+        if (S.ndep) st_prefetch(S.kind, S.variant, a.args + S.args, b);
         for (int d = 0; d < S.ndep; d++) {
             const int i = S.dep[d];
             if (S.fine >> d & 1) {
@@ -494,7 +560,8 @@ static int st_qkv_head(const QkvArgs *q, int pair, int group, int *kv) {
 }
 
 /* Chunks Q/K/V stage i by K/V head for attention with n_kv heads of hd dims
- * and `group` query heads each (see the top): 1, 0 when its row groups do
+ * and `group` query heads each (see the top; a group's pairs as the
+ * stage's layout places them): 1, 0 when its row groups do
  * not fall in single heads or the chunk flags are used up, -1 with e
  * filled when out of memory. SD_CUDA_WAITS_PLANTED leaves the K/V rows out
  * of their head's chunk (they count in chunk n_kv, which nothing waits
@@ -505,7 +572,7 @@ static int st_chunk_qkv(cu_persist *p, int i, int group, int n_kv, int hd, sd_er
     memcpy(&q, p->args + p->st[i].args, sizeof q); /* a scatter launch's starts with it */
     const int planted = p->waits == SD_CUDA_WAITS_PLANTED, chunks = n_kv + planted;
     if (q.head_dim != hd || hd % 2 || p->nchunk + (unsigned)chunks > ST_CHUNKS) return 0;
-    const int per = MV_WARPS / q.ks;
+    const int per = MV_WARPS / q.ks * mq_step_units(p->st[i].variant);
     const unsigned groups = q.blocks / (unsigned)q.ntiles;
     const size_t mark = p->nargs;
     const long off = st_args_reserve(p, groups * sizeof(unsigned short), e);

@@ -270,8 +270,11 @@ extern "C" int planted_run(const char *which, int *nan) {
 /* ---- the persistent step's prefetch spans ------------------------------------
  * Not a planted bug but the check that kernels/cuda/wspan.cuh names exactly
  * the weight rows each virtual block of a matrix-vector kernel reads: the
- * rows are found here a second way, warp by warp as the kernels place them
- * (mv.cuh mv_place, qkv_vblock's pair mapping, mv_row's clamp). */
+ * rows are found here a second way, warp by warp and lane group by lane
+ * group as the kernels place them (mv.cuh mv_place, qkv_vblock's pair
+ * mapping, mv_row's clamp; on tensor cores mv_mma.cuh's lane group g of
+ * warp q: rows 16q + g and 16q + g + 8 of a matrix product, unit 8q + g
+ * of SwiGLU and Q/K/V). */
 #include <set>
 #include <utility>
 
@@ -279,9 +282,9 @@ extern "C" int planted_run(const char *which, int *nan) {
 
 typedef std::set<std::pair<const MvMat *, int>> RowSet;
 
-static RowSet ws_declared(int kind, const void *args, unsigned b, int *runs) {
+static RowSet ws_declared(int kind, int variant, const void *args, unsigned b, int *runs) {
     WsRun r[WS_RUNS];
-    *runs = ws_runs(kind, (const unsigned char *)args, b, r);
+    *runs = ws_runs(kind, variant, (const unsigned char *)args, b, r);
     RowSet s;
     for (int k = 0; k < *runs && *runs <= WS_RUNS; k++)
         for (int row = r[k].r0; row < r[k].r1; row++) s.insert({r[k].m, row});
@@ -290,53 +293,63 @@ static RowSet ws_declared(int kind, const void *args, unsigned b, int *runs) {
 
 static int ws_clamp(const MvMat &m, int r) { return r < m.rows - 1 ? r : m.rows - 1; }
 
-/* Rows a virtual block reads, warp by warp (slice 0 of each row pair). */
-static RowSet ws_read(int kind, const void *args, unsigned b) {
+/* Rows a virtual block reads, warp by warp (slice 0 of each row pair) and,
+ * mq, lane group by lane group of a tensor-core warp. */
+static RowSet ws_read(int kind, int mq, const void *args, unsigned b) {
     RowSet s;
-    for (int warp = 0; warp < MV_WARPS; warp++) {
-        if (kind == CU_STEP_MM) {
-            const MmArgs &p = *(const MmArgs *)args;
-            const int pair = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
-            s.insert({&p.w, ws_clamp(p.w, 2 * pair)});
-            s.insert({&p.w, ws_clamp(p.w, 2 * pair + 1)});
-        } else if (kind == CU_STEP_FFN) {
-            const FfnArgs &p = *(const FfnArgs *)args;
-            const int r = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
-            s.insert({&p.w1, ws_clamp(p.w1, r)});
-            s.insert({&p.w3, ws_clamp(p.w3, r)});
-        } else {
-            const QkvArgs &p = *(const QkvArgs *)args;
-            const int pair = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
-            int m = 0;
-            if (p.nm > 1 && pair >= p.m[1].pair0) m = 1;
-            if (p.nm > 2 && pair >= p.m[2].pair0) m = 2;
-            const int local = pair - p.m[m].pair0, hd = p.head_dim;
-            int r0, r1;
-            if (p.neox) {
-                const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
-                r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
-                r1 = r0 + (t < half ? half : 1);
+    for (int warp = 0; warp < MV_WARPS; warp++)
+        for (int g = 0; g < (mq ? MQ_UNITS : 1); g++) {
+            if (kind == CU_STEP_MM && mq) {
+                const MmArgs &p = *(const MmArgs *)args;
+                const int q = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+                s.insert({&p.w, ws_clamp(p.w, MQ_ROWS * q + g)});
+                s.insert({&p.w, ws_clamp(p.w, MQ_ROWS * q + g + 8)});
+            } else if (kind == CU_STEP_MM) {
+                const MmArgs &p = *(const MmArgs *)args;
+                const int pair = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+                s.insert({&p.w, ws_clamp(p.w, 2 * pair)});
+                s.insert({&p.w, ws_clamp(p.w, 2 * pair + 1)});
+            } else if (kind == CU_STEP_FFN) {
+                const FfnArgs &p = *(const FfnArgs *)args;
+                const int q = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+                const int r = mq ? MQ_UNITS * q + g : q;
+                s.insert({&p.w1, ws_clamp(p.w1, r)});
+                s.insert({&p.w3, ws_clamp(p.w3, r)});
             } else {
-                r0 = 2 * local;
-                r1 = r0 + 1;
+                const QkvArgs &p = *(const QkvArgs *)args;
+                const int q = (int)(b / p.ntiles) * (MV_WARPS / p.ks) + warp / p.ks;
+                const int pair = mq ? MQ_UNITS * q + g : q;
+                int m = 0;
+                if (p.nm > 1 && pair >= p.m[1].pair0) m = 1;
+                if (p.nm > 2 && pair >= p.m[2].pair0) m = 2;
+                const int local = pair - p.m[m].pair0, hd = p.head_dim;
+                int r0, r1;
+                if (p.neox) {
+                    const int head = local / (hd / 2), t = local % (hd / 2), half = p.rope_dim / 2;
+                    r0 = head * hd + (t < half ? t : p.rope_dim + 2 * (t - half));
+                    r1 = r0 + (t < half ? half : 1);
+                } else {
+                    r0 = 2 * local;
+                    r1 = r0 + 1;
+                }
+                s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r0)});
+                s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r1)});
             }
-            s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r0)});
-            s.insert({&p.m[m].w, ws_clamp(p.m[m].w, r1)});
         }
-    }
     return s;
 }
 
 /* Every virtual block of one launch; 0, or -1 with msg naming the first
  * that differs. */
-static int ws_compare(const char *what, int kind, const void *args, unsigned blocks, char *msg,
-                      size_t cap) {
+static int ws_compare(const char *what, int kind, int mq, const void *args, unsigned blocks,
+                      char *msg, size_t cap) {
+    const int variant = mq ? mq_step_variant(SD_Q8_0, 2) : mv_step_variant(SD_Q8_0, 1);
     for (unsigned b = 0; b < blocks; b++) {
         int runs;
-        const RowSet d = ws_declared(kind, args, b, &runs), r = ws_read(kind, args, b);
+        const RowSet d = ws_declared(kind, variant, args, b, &runs), r = ws_read(kind, mq, args, b);
         if (runs > WS_RUNS || d != r) {
-            snprintf(msg, cap, "%s: virtual block %u: %zu rows declared in %d runs, %zu read", what, b,
-                     d.size(), runs, r.size());
+            snprintf(msg, cap, "%s%s: virtual block %u: %zu rows declared in %d runs, %zu read", what,
+                     mq ? " (mma)" : "", b, d.size(), runs, r.size());
             return -1;
         }
     }
@@ -351,41 +364,43 @@ static MvMat ws_mat(int rows) {
 
 /* The kernels' shapes: row counts odd and even, ks 1, 2 and 4, 1 and 2
  * activation tiles, Q/K/V in one launch and alone, NEOX with rope_dim = hd
- * and below it, heads of 64 and of 8. */
+ * and below it, heads of 64 and of 8; on the __dp4a tiles and on tensor
+ * cores (mq: a warp owns MQ_UNITS units). */
 extern "C" int wspan_check(char *msg, size_t cap) {
-    for (int ks = 1; ks <= MV_WARPS; ks *= 2)
-        for (int ntiles = 1; ntiles <= 2; ntiles++) {
-            const int per = MV_WARPS / ks;
-            for (int rows = 1; rows <= 19; rows += 3) {
-                MmArgs mm = {};
-                mm.w = ws_mat(rows), mm.ks = ks, mm.ntiles = ntiles;
-                const unsigned pairs = (unsigned)(rows + 1) / 2;
-                if (ws_compare("mm", CU_STEP_MM, &mm, ntiles * ((pairs + per - 1) / per), msg, cap))
-                    return -1;
-                FfnArgs ff = {};
-                ff.w1 = ws_mat(rows), ff.w3 = ws_mat(rows), ff.ks = ks, ff.ntiles = ntiles;
-                if (ws_compare("ffn", CU_STEP_FFN, &ff, ntiles * ((rows + per - 1) / per), msg, cap))
-                    return -1;
-            }
-            const int shapes[4][4] = {{64, 64, 0, 4}, {64, 64, 1, 4}, {64, 32, 1, 4}, {8, 8, 1, 2}};
-            for (const auto &sh : shapes)
-                for (int nm = 1; nm <= 3; nm += 2) {
-                    QkvArgs q = {};
-                    q.head_dim = sh[0], q.rope_dim = sh[1], q.neox = sh[2], q.ks = ks, q.ntiles = ntiles;
-                    q.nm = nm;
-                    int pairs = 0;
-                    for (int j = 0; j < nm; j++) {
-                        const int heads = j == 0 ? sh[3] : sh[3] / 2;
-                        q.m[j].w = ws_mat(heads * sh[0]);
-                        q.m[j].pair0 = pairs;
-                        pairs += heads * sh[0] / 2;
-                    }
-                    char what[64];
-                    snprintf(what, sizeof what, "qkv hd %d rope %d neox %d, %d matrices, ks %d", sh[0],
-                             sh[1], sh[2], nm, ks);
-                    if (ws_compare(what, CU_STEP_QKV, &q, ntiles * ((pairs + per - 1) / per), msg, cap))
+    for (int mq = 0; mq < 2; mq++)
+        for (int ks = 1; ks <= MV_WARPS; ks *= 2)
+            for (int ntiles = 1; ntiles <= 2; ntiles++) {
+                const int per = MV_WARPS / ks * (mq ? MQ_UNITS : 1);
+                for (int rows = 1; rows <= (mq ? 100 : 19); rows += 3) {
+                    MmArgs mm = {};
+                    mm.w = ws_mat(rows), mm.ks = ks, mm.ntiles = ntiles;
+                    const unsigned pairs = (unsigned)(rows + 1) / 2;
+                    if (ws_compare("mm", CU_STEP_MM, mq, &mm, ntiles * ((pairs + per - 1) / per), msg, cap))
+                        return -1;
+                    FfnArgs ff = {};
+                    ff.w1 = ws_mat(rows), ff.w3 = ws_mat(rows), ff.ks = ks, ff.ntiles = ntiles;
+                    if (ws_compare("ffn", CU_STEP_FFN, mq, &ff, ntiles * ((rows + per - 1) / per), msg, cap))
                         return -1;
                 }
-        }
+                const int shapes[4][4] = {{64, 64, 0, 4}, {64, 64, 1, 4}, {64, 32, 1, 4}, {8, 8, 1, 2}};
+                for (const auto &sh : shapes)
+                    for (int nm = 1; nm <= 3; nm += 2) {
+                        QkvArgs q = {};
+                        q.head_dim = sh[0], q.rope_dim = sh[1], q.neox = sh[2], q.ks = ks, q.ntiles = ntiles;
+                        q.nm = nm;
+                        int pairs = 0;
+                        for (int j = 0; j < nm; j++) {
+                            const int heads = j == 0 ? sh[3] : sh[3] / 2;
+                            q.m[j].w = ws_mat(heads * sh[0]);
+                            q.m[j].pair0 = pairs;
+                            pairs += heads * sh[0] / 2;
+                        }
+                        char what[64];
+                        snprintf(what, sizeof what, "qkv hd %d rope %d neox %d, %d matrices, ks %d", sh[0],
+                                 sh[1], sh[2], nm, ks);
+                        if (ws_compare(what, CU_STEP_QKV, mq, &q, ntiles * ((pairs + per - 1) / per), msg, cap))
+                            return -1;
+                    }
+            }
     return 0;
 }

@@ -16,10 +16,15 @@
  *   - with every such step one persistent launch (SD_CUDA_PERSISTENT=1,
  *     kernels/cuda/step.cu), for every weight type greedy output is the
  *     CPU's and for F32, Q4_K and qwen2 Q4_K every strategy is
- *     autoregressive greedy's (persist_type); the waits a persistent step
- *     holds and its host time, built and kept (persist_waits); and a
- *     planted wrong chunk wait that the emulator's schedule check catches
- *     (persist_planted_wrong_wait, emulator only).
+ *     autoregressive greedy's (persist_type); the same with the products
+ *     on tensor cores (SD_CUDA_MMA, persist_mma_*: every type the mma
+ *     takes, each launch under the emulator's schedule check, and
+ *     verifications of 2, 5, 8 and 16 rows whose greedy ids are the
+ *     CPU's); the waits a persistent step holds and its host time, built
+ *     and kept (persist_waits, persist_mma_waits); and a planted wrong
+ *     chunk wait that the emulator's schedule check catches, on the
+ *     __dp4a tiles and on tensor cores (persist_planted_wrong_wait,
+ *     emulator only).
  * Under the emulator the logits and greedy steps also run its __ldg check
  * (CUDA_EMU_LDG_CHECK, tests/cuda_emu/emu.cpp).
  * The same file, built against the CUDA library (build/tests/
@@ -210,6 +215,8 @@ static void forward_type(uint32_t type, int qwen2, int full) {
     twin_free(&t);
 }
 
+static void persist_step(twin *t, int n, int how, sd_cuda_graph_stats *st);
+
 /* The persistent step (kernels/cuda/step.cu, SD_CUDA_PERSISTENT=1): every
  * decode and verification step the engine records runs as one cooperative
  * launch, here on 4 multiprocessors so that each block takes many work
@@ -221,16 +228,20 @@ static void forward_type(uint32_t type, int qwen2, int full) {
  * missing wait changes; the others leave it out for time. The outputs
  * must be what the graph path gives: greedy output the CPU's and (full)
  * every strategy autoregressive greedy's; and every recorded step must
- * have run persistently. */
-static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
+ * have run persistently. mma: the products on tensor cores (mv_mma.cuh),
+ * and verification steps of 2, 5, 8 and 16 rows after the rest. */
+static void persist_type(uint32_t type, int qwen2, int full, int order_check, int mma) {
     char what[64];
-    snprintf(what, sizeof what, "%s %s (persistent)", qwen2 ? "qwen2" : "llama", sd_wtype_name(type));
+    snprintf(what, sizeof what, "%s %s (persistent%s)", qwen2 ? "qwen2" : "llama",
+             sd_wtype_name(type), mma ? ", mma" : "");
     cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
     cr_assert(!order_check || setenv("CUDA_EMU_COOP_CHECK", "1", 1) == 0);
     twin t, d = {0};
     twin_load(&t, type, qwen2);
+    cr_assert(!mma || sd_cuda_set_mma(t.gpu->be, 1) == 0);
     if (full) {
         twin_load(&d, type == SD_F32 ? SD_F16 : SD_Q8_0, qwen2);
+        cr_assert(!mma || sd_cuda_set_mma(d.gpu->be, 1) == 0);
         check_strategies(&t, d.gpu, what);
     } else {
         int32_t a[GEN], b[GEN];
@@ -251,6 +262,19 @@ static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
     cr_expect(st.persist_chunk_waits == cfg_for(type, qwen2).n_layers,
               "%s: the last step's attention waits: %ld chunk waits for %d layers", what,
               st.persist_chunk_waits, cfg_for(type, qwen2).n_layers);
+    if (mma) {
+        const int rows[4] = {2, 5, 8, 16};
+        for (int r = 0; r < 4; r++) {
+            sd_cuda_graph_stats v;
+            persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &v);
+            cr_expect(v.persistent > st.persistent && v.persist_fallbacks == 0 &&
+                          v.persist_chunk_waits == cfg_for(type, qwen2).n_layers,
+                      "%s: %d rows: %ld steps persistent, %ld not (%s), %ld chunk waits", what,
+                      rows[r], v.persistent, v.persist_fallbacks, v.persist_why,
+                      v.persist_chunk_waits);
+            st = v;
+        }
+    }
     if (d.bytes) twin_free(&d);
     twin_free(&t);
 }
@@ -273,16 +297,27 @@ Test(emu_forward, q4_k) { forward_type(SD_Q4_K, 0, 1); }
 Test(emu_forward, q6_k) { forward_type(SD_Q6_K, 0, 0); }
 Test(emu_forward, qwen2_f32) { forward_type(SD_F32, 1, 0); }
 Test(emu_forward, qwen2_q4_k) { forward_type(SD_Q4_K, 1, 1); }
-Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0); }
-Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0); }
-Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0); }
-Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0); }
-Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0); }
-Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1); }
-Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0); }
+Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0, 0); }
+Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0, 0); }
+Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0, 0); }
+Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0, 0); }
+Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0, 0); }
+Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 0); }
+Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0, 0); }
+
+/* Tensor-core stages, every launch under the schedule check. */
+Test(emu_forward, persist_mma_f16) { persist_type(SD_F16, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_bf16) { persist_type(SD_BF16, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_q8_0) { persist_type(SD_Q8_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_q4_0) { persist_type(SD_Q4_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_q4_1) { persist_type(SD_Q4_1, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_q5_0) { persist_type(SD_Q5_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_q4_k) { persist_type(SD_Q4_K, 0, 1, 1, 1); }
+Test(emu_forward, persist_mma_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 1); }
+Test(emu_forward, persist_mma_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 1, 1); }
 
 /* One persistent step of n rows after the prompt (how: how its stages
  * wait, SD_CUDA_WAITS_*), whose greedy ids must be the CPU's; its stats
@@ -348,21 +383,57 @@ Test(emu_forward, persist_waits) {
     twin_free(&t);
 }
 
+/* The same waits with the products on tensor cores (mv_mma.cuh: a warp
+ * owns 16 rows, so the Q/K/V items are chunked by their own layout): a
+ * decode step and verifications of 5 and 16 rows (one 16-row tile) hold
+ * the stage and chunk waits of the __dp4a step, and its stages, and the
+ * chunk waits replace whole-stage ones. */
+Test(emu_forward, persist_mma_waits) {
+    cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    synth_cfg c = cfg_for(SD_Q8_0, 0);
+    twin t;
+    twin_load_cfg(&t, &c);
+    const int rows[3] = {1, 5, 16};
+    for (int r = 0; r < 3; r++) {
+        sd_cuda_graph_stats dp, f, s;
+        cr_assert(sd_cuda_set_mma(t.gpu->be, 0) == 0);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &dp);
+        cr_assert(sd_cuda_set_mma(t.gpu->be, 1) == 0);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &f);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_STAGE, &s);
+        cr_log_info("persistent mma step of %d rows, %d layers: %ld stages; %ld stage waits + %ld "
+                    "chunk waits (stage waits only: %ld)",
+                    rows[r], c.n_layers, f.persist_stages, f.persist_waits, f.persist_chunk_waits,
+                    s.persist_waits);
+        cr_expect(f.persist_chunk_waits == c.n_layers && s.persist_chunk_waits == 0 &&
+                      f.persist_waits + f.persist_chunk_waits == s.persist_waits,
+                  "%d rows: %ld stage + %ld chunk waits, %ld stage waits alone", rows[r],
+                  f.persist_waits, f.persist_chunk_waits, s.persist_waits);
+        cr_expect(f.persist_stages == dp.persist_stages && f.persist_waits == dp.persist_waits &&
+                      f.persist_chunk_waits == dp.persist_chunk_waits,
+                  "%d rows: the mma step has %ld stages, %ld + %ld waits; the dp4a step %ld, "
+                  "%ld + %ld", rows[r], f.persist_stages, f.persist_waits, f.persist_chunk_waits,
+                  dp.persist_stages, dp.persist_waits, dp.persist_chunk_waits);
+    }
+    twin_free(&t);
+}
+
 /* A planted wrong wait: attention's chunk waits leave out the K/V rows
  * the step writes (SD_CUDA_WAITS_PLANTED), one decode step in a child
  * process under the schedule check, which must end it with its report.
  * The emulator's blocks go round in step, so a read comes before a write
  * it does not wait for only when the consumer takes its item while the
  * producer still runs: on 3 multiprocessors the last K/V items and the
- * attention items are taken in the same round. The child reports with its
- * exit status (Criterion's assertions belong to the parent): 0 when the
- * step ran, 2 when something before it failed. */
-static int planted_child(int how) {
+ * attention items are taken in the same round; with the products on
+ * tensor cores (mma: the Q/K/V product is 8 items, a head each) on 5. The
+ * child reports with its exit status (Criterion's assertions belong to the
+ * parent): 0 when the step ran, 2 when something before it failed. */
+static int planted_child(int how, int mma) {
     synth_cfg c = cfg_for(SD_Q8_0, 0);
     uint8_t *bytes;
     size_t n;
     sd_err e = {{0}};
-    if (setenv("SD_CUDA_PERSISTENT", "1", 1) || setenv("CUDA_EMU_SMS", "3", 1) ||
+    if (setenv("SD_CUDA_PERSISTENT", "1", 1) || setenv("CUDA_EMU_SMS", mma ? "5" : "3", 1) ||
         setenv("CUDA_EMU_COOP_CHECK", "1", 1) || synth_model_bytes(&c, &bytes, &n, &e))
         return 2;
     sd_backend *be = sd_backend_open(SD_DEVICE_CUDA, 1, &e);
@@ -370,7 +441,7 @@ static int planted_child(int how) {
     sd_model_opts o = {.n_ctx = CTX};
     sd_model *m = f ? sd_model_from_gguf(f, be, &o, &e) : NULL;
     int32_t ids[1];
-    if (!m || sd_cuda_set_persist_waits(be, how) ||
+    if (!m || sd_cuda_set_persist_waits(be, how) || sd_cuda_set_mma(be, mma) ||
         sd_forward_ex(m, m->kv, prompt, NP, 0, 0, NULL, 0, &e) ||
         sd_forward_top_k(m, m->kv, prompt + NP, 1, NP, 0, 1, 1, ids, &e)) {
         fprintf(stderr, "planted: %s\n", e.msg);
@@ -379,8 +450,8 @@ static int planted_child(int how) {
     return 0;
 }
 
-/* Runs planted_child(how) in a child; its stderr into buf, its status. */
-static int planted_run(int how, char *buf, size_t cap) {
+/* Runs planted_child(how, mma) in a child; its stderr into buf, its status. */
+static int planted_run(int how, int mma, char *buf, size_t cap) {
     int fd[2];
     cr_assert_eq(pipe(fd), 0);
     fflush(NULL);
@@ -389,7 +460,7 @@ static int planted_run(int how, char *buf, size_t cap) {
     if (pid == 0) {
         close(fd[0]);
         dup2(fd[1], 2);
-        _exit(planted_child(how));
+        _exit(planted_child(how, mma));
     }
     close(fd[1]);
     size_t len = 0;
@@ -402,16 +473,21 @@ static int planted_run(int how, char *buf, size_t cap) {
     return status;
 }
 
-Test(emu_forward, persist_planted_wrong_wait) {
+/* The step with its own waits runs clean, the planted one is reported;
+ * mma: with the products on tensor cores. */
+static void planted_expect(int mma) {
     static char buf[1 << 16];
     sd_cuda_available(buf, sizeof buf);
     if (!strstr(buf, "cuda-emu")) cr_skip_test("the planted wait needs the emulator's schedule check");
-    int st = planted_run(SD_CUDA_WAITS_FINE, buf, sizeof buf);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the step with its own waits:\n%s", buf);
-    st = planted_run(SD_CUDA_WAITS_PLANTED, buf, sizeof buf);
-    cr_expect(!WIFEXITED(st), "the wrong wait ran unnoticed (exit %d):\n%s",
+    int st = planted_run(SD_CUDA_WAITS_FINE, mma, buf, sizeof buf);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the step with its own waits (mma %d):\n%s", mma, buf);
+    st = planted_run(SD_CUDA_WAITS_PLANTED, mma, buf, sizeof buf);
+    cr_expect(!WIFEXITED(st), "the wrong wait ran unnoticed (mma %d, exit %d):\n%s", mma,
               WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
     cr_expect(strstr(buf, "ERROR: kernel step_kernel (cooperative, CUDA_EMU_COOP_CHECK=1): the result "
                           "depends on the order of the blocks") != NULL,
-              "no schedule report:\n%s", buf);
+              "no schedule report (mma %d):\n%s", mma, buf);
 }
+
+Test(emu_forward, persist_planted_wrong_wait) { planted_expect(0); }
+Test(emu_forward, persist_mma_planted_wrong_wait) { planted_expect(1); }

@@ -216,8 +216,10 @@ double lg_targets_verify(const lg_targets *t, int n);
  * graph+pdl mma: graph+pdl with SD_CUDA_MMA=1, the products of quantised,
  *   BF16 and F16 weights on tensor cores for every row count (mv_mma.cuh),
  *   every weight read and dequantised once for all rows;
- * persist fine mma (not built): persist fine with those products; the
- *   persistent step builds its stages on the dp4a tiles. */
+ * persist fine mma: persist fine with those products (SD_CUDA_PERSISTENT=1
+ *   SD_CUDA_MMA=1: the step's product stages on tensor cores, with the
+ *   same stage and chunk waits, attention's chunks drawn from the mma
+ *   layout). */
 enum {
     LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSIST_STAGE, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA,
     LG_PERSIST_FINE_MMA, LG_NPATH

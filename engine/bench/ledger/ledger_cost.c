@@ -80,7 +80,7 @@ static const struct {
     {"persist stage", "stage", 0, 0, 1, 0},
     {"persist fine", "fine", 0, 0, 2, 0},
     {"graph+pdl mma", "pdl_mma", 1, 1, 0, 1},
-    {"persist fine mma (not built)", "fine_mma", 0, 0, 2, 1},
+    {"persist fine mma", "fine_mma", 0, 0, 2, 1},
 };
 
 const char *lg_path_name(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].name : "?"; }
