@@ -16,7 +16,9 @@
  *   - with every such step one persistent launch (SD_CUDA_PERSISTENT=1,
  *     kernels/cuda/step.cu), for every weight type greedy output is the
  *     CPU's and for F32, Q4_K and qwen2 Q4_K every strategy is
- *     autoregressive greedy's (persist_type); the waits a persistent step
+ *     autoregressive greedy's (persist_type), and the same again with the
+ *     weight rows of its items staged in shared memory under the schedule
+ *     check (persist_stage_*, SD_CUDA_STAGE=1); the waits a persistent step
  *     holds and its host time, built and kept (persist_waits); and a
  *     planted wrong chunk wait that the emulator's schedule check catches
  *     (persist_planted_wrong_wait, emulator only).
@@ -221,11 +223,17 @@ static void forward_type(uint32_t type, int qwen2, int full) {
  * missing wait changes; the others leave it out for time. The outputs
  * must be what the graph path gives: greedy output the CPU's and (full)
  * every strategy autoregressive greedy's; and every recorded step must
- * have run persistently. */
-static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
-    char what[64];
-    snprintf(what, sizeof what, "%s %s (persistent)", qwen2 ? "qwen2" : "llama", sd_wtype_name(type));
+ * have run persistently. With stage (SD_CUDA_STAGE=1, kernels/cuda/
+ * stage.cuh) the blocks compute the matrix-vector items with waits from
+ * weight rows staged in shared memory, always under the schedule check,
+ * and the emulator stops any tile that reads them through a global-memory
+ * load. */
+static void persist_type(uint32_t type, int qwen2, int full, int order_check, int stage) {
+    char what[80];
+    snprintf(what, sizeof what, "%s %s (persistent%s)", qwen2 ? "qwen2" : "llama",
+             sd_wtype_name(type), stage ? ", staged" : "");
     cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    cr_assert(setenv("SD_CUDA_STAGE", stage ? "1" : "0", 1) == 0);
     cr_assert(!order_check || setenv("CUDA_EMU_COOP_CHECK", "1", 1) == 0);
     twin t, d = {0};
     twin_load(&t, type, qwen2);
@@ -251,6 +259,8 @@ static void persist_type(uint32_t type, int qwen2, int full, int order_check) {
     cr_expect(st.persist_chunk_waits == cfg_for(type, qwen2).n_layers,
               "%s: the last step's attention waits: %ld chunk waits for %d layers", what,
               st.persist_chunk_waits, cfg_for(type, qwen2).n_layers);
+    cr_expect(stage ? st.persist_staged > 0 : st.persist_staged == 0,
+              "%s: the last step staged %ld items", what, st.persist_staged);
     if (d.bytes) twin_free(&d);
     twin_free(&t);
 }
@@ -273,16 +283,26 @@ Test(emu_forward, q4_k) { forward_type(SD_Q4_K, 0, 1); }
 Test(emu_forward, q6_k) { forward_type(SD_Q6_K, 0, 0); }
 Test(emu_forward, qwen2_f32) { forward_type(SD_F32, 1, 0); }
 Test(emu_forward, qwen2_q4_k) { forward_type(SD_Q4_K, 1, 1); }
-Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0); }
-Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0); }
-Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0); }
-Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0); }
-Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0); }
-Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0); }
-Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1); }
-Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0); }
+Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0, 0); }
+Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0, 0); }
+Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0, 0); }
+Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0, 0); }
+Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0, 0); }
+Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 0); }
+Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0, 0); }
+Test(emu_forward, persist_stage_f32) { persist_type(SD_F32, 0, 1, 1, 1); }
+Test(emu_forward, persist_stage_f16) { persist_type(SD_F16, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_bf16) { persist_type(SD_BF16, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_q8_0) { persist_type(SD_Q8_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_q4_0) { persist_type(SD_Q4_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_q4_1) { persist_type(SD_Q4_1, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_q5_0) { persist_type(SD_Q5_0, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_q4_k) { persist_type(SD_Q4_K, 0, 1, 1, 1); }
+Test(emu_forward, persist_stage_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 1); }
+Test(emu_forward, persist_stage_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 1, 1); }
 
 /* One persistent step of n rows after the prompt (how: how its stages
  * wait, SD_CUDA_WAITS_*), whose greedy ids must be the CPU's; its stats
