@@ -99,9 +99,10 @@ static const char *base(const char *path) {
 /* The step ledger's tag of the path these settings run (the keys of
  * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
  * path; the persistent step is the stage-level one of kernels/cuda/step.cu
- * (it builds its steps without the tensor-core products). */
+ * (it builds its steps without the tensor-core products), with its items'
+ * weights staged in shared memory or not (SD_CUDA_STAGE). */
 static const char *ledger_tag(void) {
-    if (opts.cuda_persistent) return "fine";
+    if (opts.cuda_persistent) return opts.cuda_stage ? "fine_smem" : "fine";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
     if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";
@@ -288,9 +289,10 @@ static int graph_check(sd_model *m, sd_err *e) {
            st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks,
            st.nodes, same ? "equal" : "DIFFER from");
     if (st.persistent || st.persist_fallbacks)
-        printf("S   persistent: %ld steps one launch, %ld the graph way%s%s\n", st.persistent,
-               st.persist_fallbacks, st.persist_fallbacks ? ": " : "",
-               st.persist_fallbacks ? st.persist_why : "");
+        printf("S   persistent: %ld steps one launch, %ld the graph way%s%s; the last staged %ld "
+               "items in shared memory\n", st.persistent, st.persist_fallbacks,
+               st.persist_fallbacks ? ": " : "", st.persist_fallbacks ? st.persist_why : "",
+               st.persist_staged);
     return same && st.launched + st.persistent > 0 ? 0 : -1;
 }
 
