@@ -56,7 +56,9 @@
  *     taken, before its wait);
  *   persist fine smem: as persist fine, but a wait before a matrix-vector
  *     stage exposes smem_us in place of the rest of load_us (the item's
- *     rows were staged in shared memory while it waited);
+ *     rows were staged in shared memory while it waited; every product is
+ *     taken as staged, though NEOX Q/K/V and rows too large for the
+ *     buffer keep the L2 prefetch on the device);
  *   every step adds step_us. */
 #include <string.h>
 
