@@ -45,10 +45,10 @@
 #include "kernels/cuda/wspan.cuh"
 
 /* The staging buffer a block: 48 KiB of dynamic shared memory. The step
- * kernel holds 168 registers a thread (ptxas, sm_90), so a multiprocessor
- * holds 3 of its 128-thread blocks, and 3 x (48 + 1) KiB (1 KiB reserved
- * a block) is well inside its 228 KiB: the buffer costs no residency, and
- * 4 blocks would still fit. It holds 8 rows of 8960 Q4_K values (40 KB:
+ * kernel holds 168 registers a thread with the staging paths (ptxas,
+ * sm_90; 128 without them), so a multiprocessor holds 3 of its 128-thread
+ * blocks, and 3 x (48 + 1) KiB (1 KiB reserved a block) is well inside its
+ * 228 KiB: the buffer itself costs no residency, and 4 blocks would fit. It holds 8 rows of 8960 Q4_K values (40 KB:
  * an item of the down projection of Qwen2.5-1.5B) with their arguments. */
 enum { SG_BYTES = 48 * 1024, SG_WINS = 3 * WS_RUNS };
 
