@@ -67,18 +67,18 @@ struct MvAct {
     float neps;
 };
 
-/* One weight row: its values, high bits and scales (cuda_int.h); sm: read
- * with ordinary loads, which shared memory allows (mv_row). */
+/* One weight row: its values, high bits and scales (cuda_int.h); sm: in
+ * shared memory (MvMat). */
 struct MvRow {
     const uint8_t *q, *h, *sc;
     int sm;
 };
 
-/* A load of weight bytes: evict-first from global memory, or (sm) an
- * ordinary load, valid for rows staged in shared memory too: __ldcs is
- * ld.global.cs, which faults on a shared-memory address (as __ldg does,
- * mv_ld_nc). sm is a constant of the instantiation (mv_row), so each
- * compiles to one kind of load. */
+/* A load of weight bytes: evict-first from global memory, or an ordinary
+ * load of rows staged in shared memory (sm): __ldcs is ld.global.cs, which
+ * faults on a shared-memory address (as __ldg does, mv_ld_nc). One run-time
+ * switch, the same for the whole item, rather than a template parameter,
+ * which would instantiate every tile twice in the persistent step. */
 template <class V>
 __device__ __forceinline__ V mv_ld(const V *p, int sm) {
     return sm ? *p : __ldcs(p);
@@ -597,12 +597,14 @@ static inline void mv_act_spans(const MvAct &A, cu_spans *sp) {
 }
 
 /* A matrix as the kernels see it: values, high bits and scales, bytes per
- * row of each (the persistent step may point them at rows it staged in
- * shared memory, stage.cuh). */
+ * row of each; sm: 1 where the persistent step points q, h and sc at rows
+ * it staged in shared memory (stage.cuh), so the tiles read them with
+ * loads valid there (mv_ld). */
 struct MvMat {
     const uint8_t *q, *h, *sc;
     size_t qrow, hrow, srow;
     int rows;
+    int sm;
 };
 
 static inline MvMat mv_mat(const sd_weight *w) {
@@ -614,21 +616,21 @@ static inline MvMat mv_mat(const sd_weight *w) {
                cu_qrow_bytes(t, w->cols),
                cu_hrow_bytes(t, w->cols),
                cu_srow_bytes(t, w->cols),
-               (int)w->rows};
+               (int)w->rows,
+               0};
     return m;
 }
 
 /* Row r of m, clamped into the matrix (rows past the end are computed and
- * not stored, which keeps every lane of the warp in step). S = 1 in the
- * persistent step, whose items may read rows staged in shared memory: its
- * tiles read every weight with ordinary loads (the step's evict-first
- * hint given up for one instantiation of each tile rather than a run-time
- * switch in every load, which cost registers and ptxas time); S = 0, the
- * kernels' own launches, keeps the evict-first loads. */
+ * not stored, which keeps every lane of the warp in step). S: m may be
+ * staged (the persistent step); S = 0, the kernels' own launches, makes
+ * the row's sm a constant 0, so the loads' switch (mv_ld) compiles away
+ * and those kernels keep the registers of evict-first loads alone. */
 template <int S>
 __device__ __forceinline__ MvRow mv_row(const MvMat &m, int r) {
     r = min(r, m.rows - 1);
-    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow, S};
+    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow,
+                 S ? m.sm : 0};
     return row;
 }
 

@@ -37,8 +37,8 @@
  * its source's address mod 16. A staged matrix's q, h and sc point so that
  * row r of the run lands in its window (base - r0 * row bytes: the pointer
  * leaves the buffer below the run and is only ever moved back into it by
- * mv_row), and the step's tiles read every weight with loads valid for
- * shared memory (mv.cuh mv_row, mv_ld). */
+ * mv_row), and its sm flag makes the tiles read it with loads valid for
+ * shared memory (mv.cuh mv_ld). */
 #ifndef SD_CUDA_STAGE_CUH
 #define SD_CUDA_STAGE_CUH
 
@@ -121,6 +121,7 @@ __host__ __device__ inline MvMat sg_mat(const SgPlan &p, int k, const unsigned c
     m.q = (const uint8_t *)(b + (uintptr_t)p.base[k][0]);
     m.h = (const uint8_t *)(b + (uintptr_t)p.base[k][1]);
     m.sc = (const uint8_t *)(b + (uintptr_t)p.base[k][2]);
+    m.sm = 1;
     return m;
 }
 

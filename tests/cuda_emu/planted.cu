@@ -504,7 +504,7 @@ static int sg_compare(const char *what, int kind, const void *args, size_t bytes
             const MvMat &dev = *(const MvMat *)(buf + p.off[k]);
             const uint8_t *src[3] = {m.q, m.h, m.sc}, *dst[3] = {s.q, s.h, s.sc};
             const size_t rb[3] = {m.qrow, m.hrow, m.srow};
-            if (dev.rows != m.rows || (uintptr_t)dev.q - at[b] != (uintptr_t)(s.q - buf) ||
+            if (!dev.sm || dev.rows != m.rows || (uintptr_t)dev.q - at[b] != (uintptr_t)(s.q - buf) ||
                 (uintptr_t)dev.sc - at[b] != (uintptr_t)(s.sc - buf)) {
                 snprintf(msg, cap, "%s: virtual block %u: the staged arguments' matrix %d", what, b, k);
                 err = 1;
