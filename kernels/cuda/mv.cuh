@@ -20,8 +20,7 @@
  * loads (cu_ld_act), not through the read-only path: the kernel before
  * writes them while this one is already running under programmatic
  * dependent launch (cuda_int.h). Weights are read once, with an
- * evict-first hint (__ldcs), or, where the persistent step staged an item's
- * rows in shared memory (stage.cuh), with ordinary loads (mv_ld).
+ * evict-first hint (__ldcs).
  * Blocks are numbered tile-fastest (block b: activation tile b % ntiles, row
  * group b / ntiles), so for n > NT the blocks that read the same weight rows
  * run side by side and all but the first find them in L2: every weight byte
@@ -67,22 +66,10 @@ struct MvAct {
     float neps;
 };
 
-/* One weight row: its values, high bits and scales (cuda_int.h); sm: in
- * shared memory (MvMat). */
+/* One weight row: its values, high bits and scales (cuda_int.h). */
 struct MvRow {
     const uint8_t *q, *h, *sc;
-    int sm;
 };
-
-/* A load of weight bytes: evict-first from global memory, or an ordinary
- * load of rows staged in shared memory (sm): __ldcs is ld.global.cs, which
- * faults on a shared-memory address (as __ldg does, mv_ld_nc). One run-time
- * switch, the same for the whole item, rather than a template parameter,
- * which would instantiate every tile twice in the persistent step. */
-template <class V>
-__device__ __forceinline__ V mv_ld(const V *p, int sm) {
-    return sm ? *p : __ldcs(p);
-}
 
 /* Elements in one 16-byte chunk of values. */
 __host__ __device__ constexpr int mv_chunk_elems(int t) {
@@ -131,10 +118,10 @@ struct MvW {
 template <int T>
 __device__ __forceinline__ MvW mv_ldw(const MvRow &r, int c) {
     MvW w;
-    w.q = mv_ld(reinterpret_cast<const uint4 *>(r.q) + c, r.sm);
+    w.q = __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
     w.h = make_uint2(0, 0);
-    if constexpr (T == SD_Q5_0) w.h.x = mv_ld(reinterpret_cast<const unsigned *>(r.h) + c, r.sm);
-    if constexpr (T == SD_Q6_K) w.h = mv_ld(reinterpret_cast<const uint2 *>(r.h) + c, r.sm);
+    if constexpr (T == SD_Q5_0) w.h.x = __ldcs(reinterpret_cast<const unsigned *>(r.h) + c);
+    if constexpr (T == SD_Q6_K) w.h = __ldcs(reinterpret_cast<const uint2 *>(r.h) + c);
     return w;
 }
 
@@ -158,15 +145,15 @@ template <int T>
 __device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
     if constexpr (T == SD_Q8_0 || T == SD_Q4_0 || T == SD_Q5_0) {
         const int b = T == SD_Q8_0 ? c >> 1 : c;
-        return make_float2(mv_h2f(mv_ld(reinterpret_cast<const unsigned short *>(r.sc) + b, r.sm)), 0.f);
+        return make_float2(mv_h2f(__ldcs(reinterpret_cast<const unsigned short *>(r.sc) + b)), 0.f);
     } else if constexpr (T == SD_Q4_1) {
-        const unsigned u = mv_ld(reinterpret_cast<const unsigned *>(r.sc) + c, r.sm);
+        const unsigned u = __ldcs(reinterpret_cast<const unsigned *>(r.sc) + c);
         return make_float2(mv_h2f(u), mv_h2f(u >> 16));
     } else if constexpr (T == SD_Q4_K) {
         /* record {d, dmin, scales[12]}: bytes 0-3 of scales hold sc 0-3 (low
          * 6 bits) and the top bits of sc 4-7, bytes 4-7 the same for mn,
          * bytes 8-11 the low nibbles of sc 4-7 and (high nibbles) mn 4-7 */
-        const uint4 rec = mv_ld(reinterpret_cast<const uint4 *>(r.sc) + (c >> 3), r.sm);
+        const uint4 rec = __ldcs(reinterpret_cast<const uint4 *>(r.sc) + (c >> 3));
         const int s = c & 7, sh = 8 * (s & 3);
         const unsigned a = rec.y >> sh, b = rec.z >> sh, hi = rec.w >> sh;
         const unsigned sc = s < 4 ? a & 63 : (hi & 15) | ((a >> 2) & 48);
@@ -174,8 +161,8 @@ __device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
         return make_float2(mv_h2f(rec.x) * (float)sc, mv_h2f(rec.x >> 16) * (float)mn);
     } else if constexpr (T == SD_Q6_K) {
         const unsigned short *rec = reinterpret_cast<const unsigned short *>(r.sc + (size_t)(c >> 3) * 20);
-        const unsigned sc = mv_ld(rec + (c & 7), r.sm);
-        const float d = mv_h2f(mv_ld(rec + 8, r.sm));
+        const unsigned sc = __ldcs(rec + (c & 7));
+        const float d = mv_h2f(__ldcs(rec + 8));
         return make_float2(d * (float)(int8_t)(sc & 0xff), d * (float)(int8_t)(sc >> 8));
     } else {
         return make_float2(0.f, 0.f);
@@ -240,22 +227,15 @@ __device__ __forceinline__ float mv_dot(const MvW &w, float2 dm, const MvX &x) {
     }
 }
 
-/* Element k of a float-type row (the path for odd shapes): through the
- * read-only path, or an ordinary load of a staged row (mv_ld). */
-template <class V>
-__device__ __forceinline__ V mv_ld_nc(const V *p, int sm) {
-    return sm ? *p : __ldg(p);
-}
-
+/* Element k of a float-type row (the path for odd shapes). */
 template <int T>
-__device__ __forceinline__ float mv_elem(const MvRow &r, int k) {
+__device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
     if constexpr (T == SD_F32)
-        return mv_ld_nc(reinterpret_cast<const float *>(r.q) + k, r.sm);
+        return __ldg(reinterpret_cast<const float *>(q) + k);
     else if constexpr (T == SD_BF16)
-        return __uint_as_float((unsigned)mv_ld_nc(reinterpret_cast<const unsigned short *>(r.q) + k, r.sm)
-                               << 16);
+        return __uint_as_float((unsigned)__ldg(reinterpret_cast<const unsigned short *>(q) + k) << 16);
     else
-        return mv_h2f(mv_ld_nc(reinterpret_cast<const unsigned short *>(r.q) + k, r.sm));
+        return mv_h2f(__ldg(reinterpret_cast<const unsigned short *>(q) + k));
 }
 
 /* Shared memory of a folded norm's tile (see the top), 16-byte aligned:
@@ -374,7 +354,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
     if constexpr (mv_float(T)) {
         if (!fast) {
             for (int k = slice * 32 + lane; k < L.cols; k += 32 * ks) {
-                const float w0 = mv_elem<T>(r0, k), w1 = mv_elem<T>(r1, k);
+                const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
                     if (i0 + i >= L.n) break;
@@ -597,14 +577,11 @@ static inline void mv_act_spans(const MvAct &A, cu_spans *sp) {
 }
 
 /* A matrix as the kernels see it: values, high bits and scales, bytes per
- * row of each; sm: 1 where the persistent step points q, h and sc at rows
- * it staged in shared memory (stage.cuh), so the tiles read them with
- * loads valid there (mv_ld). */
+ * row of each. */
 struct MvMat {
     const uint8_t *q, *h, *sc;
     size_t qrow, hrow, srow;
     int rows;
-    int sm;
 };
 
 static inline MvMat mv_mat(const sd_weight *w) {
@@ -616,21 +593,15 @@ static inline MvMat mv_mat(const sd_weight *w) {
                cu_qrow_bytes(t, w->cols),
                cu_hrow_bytes(t, w->cols),
                cu_srow_bytes(t, w->cols),
-               (int)w->rows,
-               0};
+               (int)w->rows};
     return m;
 }
 
 /* Row r of m, clamped into the matrix (rows past the end are computed and
- * not stored, which keeps every lane of the warp in step). S: m may be
- * staged (the persistent step); S = 0, the kernels' own launches, makes
- * the row's sm a constant 0, so the loads' switch (mv_ld) compiles away
- * and those kernels keep the registers of evict-first loads alone. */
-template <int S>
+ * not stored, which keeps every lane of the warp in step). */
 __device__ __forceinline__ MvRow mv_row(const MvMat &m, int r) {
     r = min(r, m.rows - 1);
-    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow,
-                 S ? m.sm : 0};
+    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow};
     return row;
 }
 

@@ -86,23 +86,12 @@
  * on the __dp4a tiles and on tensor cores alike (test_emu_forward's
  * persist_waits and persist_mma_waits count them).
  *
- * Prefetch and staging. A block that takes an item of a stage with waits
- * first fetches the item's weight rows (wspan.cuh: its row runs), then
- * waits, so the weights stream while the producers finish. With staging
- * on (c->stage, SD_CUDA_STAGE=1) it copies them into a buffer of its
- * dynamic shared memory (stage.cuh: cp.async, SG_BYTES after the
- * launches' own dynamic shared memory, sized in st_run) when each matrix's
- * rows are one run and all fit; after its waits it waits for its copies
- * and meets the block at a barrier, and runs the item on the copy of its
- * arguments in the same buffer, whose matrices point at the staged rows.
- * The buffer is free for the block's next item once the item's flag count
- * has passed its barrier. The copies read only weights, which no stage
- * writes, and complete without any other block, so the progress argument
- * below holds as before: a block still takes one item at a time and waits
- * only for earlier ones. Otherwise it asks L2 for them (a 128-byte line a
- * thread, prefetch.global.L2 on sm_90), and the item's own evict-first
- * loads find them there. Items without waits start loading at once and
- * fetch nothing ahead; nor do the kinds that read no weights.
+ * Prefetch. A block that takes an item of a stage with waits first asks L2
+ * for the item's weight rows (wspan.cuh: its row runs, a 128-byte line a
+ * thread, prefetch.global.L2 on sm_90), then waits: the weights stream
+ * while the producers finish, and the item's own evict-first loads find
+ * them in L2. Items without waits start loading at once and prefetch
+ * nothing; nor do the kinds that read no weights.
  *
  * Running. The grid is as many blocks of ST_THREADS threads as are resident
  * at once (occupancy x multiprocessors, a cooperative launch, so all of
@@ -144,7 +133,6 @@
 #include "kernels/cuda/persist.cuh"
 #include "kernels/cuda/qact.cuh"
 #include "kernels/cuda/qkv_rope.cuh"
-#include "kernels/cuda/stage.cuh"
 #include "kernels/cuda/wspan.cuh"
 
 enum {
@@ -185,8 +173,6 @@ struct StArgs {
     unsigned *flag;       /* [ST_FLAGS]: stage flags, the item counter, chunk flags */
     unsigned base;        /* the counter's value before this launch */
     unsigned items;
-    int stage;            /* stage weight rows in shared memory (c->stage, see the top) */
-    unsigned stage_at;    /* the staging buffer's offset in dynamic shared memory */
 };
 
 /* ---- device ------------------------------------------------------------------
@@ -203,13 +189,13 @@ struct StArgs {
 template <int T, int NT>
 __device__ __noinline__ void st_mv(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
-    case CU_STEP_MM: mm_vblock<T, NT, 1>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
-    case CU_STEP_FFN: ffn_vblock<T, NT, 1>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
+    case CU_STEP_MM: mm_vblock<T, NT>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
+    case CU_STEP_FFN: ffn_vblock<T, NT>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
     case CU_STEP_QKV:
-        qkv_vblock<T, NT, QkvArgs, 1>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
+        qkv_vblock<T, NT, QkvArgs>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
         break;
     default:
-        qkv_vblock<T, NT, QkvScatterArgs, 1>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
+        qkv_vblock<T, NT, QkvScatterArgs>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
                                           false, false);
         break;
     }
@@ -225,13 +211,13 @@ __device__ __forceinline__ void st_mv_t(int kind, int nt8, const unsigned char *
 template <int T, int NT>
 __device__ __noinline__ void st_mq(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
-    case CU_STEP_MM: mq_mm_vblock<T, NT, 1>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
-    case CU_STEP_FFN: mq_ffn_vblock<T, NT, 1>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
+    case CU_STEP_MM: mq_mm_vblock<T, NT>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
+    case CU_STEP_FFN: mq_ffn_vblock<T, NT>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
     case CU_STEP_QKV:
-        mq_qkv_vblock<T, NT, QkvArgs, 1>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
+        mq_qkv_vblock<T, NT, QkvArgs>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
         break;
     default:
-        mq_qkv_vblock<T, NT, QkvScatterArgs, 1>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
+        mq_qkv_vblock<T, NT, QkvScatterArgs>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
                                              false, false);
         break;
     }
@@ -327,24 +313,14 @@ __device__ __forceinline__ void st_lines(const uint8_t *p, size_t bytes) {
 #endif
 }
 
-/* The weight rows of virtual block b of a stage (wspan.cuh), fetched
- * before the block waits: with stage set, staged in buf when they fit
- * (stage.cuh), 1; else towards L2 on sm_90 (the emulator has no L2 and no
- * __CUDA_ARCH__: nothing), 0. Every thread of the block calls it and gets
- * the same answer. */
-__device__ __noinline__ int st_fetch(int kind, int variant, const unsigned char *args, unsigned b,
-                                     uint8_t *buf, int stage) {
+/* The weight rows of virtual block b of a stage (wspan.cuh) towards L2,
+ * so that they stream while the block waits; on sm_90 (the emulator has
+ * no L2 and no __CUDA_ARCH__: nothing). */
+__device__ __noinline__ void st_prefetch(int kind, int variant, const unsigned char *args, unsigned b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     WsRun r[WS_RUNS];
     const int n = ws_runs(kind, variant, args, b, r);
-    if (n > WS_RUNS) return 0;
-    if (stage) {
-        SgPlan p;
-        if (sg_plan(kind, args, r, n, SG_BYTES, &p)) {
-            sg_stage(p, args, buf);
-            return 1;
-        }
-    }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (n > WS_RUNS) return;
     for (int k = 0; k < n; k++) {
         const MvMat &m = *r[k].m;
         const size_t r0 = (size_t)r[k].r0, rows = (size_t)(r[k].r1 - r[k].r0);
@@ -352,14 +328,13 @@ __device__ __noinline__ int st_fetch(int kind, int variant, const unsigned char 
         st_lines(m.h + r0 * m.hrow, rows * m.hrow);
         st_lines(m.sc + r0 * m.srow, rows * m.srow);
     }
+#else
+    (void)kind, (void)variant, (void)args, (void)b;
 #endif
-    return 0;
 }
 
 __global__ void __launch_bounds__(ST_THREADS, ST_MIN_BLOCKS) step_kernel(const StArgs a) {
     __shared__ unsigned item;
-    extern __shared__ __align__(16) uint8_t st_smem[];
-    uint8_t *const buf = st_smem + a.stage_at;
     int s = 0;
     for (;;) {
         if (threadIdx.x == 0) item = atomicAdd(a.flag + ST_MAX, 1u) - a.base;
@@ -370,8 +345,7 @@ __global__ void __launch_bounds__(ST_THREADS, ST_MIN_BLOCKS) step_kernel(const S
         while (it - a.st[s].first >= a.st[s].blocks) s++;
         const StStage &S = a.st[s];
         const unsigned b = it - S.first;
-        const unsigned char *args = a.args + S.args;
-        const int staged = S.ndep ? st_fetch(S.kind, S.variant, args, b, buf, a.stage) : 0;
+        if (S.ndep) st_prefetch(S.kind, S.variant, a.args + S.args, b);
         for (int d = 0; d < S.ndep; d++) {
             const int i = S.dep[d];
             if (S.fine >> d & 1) {
@@ -381,12 +355,7 @@ __global__ void __launch_bounds__(ST_THREADS, ST_MIN_BLOCKS) step_kernel(const S
                 cu_flag_wait(a.flag + i, a.tgt[i], (int)it);
             }
         }
-        if (staged) {
-            sg_wait_all();
-            __syncthreads();
-            args = buf;
-        }
-        st_item(S.kind, S.variant, args, b);
+        st_item(S.kind, S.variant, a.args + S.args, b);
         if (S.chunk0 >= 0) {
             const unsigned short *ct = reinterpret_cast<const unsigned short *>(a.args + S.ctab);
             cu_flag_add2(a.flag + s, a.flag + ST_CHUNK0 + S.chunk0 + ct[b / S.cdiv], 1u);
@@ -413,7 +382,6 @@ struct StKept {
     unsigned items;
     size_t smem;
     long waits, chunk_waits;
-    long staged; /* items whose weight rows fit the staging buffer (st_staged) */
     void *dev; /* stage table, then the arguments at args */
     size_t args, dev_cap;
 };
@@ -712,23 +680,6 @@ static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
 
 static size_t st_align(size_t n) { return (n + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1); }
 
-/* The items a block stages in shared memory when staging is on: those of
- * stages with waits whose rows fit (st_fetch decides so on the device). */
-static long st_staged(const cu_persist *p) {
-    long n = 0;
-    for (int s = 0; s < p->nst; s++) {
-        const StStage *S = &p->st[s];
-        if (!S->ndep || !sg_args_bytes(S->kind)) continue;
-        for (unsigned b = 0; b < S->blocks; b++) {
-            WsRun r[WS_RUNS];
-            SgPlan g;
-            const int k = ws_runs(S->kind, S->variant, p->args + S->args, b, r);
-            n += k <= WS_RUNS && sg_plan(S->kind, p->args + S->args, r, k, SG_BYTES, &g);
-        }
-    }
-    return n;
-}
-
 /* The step just built into kept slot K: its table and chunk counts on the
  * host, table and arguments on the device (queued on the stream after the
  * launches before; from pageable memory, so the host buffers are free
@@ -765,7 +716,6 @@ static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
             if (p->st[s].fine >> d & 1) K->chunk_waits++;
             else K->waits++;
         }
-    K->staged = st_staged(p);
     unsigned char *dev = (unsigned char *)K->dev;
     err = cudaMemcpyAsync(dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
                           c->stream);
@@ -778,10 +728,8 @@ static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
  * reached, copied, then the cooperative launch. t0: when the host began
  * on this step. */
 static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct timespec *t0, sd_err *e) {
-    /* the staging buffer after the launches' own dynamic shared memory */
-    const size_t stage_at = st_align(K->smem), smem = c->stage ? stage_at + SG_BYTES : K->smem;
     unsigned grid;
-    if (st_grid(c, smem, &grid, e)) return -1;
+    if (st_grid(c, K->smem, &grid, e)) return -1;
     if (grid > K->items) grid = K->items;
     cudaError_t err;
     if (p->shadow[ST_MAX] > 0x7fffffffu) {
@@ -808,15 +756,13 @@ static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct times
     a.flag = p->flag;
     a.base = p->shadow[ST_MAX];
     a.items = K->items;
-    a.stage = c->stage;
-    a.stage_at = (unsigned)stage_at;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeCooperative;
     at.val.cooperative = 1;
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(ST_THREADS);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = K->smem;
     cfg.stream = c->stream;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
@@ -829,7 +775,6 @@ static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct times
     c->gstats.persist_stages = K->nst;
     c->gstats.persist_waits = K->waits;
     c->gstats.persist_chunk_waits = K->chunk_waits;
-    c->gstats.persist_staged = c->stage ? K->staged : 0;
     c->gstats.persist_build_us = build_us;
     return 0;
 }
