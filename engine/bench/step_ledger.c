@@ -421,6 +421,7 @@ static int path_uses(int path, int k) {
     if (k == LG_FLAG_US || k == LG_TAIL_US || k == LG_LOAD_US || k == LG_OP_US || k == WAITS)
         return !is_graph(path);
     if (k == LG_MMA_EFF) return path == LG_GRAPH_PDL_MMA || path == LG_PERSIST_FINE_MMA;
+    if (k == LG_SMEM_US) return path == LG_PERSIST_FINE_SMEM;
     return 1;
 }
 
@@ -475,7 +476,8 @@ static void wait_costs(const lg_device *d, int path, double *stage, double *item
         return;
     }
     const double s = v[LG_FLAG_US] + v[LG_TAIL_US], i = v[LG_FLAG_US];
-    *stage = s > v[LG_LOAD_US] ? s : v[LG_LOAD_US];
+    /* staged: the stage-level waits are before the products */
+    *stage = path == LG_PERSIST_FINE_SMEM ? s + v[LG_SMEM_US] : s > v[LG_LOAD_US] ? s : v[LG_LOAD_US];
     *item = i > v[LG_LOAD_US] ? i : v[LG_LOAD_US];
 }
 

@@ -933,6 +933,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_
     c->pdl = prop.major >= 9 && d.cuda_pdl;
     c->fuse_norm = d.cuda_fuse_norm;
     c->persist_on = prop.major >= 9 && d.cuda_persistent;
+    c->stage = d.cuda_stage != 0;
     c->mma = d.cuda_mma != 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||

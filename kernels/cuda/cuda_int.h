@@ -181,8 +181,9 @@ typedef struct sd_cuda {
      * for those alone, Makefile): graph_end runs a recorded step as
      * one persistent launch (step.cu) where it can; pst its state (NULL
      * until the first); step set while the launchers add stages to it;
-     * persist_waits how its stages wait (SD_CUDA_WAITS_*). */
-    int persist_on, persist_waits;
+     * persist_waits how its stages wait (SD_CUDA_WAITS_*); stage: its
+     * blocks stage weight rows in shared memory (cuda_stage, step.cu). */
+    int persist_on, persist_waits, stage;
     cu_persist *pst;
     cu_persist *step;
     cu_graph pkept[CU_GRAPHS]; /* the records of step.cu's kept work lists (exec unused) */
