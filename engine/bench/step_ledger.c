@@ -122,7 +122,7 @@ static int decode_path(int path) { return path != LG_GRAPH_PDL_MMA && path != LG
 
 static void print_decode(const lg_device *d, int ctx) {
     printf("decode, one row at position %d: launches (graph nodes, or the persistent launch's "
-           "stages; the argmax is launched after either), stage-level + item-level waits (per "
+           "stages, the argmax among them), stage-level + item-level waits (per "
            "layer), MB read and written, predicted step (of it exposed: launches, waits, host)\n",
            ctx);
     printf("  %-18s %-17s %10s %15s %7s %6s %6s %8s %8s %7s %7s %6s  %s\n", "shape", "path", "launches",

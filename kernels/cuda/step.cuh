@@ -23,6 +23,7 @@
 #include "kernels/cuda/persist.cuh"
 #include "kernels/cuda/qact.cuh"
 #include "kernels/cuda/qkv_rope.cuh"
+#include "kernels/cuda/top_k.cuh"
 #include "kernels/cuda/wspan.cuh"
 
 enum {
@@ -144,6 +145,17 @@ __device__ __forceinline__ void st_other(int kind, int variant, const unsigned c
     }
     case CU_STEP_NORM: rn_row<0>(*reinterpret_cast<const RnArgs *>(args), b, false); break;
     case CU_STEP_QACT: qa_vblock(*reinterpret_cast<const QaArgs *>(args), b, ST_WARPS); break;
+    case CU_STEP_TOPK: {
+        const TkArgs &a = *reinterpret_cast<const TkArgs *>(args);
+        tk_row<ST_THREADS>(a.out, a.probs, a.x, a.cols, a.k, b);
+        break;
+    }
+    case CU_STEP_ARGMAX_PART: {
+        const AmPartArgs &a = *reinterpret_cast<const AmPartArgs *>(args);
+        am_part<ST_THREADS>(a, b % (unsigned)a.split, b / (unsigned)a.split);
+        break;
+    }
+    case CU_STEP_ARGMAX_FINAL: am_final(*reinterpret_cast<const AmFinalArgs *>(args), b); break;
     default: em_vblock(*reinterpret_cast<const EmArgs *>(args), b, ST_THREADS); break;
     }
 }

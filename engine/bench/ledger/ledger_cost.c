@@ -20,10 +20,11 @@
  *   - a dp4a launch of n rows reads its weights once per tile of
  *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h); an mma launch
  *     (quantised weights, any row count) reads them once;
- *   - the graph holds everything up to the head's product plus two copy
- *     nodes (the position and the token ids); the argmax (top_k_rows, which
- *     no step records) is launched after it on every path, two launches
- *     where the row is split (top_k.cu cu_argmax_split).
+ *   - the graph holds everything up to the head's product and the argmax
+ *     (top_k_rows, recorded with the step: one kernel, two where the row
+ *     is split, top_k.cu cu_argmax_split) plus two copy nodes (the
+ *     position and the token ids); on the persistent paths the argmax is
+ *     the step's last stages.
  * The constants below mirror those files (a change there is a change
  * here; the GPU suite's decode_graph checks the node count the same rules
  * give). The persistent paths take the launches of the nofold graph as
