@@ -153,7 +153,7 @@ $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu | deps
 # The persistent step runs on sm_90 and newer only (c->persist_on), so its
 # kernel, the largest of the backend, is not built for sm_80.
 COMMA := ,
-$(BUILD)/kernels/cuda/step.o: NVFLAGS := $(subst -gencode arch=compute_80$(COMMA)code=sm_80,,$(NVFLAGS))
+$(BUILD)/kernels/cuda/step.o $(BUILD)/kernels/cuda/step_stage.o: NVFLAGS := $(subst -gencode arch=compute_80$(COMMA)code=sm_80,,$(NVFLAGS))
 $(BUILD)/bench/bench_kernels_cuda: kernels/bench/bench_kernels_cuda.cu $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -I. -MMD -MP -c $< -o $@.o

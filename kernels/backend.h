@@ -101,7 +101,8 @@ struct sd_backend {
      * gets [n_rows][k] softmax probabilities of those ids over their row,
      * exp(x_id - max) / sum_i exp(x_i - max): a speculative drafter's
      * confidence in its greedy draft without its logits row crossing.
-     * Waits for queued work. */
+     * Waits for queued work; while recording (graph_begin), the ids and
+     * probabilities are in place once graph_end(ok = 1) has returned 0. */
     int (*top_k_rows)(sd_backend *b, const float *x, int n_rows, int cols, int k,
                       int32_t *ids_host, float *probs_host, sd_err *e);
     /* h = silu(W1 x) * (W3 x); tmp is [n][ffn] scratch. */
@@ -117,7 +118,9 @@ struct sd_backend {
      * be recorded (the CUDA backend: scratch that must grow); then nothing
      * ran, and the caller ends with graph_end(ok = 0), which discards the
      * recording, and runs the same ops again without it. graph_end with
-     * nothing recorded does nothing. */
+     * nothing recorded does nothing. The step's top_k_rows calls are
+     * recorded with it, so its ids are made inside the step (the CUDA
+     * backend: the argmax in the graph, or in the persistent launch). */
     int (*graph_begin)(sd_backend *b, sd_err *e);
     int (*graph_end)(sd_backend *b, int ok, sd_err *e);
 };

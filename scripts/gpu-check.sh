@@ -19,15 +19,17 @@
 #            RMSNorm launched on its own (_nofold: SD_CUDA_FUSE_NORM=0),
 #            with folded launches planned for 4 and 16 blocks a multiprocessor,
 #            with each step one persistent launch (_persist:
-#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), with the
-#            quantised products on tensor cores (_mma: SD_CUDA_MMA=1), and
-#            both (decode_persist_mma_qwen-1.5b-q4_k_m)
+#            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), that with each
+#            item's weight rows staged in shared memory (_persist_stage:
+#            SD_CUDA_STAGE=1, two models), with the quantised products on
+#            tensor cores (_mma: SD_CUDA_MMA=1), and both
+#            (decode_persist_mma_qwen-1.5b-q4_k_m)
 #   verify   n-row verification cost n = 1..9, 16 at the Qwen 1.5B shape (plain
 #            launches, then graphs with programmatic dependent launch, with
 #            and without folded norms, with the quantised products on
 #            tensor cores instead of the __dp4a tiles (_mma: SD_CUDA_MMA=1),
-#            and as persistent launches, on the __dp4a tiles and on tensor
-#            cores: verify_persist_mma) and
+#            and as persistent launches, on the __dp4a tiles, staged and on
+#            tensor cores: verify_persist_stage, verify_persist_mma) and
 #            the speculative speedup it implies at ACCEPT (inputs: the
 #            pair's per-draft acceptance measured on the CPU, docs/performance.md)
 #   spec_*   speculative decoding end to end (bench_gpu_check spec, gamma 4):
@@ -406,6 +408,12 @@ if [ $GPU = 1 ]; then
             step "decode_graph_pdl_mma_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
         fi
     done
+    # the persistent step with each item's weight rows staged in shared
+    # memory while it waits (kernels/cuda/stage.cuh): the ledger's fine_smem
+    for p in smollm2-135m-q4_1 qwen-1.5b-q4_k_m; do
+        # shellcheck disable=SC2046
+        step "decode_persist_stage_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_STAGE=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+    done
     # the Qwen pair's drafter, whose step the spec targets turn on (the step
     # ledger's decode_pdl / decode_stage figures of qwen-0.5b-q4_k_m)
     step decode_graph_pdl_qwen-0.5b-q4_k_m 60 env SD_CUDA_GRAPH=1 SD_CUDA_PDL=1 $BIN/bench/bench_gpu_check decode "$MODELS/qwen-0.5b-q4_k_m.gguf"
@@ -438,6 +446,9 @@ if [ $GPU = 1 ]; then
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # shellcheck disable=SC2086
     step verify_persist_mma 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_MMA=1 $BIN/bench/bench_gpu_check verify \
+        "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
+    # shellcheck disable=SC2086
+    step verify_persist_stage 90 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_STAGE=1 $BIN/bench/bench_gpu_check verify \
         "$MODELS/qwen-1.5b-q4_k_m.gguf" "$MODELS/qwen-0.5b-q4_k_m.gguf" $ACCEPT
     # speculative decoding end to end: realised against the cost model of
     # the run's own step costs (bench_gpu_check spec)

@@ -1560,8 +1560,9 @@ Test(cuda, decode_graph) {
      * layer qkv_rope, attention, wo, ffn_swiglu, w_down (the two norms
      * folded into qkv_rope and ffn_swiglu, norm.cu; attention (head dim 64)
      * and ffn_swiglu (Q4_K) quantise what they write, so no qact of its
-     * own); the head's matmul with its norm folded */
-    cr_expect(nodes == 3 + 5 * c.n_layers + 1, "decode step of %d layers: %ld graph nodes",
+     * own); the head's matmul with its norm folded; the argmax (a vocabulary
+     * of 320: one block a row, top_k.cu) */
+    cr_expect(nodes == 3 + 5 * c.n_layers + 1 + 1, "decode step of %d layers: %ld graph nodes",
               c.n_layers, nodes);
     sd_model_free(m);
     free(bytes);
@@ -1581,6 +1582,32 @@ Test(cuda, decode_persistent) {
     c.dim = 256;
     c.ffn = 512;
     c.n_layers = 3;
+    uint8_t *bytes = NULL;
+    sd_model *m = persist_model(&c, 200, 1, &bytes);
+    int32_t plain[GR_IDS], persistent[GR_IDS];
+    long caps[GR_CALLS], nodes = 0;
+    cr_assert(sd_cuda_set_graph(m->be, 0) == 0);
+    decode_script(m, plain, caps, &nodes);
+    cr_assert(sd_cuda_set_graph(m->be, 1) == 0);
+    decode_script(m, persistent, caps, &nodes);
+    sd_cuda_graph_stats st;
+    cr_assert(sd_cuda_graph_stats_get(m->be, &st) == 0);
+    cr_expect(!memcmp(plain, persistent, sizeof plain), "persistent decode gave other ids");
+    cr_expect(st.persistent == GR_CALLS && st.persist_fallbacks == 0 && st.launched == 0,
+              "%ld steps persistent, %ld not (%s), %ld graphs launched", st.persistent,
+              st.persist_fallbacks, st.persist_why, st.launched);
+    sd_model_free(m);
+    free(bytes);
+}
+
+/* The same with a vocabulary whose argmax is split over blocks (top_k.cu
+ * cu_argmax_split: 3 slices a row): the slices and their merge are stages
+ * of the persistent step, and its ids are the plain path's. */
+Test(cuda, decode_persistent_split_argmax) {
+    cr_assert(setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    synth_cfg c = synth_default();
+    c.wtype = SD_Q8_0;
+    c.vocab = 3 * 2048 + 100; /* CU_ARGMAX_MIN_SLICE (cuda_int.h) is 2048 */
     uint8_t *bytes = NULL;
     sd_model *m = persist_model(&c, 200, 1, &bytes);
     int32_t plain[GR_IDS], persistent[GR_IDS];

@@ -98,10 +98,11 @@ static const char *base(const char *path) {
 
 /* The step ledger's tag of the path these settings run (the keys of
  * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
- * path; the persistent step (kernels/cuda/step.cu) is "fine", or with the
- * products on tensor cores (SD_CUDA_MMA=1) "fine_mma". */
+ * path; the persistent step (kernels/cuda/step.cu) is "fine", with the
+ * products on tensor cores (SD_CUDA_MMA=1) "fine_mma", with its items'
+ * weights staged in shared memory (SD_CUDA_STAGE=1) "fine_smem". */
 static const char *ledger_tag(void) {
-    if (opts.cuda_persistent) return opts.cuda_mma ? "fine_mma" : "fine";
+    if (opts.cuda_persistent) return opts.cuda_mma ? "fine_mma" : opts.cuda_stage ? "fine_smem" : "fine";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
     if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";
@@ -288,9 +289,10 @@ static int graph_check(sd_model *m, sd_err *e) {
            st.launched, st.captures, st.updated, st.instantiated, st.replays, st.fallbacks,
            st.nodes, same ? "equal" : "DIFFER from");
     if (st.persistent || st.persist_fallbacks)
-        printf("S   persistent: %ld steps one launch, %ld the graph way%s%s\n", st.persistent,
-               st.persist_fallbacks, st.persist_fallbacks ? ": " : "",
-               st.persist_fallbacks ? st.persist_why : "");
+        printf("S   persistent: %ld steps one launch, %ld the graph way%s%s; the last staged %ld "
+               "items in shared memory\n", st.persistent, st.persist_fallbacks,
+               st.persist_fallbacks ? ": " : "", st.persist_fallbacks ? st.persist_why : "",
+               st.persist_staged);
     return same && st.launched + st.persistent > 0 ? 0 : -1;
 }
 

@@ -122,7 +122,7 @@ static int decode_path(int path) { return path != LG_GRAPH_PDL_MMA && path != LG
 
 static void print_decode(const lg_device *d, int ctx) {
     printf("decode, one row at position %d: launches (graph nodes, or the persistent launch's "
-           "stages; the argmax is launched after either), stage-level + item-level waits (per "
+           "stages, the argmax among them), stage-level + item-level waits (per "
            "layer), MB read and written, predicted step (of it exposed: launches, waits, host)\n",
            ctx);
     printf("  %-18s %-17s %10s %15s %7s %6s %6s %8s %8s %7s %7s %6s  %s\n", "shape", "path", "launches",
@@ -421,6 +421,7 @@ static int path_uses(int path, int k) {
     if (k == LG_FLAG_US || k == LG_TAIL_US || k == LG_LOAD_US || k == LG_OP_US || k == WAITS)
         return !is_graph(path);
     if (k == LG_MMA_EFF) return path == LG_GRAPH_PDL_MMA || path == LG_PERSIST_FINE_MMA;
+    if (k == LG_SMEM_US) return path == LG_PERSIST_FINE_SMEM;
     return 1;
 }
 
@@ -475,7 +476,8 @@ static void wait_costs(const lg_device *d, int path, double *stage, double *item
         return;
     }
     const double s = v[LG_FLAG_US] + v[LG_TAIL_US], i = v[LG_FLAG_US];
-    *stage = s > v[LG_LOAD_US] ? s : v[LG_LOAD_US];
+    /* staged: the stage-level waits are before the products */
+    *stage = path == LG_PERSIST_FINE_SMEM ? s + v[LG_SMEM_US] : s > v[LG_LOAD_US] ? s : v[LG_LOAD_US];
     *item = i > v[LG_LOAD_US] ? i : v[LG_LOAD_US];
 }
 

@@ -389,7 +389,6 @@ static int head_trimmed(sd_model *m, int rows, const fwd_out *o, int r0, sd_err 
             if (b->matmul(b, m->logits + (size_t)r * vocab, &w, m->xb + (size_t)r * m->hp.dim, 1, 0, e))
                 return -1;
     }
-    if (o->graph && b->graph_end(b, 1, e)) return -1;
     for (int r = 0; r < rows; r++) {
         const float *src = m->logits + (size_t)r * vocab;
         if (o->ids) {
@@ -402,7 +401,7 @@ static int head_trimmed(sd_model *m, int rows, const fwd_out *o, int r0, sd_err 
             for (int i = hr; i < vocab; i++) dst[i] = -INFINITY;
         }
     }
-    return 0;
+    return o->graph ? b->graph_end(b, 1, e) : 0;
 }
 
 /* The output head over rows of m->x starting at row x0, landing at output
@@ -416,10 +415,13 @@ static int head(sd_model *m, int x0, int rows, const fwd_out *o, int r0, sd_err 
     if (o->head_rows < hp->vocab)
         return head_trimmed(m, rows, o, r0, e);
     if (b->matmul(b, m->logits, &m->output, m->xb, rows, 0, e)) return -1;
-    if (o->graph && b->graph_end(b, 1, e)) return -1;
     const size_t at = (size_t)r0 * o->k;
-    if (o->ids)
-        return b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + at, o->probs ? o->probs + at : NULL, e);
+    if (o->ids) {
+        /* recorded (o->graph) with the step: graph_end runs it and brings the ids */
+        if (b->top_k_rows(b, m->logits, rows, hp->vocab, o->k, o->ids + at, o->probs ? o->probs + at : NULL, e))
+            return -1;
+        return o->graph ? b->graph_end(b, 1, e) : 0;
+    }
     if (!o->logits) return 0;
     return b->to_host(b, o->logits + (size_t)r0 * hp->vocab, m->logits,
                       (size_t)rows * hp->vocab * sizeof(float), e);

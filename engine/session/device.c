@@ -31,7 +31,9 @@
  *   SD_CUDA_PERSISTENT=0|1 CUDA: 1 runs each decode step as one persistent
  *        launch where it can (else as a graph); default 0.
  *   SD_CUDA_MMA=0|1        CUDA: products with quantised weights on tensor
- *        cores (1) or on the __dp4a tiles (0); default 1. */
+ *        cores (1) or on the __dp4a tiles (0); default 0.
+ *   SD_CUDA_STAGE=0|1      CUDA: 1 has the persistent step stage an item's
+ *        weight rows in shared memory while it waits; default 0. */
 static const char *env(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -53,7 +55,7 @@ int sd_backend_opts_from_env(sd_backend_opts *o, sd_err *e) {
     if (env_bool("SD_REPACK", &o->repack, e) || env_bool("SD_CUDA_SYNC", &o->cuda_sync, e) ||
         env_bool("SD_CUDA_GRAPH", &o->cuda_graph, e) || env_bool("SD_CUDA_PDL", &o->cuda_pdl, e) ||
         env_bool("SD_CUDA_PERSISTENT", &o->cuda_persistent, e) ||
-        env_bool("SD_CUDA_MMA", &o->cuda_mma, e))
+        env_bool("SD_CUDA_MMA", &o->cuda_mma, e) || env_bool("SD_CUDA_STAGE", &o->cuda_stage, e))
         return -1;
     v = env("SD_CUDA_ATTN_MERGE");
     if (v && strcmp(v, "launch") && strcmp(v, "fold"))

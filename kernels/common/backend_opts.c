@@ -15,5 +15,6 @@ sd_backend_opts sd_backend_opts_default(void) {
                              .cuda_pdl = 1,
                              .cuda_fuse_norm = 8,
                              .cuda_persistent = 0,
-                             .cuda_mma = 0};
+                             .cuda_mma = 0,
+                             .cuda_stage = 0};
 }

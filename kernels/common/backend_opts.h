@@ -52,12 +52,18 @@ typedef struct sd_backend_opts {
      * a GPU run has checked and timed it) on the __dp4a tiles
      * (kernels/cuda/mv.cuh). */
     int cuda_mma;
+    /* CUDA: 1 has the persistent step's blocks copy an item's weight rows
+     * into shared memory while they wait for its producers, and compute
+     * from there (kernels/cuda/stage.cuh); 0 (the default until a GPU run
+     * has timed it) only asks L2 for them. */
+    int cuda_stage;
 } sd_backend_opts;
 
 /* Every setting at its default: the best SIMD level, a pool of the CPU
  * backend's own, repacking on, graphs and programmatic launch on, the
  * folded attention merge, no per-launch synchronisation, folded norms at 8
- * blocks a multiprocessor, quantised products on tensor cores. */
+ * blocks a multiprocessor, quantised products on tensor cores, the
+ * persistent step's weights prefetched to L2, not staged. */
 sd_backend_opts sd_backend_opts_default(void);
 
 #ifdef __cplusplus

@@ -237,7 +237,8 @@ static int cuda_copy(sd_backend *b, void *dst, const void *src, size_t bytes, sd
  * Records are zero-filled and filled field by field, so the padding is
  * zero and two steps that make the same calls at different positions give
  * byte-equal records up to pos. */
-enum { CU_OP_EMBED, CU_OP_RMSNORM, CU_OP_QKV, CU_OP_QKV_BEAMS, CU_OP_ATTENTION, CU_OP_MATMUL, CU_OP_FFN };
+enum { CU_OP_EMBED, CU_OP_RMSNORM, CU_OP_QKV, CU_OP_QKV_BEAMS, CU_OP_ATTENTION, CU_OP_MATMUL, CU_OP_FFN,
+       CU_OP_TOPK };
 
 struct cu_rec {
     int op, n;
@@ -249,7 +250,10 @@ struct cu_rec {
                       embed: its ids at ids_host[ptr0] */
     int kps, splits; /* attention: the key split planned for the position's length bucket,
                         which a replay keeps (so a new bucket captures anew) */
-    int accumulate, dim;
+    int accumulate, dim; /* top_k: dim its columns */
+    int k;               /* top_k */
+    int32_t *ids;        /* top_k: its ids and (NULL: none) probabilities in top_k_dev */
+    float *probs;
     float eps;
     sd_weight w[3];
     sd_attn_shape s;
@@ -542,8 +546,60 @@ static int cuda_ffn_swiglu(sd_backend *b, float *h, float *tmp, const sd_weight 
 
 /* One top_k_rows call's results: [n_rows][k] int32 ids, then (when asked
  * for) [n_rows][k] float probabilities right after them, so one copy
- * brings both back; at most this many bytes. */
-#define TOP_K_BYTES ((size_t)SD_MAX_ROWS * SD_TOP_K_MAX * (sizeof(int32_t) + sizeof(float)))
+ * brings both back; at most this many bytes. The calls of a recorded step
+ * stage their ids end to end in the first TOP_K_IDS ints and their
+ * probabilities at the same offsets in the floats after them. */
+#define TOP_K_IDS ((size_t)SD_MAX_ROWS * SD_TOP_K_MAX)
+#define TOP_K_BYTES (TOP_K_IDS * (sizeof(int32_t) + sizeof(float)))
+
+/* Records a top_k_rows call: its results land on the host when graph_end
+ * has run the step (cu_top_k_results). */
+static int rec_top_k(sd_cuda *c, const float *x, int n_rows, int cols, int k, int32_t *ids_host,
+                     float *probs_host, sd_err *e) {
+    const int n = n_rows * k;
+    if (c->rec_ntk == SD_MAX_ROWS || (size_t)(c->rec_tk_used + n) > TOP_K_IDS)
+        return sd_fail(e, "cuda: top_k_rows: a recorded step's calls stage more than %zu ids",
+                       TOP_K_IDS);
+    cu_rec *r = rec_add(c, CU_OP_TOPK, n_rows, e);
+    if (!r) return -1;
+    r->x = x;
+    r->dim = cols;
+    r->k = k;
+    r->ids = c->top_k_dev + c->rec_tk_used;
+    r->probs = probs_host ? (float *)(c->top_k_dev + TOP_K_IDS) + c->rec_tk_used : NULL;
+    c->rec_tk[c->rec_ntk].ids = ids_host;
+    c->rec_tk[c->rec_ntk].probs = probs_host;
+    c->rec_tk[c->rec_ntk].off = c->rec_tk_used;
+    c->rec_tk[c->rec_ntk].n = n;
+    c->rec_ntk++;
+    c->rec_tk_used += n;
+    return 0;
+}
+
+/* The recorded top_k_rows calls' results, once the step is queued: one
+ * copy of the staged ids (and one of the probabilities), a wait, then each
+ * call's share to its host arrays. */
+static int cu_top_k_results(sd_cuda *c, sd_err *e) {
+    const int n = c->rec_tk_used, calls = c->rec_ntk;
+    c->rec_ntk = c->rec_tk_used = 0;
+    if (!calls) return 0;
+    int probs = 0;
+    for (int i = 0; i < calls; i++) probs |= c->rec_tk[i].probs != NULL;
+    cudaError_t err = cudaMemcpyAsync(c->top_k_host, c->top_k_dev, (size_t)n * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess && probs)
+        err = cudaMemcpyAsync(c->top_k_host + TOP_K_IDS, c->top_k_dev + TOP_K_IDS,
+                              (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    if (err != cudaSuccess) return cu_fail(e, err, "graph: copy the ids of %d top_k_rows calls", calls);
+    for (int i = 0; i < calls; i++) {
+        const size_t off = (size_t)c->rec_tk[i].off, cnt = (size_t)c->rec_tk[i].n;
+        memcpy(c->rec_tk[i].ids, c->top_k_host + off, cnt * sizeof(int32_t));
+        if (c->rec_tk[i].probs)
+            memcpy(c->rec_tk[i].probs, (const float *)(c->top_k_host + TOP_K_IDS) + off, cnt * sizeof(float));
+    }
+    return 0;
+}
 
 static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, int k,
                            int32_t *ids_host, float *probs_host, sd_err *e) {
@@ -554,9 +610,9 @@ static int cuda_top_k_rows(sd_backend *b, const float *x, int n_rows, int cols, 
     const size_t n = (size_t)n_rows * (size_t)k;
     const size_t bytes = n * (sizeof *ids_host + (probs_host ? sizeof *probs_host : 0));
     float *probs_dev = probs_host ? (float *)(c->top_k_dev + n) : NULL;
-    if (cu_enter(c, "top_k_rows", e) || cu_unrecordable(c, "top_k_rows", e) ||
-        cu_top_k_rows(c, c->top_k_dev, probs_dev, x, n_rows, cols, k, e))
-        return -1;
+    if (cu_enter(c, "top_k_rows", e)) return -1;
+    if (c->recording) return rec_top_k(c, x, n_rows, cols, k, ids_host, probs_host, e);
+    if (cu_top_k_rows(c, c->top_k_dev, probs_dev, x, n_rows, cols, k, e)) return -1;
     cudaError_t err =
         cudaMemcpyAsync(c->top_k_host, c->top_k_dev, bytes, cudaMemcpyDeviceToHost, c->stream);
     if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
@@ -647,6 +703,7 @@ static int cu_issue(sd_cuda *c, const cu_rec *r, void *const *ptr, sd_err *e) {
         return cu_attention(c, &r->s, r->out, r->x, (const float *)r->kc, (const float *)r->vc,
                             r->n, r->pos, e);
     case CU_OP_MATMUL: return cu_matmul(c, r->out, &r->w[0], r->x, r->n, r->accumulate, e);
+    case CU_OP_TOPK: return cu_top_k_rows(c, r->ids, r->probs, r->x, r->n, r->dim, r->k, e);
     default: return cu_ffn_swiglu(c, r->out, r->tmp, &r->w[0], &r->w[1], r->x, r->n, e);
     }
 }
@@ -800,20 +857,14 @@ static int cuda_graph_begin(sd_backend *b, sd_err *e) {
     c->rec_pos = -1;
     c->rec_mixed = 0;
     c->rec_ids = 0;
+    c->rec_ntk = c->rec_tk_used = 0;
     memset(c->rec_need, 0, sizeof c->rec_need);
     return 1;
 }
 
-static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
-    sd_cuda *c = cu_ctx(b);
-    if (!c->recording) return 0;
-    c->recording = 0;
-    if (!ok) {
-        c->gstats.fallbacks++;
-        return 0;
-    }
-    if (c->cur.nrec == 0) return 0;
-    if (cu_enter(c, "graph", e)) return -1;
+/* The recorded step, queued: as one persistent launch, as plain launches,
+ * or as a kept or newly captured graph. */
+static int graph_run(sd_cuda *c, sd_err *e) {
     for (int k = 0; k < CU_SCRATCH_N; k++)
         if (c->rec_need[k] && !cu_scratch(c, k, c->rec_need[k], e)) return -1;
     if (c->persist_on && graph_persist(c) == 0) return 0;
@@ -824,6 +875,22 @@ static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
     if (!g) return graph_capture(c, e);
     c->gstats.replays++;
     return graph_launch(c, g, e);
+}
+
+static int cuda_graph_end(sd_backend *b, int ok, sd_err *e) {
+    sd_cuda *c = cu_ctx(b);
+    if (!c->recording) return 0;
+    c->recording = 0;
+    if (!ok || c->cur.nrec == 0) {
+        if (!ok) c->gstats.fallbacks++;
+        c->rec_ntk = c->rec_tk_used = 0;
+        return 0;
+    }
+    if (cu_enter(c, "graph", e) || graph_run(c, e)) {
+        c->rec_ntk = c->rec_tk_used = 0;
+        return -1;
+    }
+    return cu_top_k_results(c, e);
 }
 
 /* ---- backend lifetime ------------------------------------------------------------ */
@@ -933,6 +1000,7 @@ extern "C" sd_backend *sd_backend_cuda(int device, const sd_backend_opts *o, sd_
     c->pdl = prop.major >= 9 && d.cuda_pdl;
     c->fuse_norm = d.cuda_fuse_norm;
     c->persist_on = prop.major >= 9 && d.cuda_persistent;
+    c->stage = d.cuda_stage != 0;
     c->mma = d.cuda_mma != 0;
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaMalloc(&c->top_k_dev, TOP_K_BYTES)) != cudaSuccess ||

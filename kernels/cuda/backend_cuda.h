@@ -73,13 +73,14 @@ long sd_cuda_norms_folded(sd_backend *b);
  * could not be and went the graph way (persist_fallbacks; the last reason in
  * persist_why); of the last persistent step, its stages, the waits its
  * stages hold (for all items of an earlier stage, persist_waits, or for the
- * items of one chunk of it, persist_chunk_waits, step.cu) and the host
- * microseconds it took to build before its launch (the launchers' plans,
- * the waits, the work list's copy queued). */
+ * items of one chunk of it, persist_chunk_waits, step.cu), the items whose
+ * weight rows its blocks staged in shared memory (persist_staged, with
+ * cuda_stage) and the host microseconds it took to build before its launch
+ * (the launchers' plans, the waits, the work list's copy queued). */
 typedef struct sd_cuda_graph_stats {
     long launched, captures, replays, updated, instantiated, fallbacks, nodes;
     long persistent, persist_replays, persist_fallbacks;
-    long persist_stages, persist_waits, persist_chunk_waits;
+    long persist_stages, persist_waits, persist_chunk_waits, persist_staged;
     double persist_build_us;
     char persist_why[160];
 } sd_cuda_graph_stats;

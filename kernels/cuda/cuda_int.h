@@ -83,7 +83,10 @@ enum {
     CU_STEP_ATTN_MERGE, /* AttnArgs, the same */
     CU_STEP_NORM,       /* RnArgs */
     CU_STEP_QACT,       /* QaArgs */
-    CU_STEP_EMBED       /* EmArgs */
+    CU_STEP_EMBED,      /* EmArgs */
+    CU_STEP_TOPK,       /* TkArgs (top_k.cuh) */
+    CU_STEP_ARGMAX_PART,  /* AmPartArgs */
+    CU_STEP_ARGMAX_FINAL  /* AmFinalArgs */
 };
 typedef struct cu_span {
     const void *p;
@@ -144,6 +147,16 @@ typedef struct sd_cuda {
     int graph_on, recording, capturing;
     int rec_pos, rec_mixed;      /* the recorded step's position; 1: calls disagree on it */
     int rec_ids;                 /* token ids the recorded embeds staged, end to end */
+    /* the recorded top_k_rows calls' results: where each lands on the host
+     * once graph_end has run the step (their ids at top_k_dev + off, their
+     * probabilities as many floats after the ids' area), and the ids
+     * staged so far */
+    struct {
+        int32_t *ids;
+        float *probs;
+        int off, n;
+    } rec_tk[SD_MAX_ROWS];
+    int rec_ntk, rec_tk_used;
     size_t rec_need[CU_SCRATCH_N]; /* scratch the recorded calls need */
     cu_graph cur;
     cu_graph graphs[CU_GRAPHS];
@@ -181,8 +194,9 @@ typedef struct sd_cuda {
      * for those alone, Makefile): graph_end runs a recorded step as
      * one persistent launch (step.cu) where it can; pst its state (NULL
      * until the first); step set while the launchers add stages to it;
-     * persist_waits how its stages wait (SD_CUDA_WAITS_*). */
-    int persist_on, persist_waits;
+     * persist_waits how its stages wait (SD_CUDA_WAITS_*); stage: its
+     * blocks stage weight rows in shared memory (cuda_stage, step.cu). */
+    int persist_on, persist_waits, stage;
     cu_persist *pst;
     cu_persist *step;
     cu_graph pkept[CU_GRAPHS]; /* the records of step.cu's kept work lists (exec unused) */

@@ -52,12 +52,12 @@ __device__ __forceinline__ void ffn_quant_group(const FfnArgs &p, unsigned b, in
 
 /* Virtual block b of the fused launch; first and writer as mv_accum takes
  * them. Every thread of the block calls it. */
-template <int T, int NT>
+template <int T, int NT, int S = 0>
 __device__ __forceinline__ void ffn_vblock(const FfnArgs &p, unsigned b, bool first, bool writer) {
     int i0, r, slice;
     mv_place(b, p.ntiles, p.ks, NT, i0, r, slice);
     float acc[2][NT], g, u;
-    mv_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, first, writer, acc);
+    mv_accum<T, NT>(mv_row<S>(p.w1, r), mv_row<S>(p.w3, r), p.a, i0, slice, p.ks, first, writer, acc);
     mv_reduce<NT>(acc, slice, p.ks, g, u);
     const int lane = threadIdx.x & 31, i = i0 + lane;
     if (slice == 0 && lane < NT && i < p.a.n && r < p.w1.rows)
@@ -67,13 +67,13 @@ __device__ __forceinline__ void ffn_vblock(const FfnArgs &p, unsigned b, bool fi
 
 /* The same on tensor cores (mv_mma.cuh): a warp takes units 8q + g, gate
  * and up rows in its two slots. */
-template <int T, int NT>
+template <int T, int NT, int S = 0>
 __device__ __forceinline__ void mq_ffn_vblock(const FfnArgs &p, unsigned b, bool first, bool writer) {
     int i0, grp, slice;
     mv_place(b, p.ntiles, p.ks, NT, i0, grp, slice);
     const int lane = threadIdx.x & 31, t = lane & 3, r = MQ_UNITS * grp + (lane >> 2);
     float acc[2][NT], v[2][(NT + 3) / 4];
-    mq_accum<T, NT>(mv_row(p.w1, r), mv_row(p.w3, r), p.a, i0, slice, p.ks, first, writer, acc);
+    mq_accum<T, NT>(mv_row<S>(p.w1, r), mv_row<S>(p.w3, r), p.a, i0, slice, p.ks, first, writer, acc);
     mq_reduce<NT>(acc, slice, p.ks, v);
     if (slice == 0 && r < p.w1.rows)
 #pragma unroll

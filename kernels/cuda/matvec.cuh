@@ -18,13 +18,13 @@ struct MmArgs {
 
 /* Virtual block b; first and writer as mv_accum takes them. Every thread of
  * the block calls it. */
-template <int T, int NT>
+template <int T, int NT, int S = 0>
 __device__ __forceinline__ void mm_vblock(const MmArgs &p, unsigned b, bool first, bool writer) {
     int i0, pair, slice;
     mv_place(b, p.ntiles, p.ks, NT, i0, pair, slice);
     const int r0 = 2 * pair, r1 = r0 + 1;
     float acc[2][NT], v0, v1;
-    mv_accum<T, NT>(mv_row(p.w, r0), mv_row(p.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
+    mv_accum<T, NT>(mv_row<S>(p.w, r0), mv_row<S>(p.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
     mv_reduce<NT>(acc, slice, p.ks, v0, v1);
     const int lane = threadIdx.x & 31, i = i0 + lane;
     if (slice != 0 || lane >= NT || i >= p.a.n) return;
@@ -36,14 +36,14 @@ __device__ __forceinline__ void mm_vblock(const MmArgs &p, unsigned b, bool firs
 /* The same on tensor cores: virtual block b's warps each take a row group
  * (mv_mma.cuh; rows 16q + g and 16q + g + 8 in lane group g, activation
  * rows i0 + t + 4k in lane t). */
-template <int T, int NT>
+template <int T, int NT, int S = 0>
 __device__ __forceinline__ void mq_mm_vblock(const MmArgs &p, unsigned b, bool first, bool writer) {
     int i0, grp, slice;
     mv_place(b, p.ntiles, p.ks, NT, i0, grp, slice);
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r0 = MQ_ROWS * grp + g, r1 = r0 + 8;
     float acc[2][NT], v[2][(NT + 3) / 4];
-    mq_accum<T, NT>(mv_row(p.w, r0), mv_row(p.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
+    mq_accum<T, NT>(mv_row<S>(p.w, r0), mv_row<S>(p.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
     mq_reduce<NT>(acc, slice, p.ks, v);
     if (slice != 0) return;
 #pragma unroll

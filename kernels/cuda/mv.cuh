@@ -20,7 +20,8 @@
  * loads (cu_ld_act), not through the read-only path: the kernel before
  * writes them while this one is already running under programmatic
  * dependent launch (cuda_int.h). Weights are read once, with an
- * evict-first hint (__ldcs).
+ * evict-first hint (__ldcs), or, in the persistent step's staged kernel
+ * (step_stage.cu, stage.cuh), with ordinary loads (mv_ld).
  * Blocks are numbered tile-fastest (block b: activation tile b % ntiles, row
  * group b / ntiles), so for n > NT the blocks that read the same weight rows
  * run side by side and all but the first find them in L2: every weight byte
@@ -66,10 +67,22 @@ struct MvAct {
     float neps;
 };
 
-/* One weight row: its values, high bits and scales (cuda_int.h). */
+/* One weight row: its values, high bits and scales (cuda_int.h); sm: read
+ * with ordinary loads, which shared memory allows (mv_row). */
 struct MvRow {
     const uint8_t *q, *h, *sc;
+    int sm;
 };
+
+/* A load of weight bytes: evict-first from global memory, or (sm) an
+ * ordinary load, valid for rows staged in shared memory too: __ldcs is
+ * ld.global.cs, which faults on a shared-memory address (as __ldg does,
+ * mv_ld_nc). sm is a constant of the instantiation (mv_row), so each
+ * compiles to one kind of load. */
+template <class V>
+__device__ __forceinline__ V mv_ld(const V *p, int sm) {
+    return sm ? *p : __ldcs(p);
+}
 
 /* Elements in one 16-byte chunk of values. */
 __host__ __device__ constexpr int mv_chunk_elems(int t) {
@@ -118,10 +131,10 @@ struct MvW {
 template <int T>
 __device__ __forceinline__ MvW mv_ldw(const MvRow &r, int c) {
     MvW w;
-    w.q = __ldcs(reinterpret_cast<const uint4 *>(r.q) + c);
+    w.q = mv_ld(reinterpret_cast<const uint4 *>(r.q) + c, r.sm);
     w.h = make_uint2(0, 0);
-    if constexpr (T == SD_Q5_0) w.h.x = __ldcs(reinterpret_cast<const unsigned *>(r.h) + c);
-    if constexpr (T == SD_Q6_K) w.h = __ldcs(reinterpret_cast<const uint2 *>(r.h) + c);
+    if constexpr (T == SD_Q5_0) w.h.x = mv_ld(reinterpret_cast<const unsigned *>(r.h) + c, r.sm);
+    if constexpr (T == SD_Q6_K) w.h = mv_ld(reinterpret_cast<const uint2 *>(r.h) + c, r.sm);
     return w;
 }
 
@@ -145,15 +158,15 @@ template <int T>
 __device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
     if constexpr (T == SD_Q8_0 || T == SD_Q4_0 || T == SD_Q5_0) {
         const int b = T == SD_Q8_0 ? c >> 1 : c;
-        return make_float2(mv_h2f(__ldcs(reinterpret_cast<const unsigned short *>(r.sc) + b)), 0.f);
+        return make_float2(mv_h2f(mv_ld(reinterpret_cast<const unsigned short *>(r.sc) + b, r.sm)), 0.f);
     } else if constexpr (T == SD_Q4_1) {
-        const unsigned u = __ldcs(reinterpret_cast<const unsigned *>(r.sc) + c);
+        const unsigned u = mv_ld(reinterpret_cast<const unsigned *>(r.sc) + c, r.sm);
         return make_float2(mv_h2f(u), mv_h2f(u >> 16));
     } else if constexpr (T == SD_Q4_K) {
         /* record {d, dmin, scales[12]}: bytes 0-3 of scales hold sc 0-3 (low
          * 6 bits) and the top bits of sc 4-7, bytes 4-7 the same for mn,
          * bytes 8-11 the low nibbles of sc 4-7 and (high nibbles) mn 4-7 */
-        const uint4 rec = __ldcs(reinterpret_cast<const uint4 *>(r.sc) + (c >> 3));
+        const uint4 rec = mv_ld(reinterpret_cast<const uint4 *>(r.sc) + (c >> 3), r.sm);
         const int s = c & 7, sh = 8 * (s & 3);
         const unsigned a = rec.y >> sh, b = rec.z >> sh, hi = rec.w >> sh;
         const unsigned sc = s < 4 ? a & 63 : (hi & 15) | ((a >> 2) & 48);
@@ -161,8 +174,8 @@ __device__ __forceinline__ float2 mv_lds(const MvRow &r, int c) {
         return make_float2(mv_h2f(rec.x) * (float)sc, mv_h2f(rec.x >> 16) * (float)mn);
     } else if constexpr (T == SD_Q6_K) {
         const unsigned short *rec = reinterpret_cast<const unsigned short *>(r.sc + (size_t)(c >> 3) * 20);
-        const unsigned sc = __ldcs(rec + (c & 7));
-        const float d = mv_h2f(__ldcs(rec + 8));
+        const unsigned sc = mv_ld(rec + (c & 7), r.sm);
+        const float d = mv_h2f(mv_ld(rec + 8, r.sm));
         return make_float2(d * (float)(int8_t)(sc & 0xff), d * (float)(int8_t)(sc >> 8));
     } else {
         return make_float2(0.f, 0.f);
@@ -227,15 +240,22 @@ __device__ __forceinline__ float mv_dot(const MvW &w, float2 dm, const MvX &x) {
     }
 }
 
-/* Element k of a float-type row (the path for odd shapes). */
+/* Element k of a float-type row (the path for odd shapes): through the
+ * read-only path, or an ordinary load of a staged row (mv_ld). */
+template <class V>
+__device__ __forceinline__ V mv_ld_nc(const V *p, int sm) {
+    return sm ? *p : __ldg(p);
+}
+
 template <int T>
-__device__ __forceinline__ float mv_elem(const uint8_t *q, int k) {
+__device__ __forceinline__ float mv_elem(const MvRow &r, int k) {
     if constexpr (T == SD_F32)
-        return __ldg(reinterpret_cast<const float *>(q) + k);
+        return mv_ld_nc(reinterpret_cast<const float *>(r.q) + k, r.sm);
     else if constexpr (T == SD_BF16)
-        return __uint_as_float((unsigned)__ldg(reinterpret_cast<const unsigned short *>(q) + k) << 16);
+        return __uint_as_float((unsigned)mv_ld_nc(reinterpret_cast<const unsigned short *>(r.q) + k, r.sm)
+                               << 16);
     else
-        return mv_h2f(__ldg(reinterpret_cast<const unsigned short *>(q) + k));
+        return mv_h2f(mv_ld_nc(reinterpret_cast<const unsigned short *>(r.q) + k, r.sm));
 }
 
 /* Shared memory of a folded norm's tile (see the top), 16-byte aligned:
@@ -354,7 +374,7 @@ __device__ __forceinline__ void mv_accum(const MvRow &r0, const MvRow &r1, const
     if constexpr (mv_float(T)) {
         if (!fast) {
             for (int k = slice * 32 + lane; k < L.cols; k += 32 * ks) {
-                const float w0 = mv_elem<T>(r0.q, k), w1 = mv_elem<T>(r1.q, k);
+                const float w0 = mv_elem<T>(r0, k), w1 = mv_elem<T>(r1, k);
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
                     if (i0 + i >= L.n) break;
@@ -577,7 +597,8 @@ static inline void mv_act_spans(const MvAct &A, cu_spans *sp) {
 }
 
 /* A matrix as the kernels see it: values, high bits and scales, bytes per
- * row of each. */
+ * row of each (the persistent step may point them at rows it staged in
+ * shared memory, stage.cuh). */
 struct MvMat {
     const uint8_t *q, *h, *sc;
     size_t qrow, hrow, srow;
@@ -598,10 +619,17 @@ static inline MvMat mv_mat(const sd_weight *w) {
 }
 
 /* Row r of m, clamped into the matrix (rows past the end are computed and
- * not stored, which keeps every lane of the warp in step). */
+ * not stored, which keeps every lane of the warp in step). S = 1 in the
+ * staged persistent step (step_stage.cu), whose items may read rows staged
+ * in shared memory: its tiles read every weight with ordinary loads (the
+ * evict-first hint given up for one instantiation of each tile rather
+ * than a run-time switch in every load, which cost registers and ptxas
+ * time); S = 0, the kernels' own launches and the unstaged step, keeps the
+ * evict-first loads. */
+template <int S>
 __device__ __forceinline__ MvRow mv_row(const MvMat &m, int r) {
     r = min(r, m.rows - 1);
-    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow};
+    MvRow row = {m.q + (size_t)r * m.qrow, m.h + (size_t)r * m.hrow, m.sc + (size_t)r * m.srow, S};
     return row;
 }
 

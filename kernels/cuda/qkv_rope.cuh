@@ -96,7 +96,7 @@ __device__ __forceinline__ void qkv_store(const P &args, const QkvMat &M, int r0
 
 /* Virtual block b; first and writer as mv_accum takes them. Every thread
  * of the block calls it. */
-template <int T, int NT, class P>
+template <int T, int NT, class P, int S = 0>
 __device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first, bool writer) {
     const QkvArgs &p = qkv_args(args);
     int i0, pair, slice;
@@ -105,7 +105,7 @@ __device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first
     int r0, r1, j;
     qkv_pair(p, pair, M, r0, r1, j);
     float acc[2][NT], v0, v1;
-    mv_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, first, writer,
+    mv_accum<T, NT>(mv_row<S>(M.w, r0), mv_row<S>(M.w, r1), p.a, i0, slice, p.ks, first, writer,
                     acc);
     mv_reduce<NT>(acc, slice, p.ks, v0, v1);
     const int lane = threadIdx.x & 31, i = i0 + lane;
@@ -117,7 +117,7 @@ __device__ __forceinline__ void qkv_vblock(const P &args, unsigned b, bool first
  * group g), their two rows in its two slots; a pair past its matrix's
  * rows (the launch's last warp) is computed on clamped rows and not
  * stored. */
-template <int T, int NT, class P>
+template <int T, int NT, class P, int S = 0>
 __device__ __forceinline__ void mq_qkv_vblock(const P &args, unsigned b, bool first, bool writer) {
     const QkvArgs &p = qkv_args(args);
     int i0, grp, slice;
@@ -127,7 +127,7 @@ __device__ __forceinline__ void mq_qkv_vblock(const P &args, unsigned b, bool fi
     int r0, r1, j;
     qkv_pair(p, MQ_UNITS * grp + (lane >> 2), M, r0, r1, j);
     float acc[2][NT], v[2][(NT + 3) / 4];
-    mq_accum<T, NT>(mv_row(M.w, r0), mv_row(M.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
+    mq_accum<T, NT>(mv_row<S>(M.w, r0), mv_row<S>(M.w, r1), p.a, i0, slice, p.ks, first, writer, acc);
     mq_reduce<NT>(acc, slice, p.ks, v);
     if (slice != 0 || r0 >= M.w.rows) return;
 #pragma unroll

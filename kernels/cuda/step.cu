@@ -86,12 +86,20 @@
  * on the __dp4a tiles and on tensor cores alike (test_emu_forward's
  * persist_waits and persist_mma_waits count them).
  *
- * Prefetch. A block that takes an item of a stage with waits first asks L2
- * for the item's weight rows (wspan.cuh: its row runs, a 128-byte line a
- * thread, prefetch.global.L2 on sm_90), then waits: the weights stream
- * while the producers finish, and the item's own evict-first loads find
- * them in L2. Items without waits start loading at once and prefetch
- * nothing; nor do the kinds that read no weights.
+ * Prefetch and staging. A block that takes an item of a stage with waits
+ * first fetches the item's weight rows (wspan.cuh: its row runs), then
+ * waits, so the weights stream while the producers finish. step_kernel
+ * asks L2 for them (a 128-byte line a thread, prefetch.global.L2 on
+ * sm_90), and the item's own evict-first loads find them there. With
+ * staging on (c->stage, SD_CUDA_STAGE=1) a work list without tensor-core
+ * stages runs on step_stage_kernel (step_stage.cu), whose blocks copy them
+ * into a buffer of their dynamic shared memory (stage.cuh: cp.async,
+ * SG_BYTES after the launches' own dynamic shared memory, sized in
+ * st_run) when each matrix's rows are one run and all fit, and compute
+ * from there; a work list with tensor-core stages (SD_CUDA_MMA=1 at rows
+ * the mma takes) runs on step_kernel, unstaged. Items without waits start
+ * loading at once and fetch nothing ahead; nor do the kinds that read no
+ * weights.
  *
  * Running. The grid is as many blocks of ST_THREADS threads as are resident
  * at once (occupancy x multiprocessors, a cooperative launch, so all of
@@ -124,60 +132,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cuda/attention.cuh"
 #include "kernels/cuda/cuda_int.h"
-#include "kernels/cuda/embed.cuh"
-#include "kernels/cuda/ffn.cuh"
-#include "kernels/cuda/matvec.cuh"
-#include "kernels/cuda/norm.cuh"
-#include "kernels/cuda/persist.cuh"
-#include "kernels/cuda/qact.cuh"
-#include "kernels/cuda/qkv_rope.cuh"
+#include "kernels/cuda/stage.cuh"
+#include "kernels/cuda/step.cuh"
 #include "kernels/cuda/wspan.cuh"
 
-enum {
-    ST_THREADS = 128,
-    ST_WARPS = ST_THREADS / 32,
-    ST_MAX = 4096,    /* stages a step may have */
-    ST_DEPS = 8,      /* stages one waits for */
-    ST_CHUNKS = 4096, /* chunk flags a step may have */
-    ST_CHUNK0 = ST_MAX + 1, /* the first chunk flag: after the stage flags and the item counter */
-    ST_FLAGS = ST_CHUNK0 + ST_CHUNKS,
-    ST_ALIGN = 16,    /* of each argument struct */
-    ST_MIN_BLOCKS = 4 /* resident a multiprocessor: the registers a thread may take */
-};
-static_assert((int)ST_THREADS == (int)MV_THREADS && (int)ST_THREADS == (int)RN_THREADS,
-              "the matrix-vector kernels and RMSNorm run at their own block size");
-
-/* One stage as the device reads it. */
-struct StStage {
-    int kind, variant;
-    unsigned first, blocks; /* items first .. first + blocks - 1 */
-    unsigned args;          /* byte offset of its argument struct */
-    int ndep;
-    int dep[ST_DEPS];
-    unsigned fine;       /* bit d: dep d is a chunk wait */
-    unsigned kdiv, kmod; /* a chunk wait's chunk of dep D for virtual block b:
-                            D.chunk0 + b / kdiv % kmod */
-    int chunk0;          /* -1, or its virtual block b also counts in chunk flag
-                            chunk0 + ctab[b / cdiv] */
-    unsigned cdiv, ctab; /* ctab: byte offset of an unsigned short table in the arguments */
-};
-
-struct StArgs {
-    const StStage *st;
-    const unsigned char *args;
-    const unsigned *tgt;  /* [nst] each stage flag's value once its items are done, then
-                             each chunk flag's */
-    int nst;
-    unsigned *flag;       /* [ST_FLAGS]: stage flags, the item counter, chunk flags */
-    unsigned base;        /* the counter's value before this launch */
-    unsigned items;
-};
-
 /* ---- device ------------------------------------------------------------------
- * One matrix-vector item: not inlined, so the step kernel does not carry
- * the registers of every instantiation at once. The kernel still takes the
+ * step_kernel: the items of any work list, products on the __dp4a and
+ * float tiles (st_mv, step.cuh) or on tensor cores (st_mq), weights read
+ * with evict-first loads after an L2 prefetch. The kernel takes the
  * registers of its hungriest callee: uncapped, the tensor-core items made
  * it 168 a thread, 3 blocks a multiprocessor where the __dp4a items fit 4.
  * ST_MIN_BLOCKS holds the step at 4 (128 registers); the tensor-core
@@ -186,28 +149,9 @@ struct StArgs {
  * (Q4_K, Q5_0, Q6_K: under 400 bytes). Which costs less, 3 blocks or the
  * spills, only a GPU run tells (gpu-check's decode_persist_* and
  * verify_persist* rows). */
-template <int T, int NT>
-__device__ __noinline__ void st_mv(int kind, const unsigned char *args, unsigned b) {
-    switch (kind) {
-    case CU_STEP_MM: mm_vblock<T, NT>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
-    case CU_STEP_FFN: ffn_vblock<T, NT>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
-    case CU_STEP_QKV:
-        qkv_vblock<T, NT, QkvArgs>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
-        break;
-    default:
-        qkv_vblock<T, NT, QkvScatterArgs>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
-                                          false, false);
-        break;
-    }
-}
 
-template <int T>
-__device__ __forceinline__ void st_mv_t(int kind, int nt8, const unsigned char *args, unsigned b) {
-    if (nt8) st_mv<T, 8>(kind, args, b);
-    else st_mv<T, 1>(kind, args, b);
-}
-
-/* The same on tensor cores (mv_mma.cuh, a variant of mq_step_variant). */
+/* A matrix-vector item on tensor cores (mv_mma.cuh, a variant of
+ * mq_step_variant). */
 template <int T, int NT>
 __device__ __noinline__ void st_mq(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
@@ -246,123 +190,36 @@ __device__ __forceinline__ void st_mq_item(int kind, int variant, const unsigned
     }
 }
 
-template <int D>
-__device__ __noinline__ void st_attn(int kind, const unsigned char *args, unsigned b) {
-    const AttnArgs &a = *reinterpret_cast<const AttnArgs *>(args);
-    const unsigned n_kv = (unsigned)(a.kv_dim / a.hd);
-    if (kind == CU_STEP_ATTN) {
-        const unsigned ns = (unsigned)a.n_splits;
-        attn_vblock<D, ST_WARPS>(a, (int)(b % ns), (int)(b / ns % n_kv), (int)(b / ns / n_kv));
-    } else {
-        attn_combine_vblock<D, ST_WARPS>(a, (int)(b % n_kv), (int)(b / n_kv));
-    }
-}
-
 __device__ __noinline__ void st_item(int kind, int variant, const unsigned char *args, unsigned b) {
-    switch (kind) {
-    case CU_STEP_MM:
-    case CU_STEP_FFN:
-    case CU_STEP_QKV:
-    case CU_STEP_QKV_BEAMS: {
-        if (variant & MQ_STEP) {
-            st_mq_item(kind, variant, args, b);
-            break;
-        }
-        const int nt8 = variant & 1;
-        switch (variant >> 1) {
-        case SD_F32: st_mv_t<SD_F32>(kind, nt8, args, b); break;
-        case SD_F16: st_mv_t<SD_F16>(kind, nt8, args, b); break;
-        case SD_BF16: st_mv_t<SD_BF16>(kind, nt8, args, b); break;
-        case SD_Q8_0: st_mv_t<SD_Q8_0>(kind, nt8, args, b); break;
-        case SD_Q4_0: st_mv_t<SD_Q4_0>(kind, nt8, args, b); break;
-        case SD_Q4_1: st_mv_t<SD_Q4_1>(kind, nt8, args, b); break;
-        case SD_Q5_0: st_mv_t<SD_Q5_0>(kind, nt8, args, b); break;
-        case SD_Q4_K: st_mv_t<SD_Q4_K>(kind, nt8, args, b); break;
-        default: st_mv_t<SD_Q6_K>(kind, nt8, args, b); break;
-        }
-        break;
-    }
-    case CU_STEP_ATTN:
-    case CU_STEP_ATTN_MERGE:
-        switch (variant) {
-        case 1: st_attn<1>(kind, args, b); break;
-        case 2: st_attn<2>(kind, args, b); break;
-        case 3: st_attn<3>(kind, args, b); break;
-        default: st_attn<4>(kind, args, b); break;
-        }
-        break;
-    case CU_STEP_SWIGLU: {
-        const SwigluArgs &a = *reinterpret_cast<const SwigluArgs *>(args);
-        swiglu_vblock(a.h, a.up, a.count, b, a.blocks, ST_THREADS);
-        break;
-    }
-    case CU_STEP_NORM: rn_row<0>(*reinterpret_cast<const RnArgs *>(args), b, false); break;
-    case CU_STEP_QACT: qa_vblock(*reinterpret_cast<const QaArgs *>(args), b, ST_WARPS); break;
-    default: em_vblock(*reinterpret_cast<const EmArgs *>(args), b, ST_THREADS); break;
-    }
+    if (!st_is_mv(kind)) st_other(kind, variant, args, b);
+    else if (variant & MQ_STEP) st_mq_item(kind, variant, args, b);
+    else st_mv_item<0>(kind, variant, args, b);
 }
 
-/* Asks L2 for the lines of bytes at p, a 128-byte line a thread. */
-__device__ __forceinline__ void st_lines(const uint8_t *p, size_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uintptr_t end = (uintptr_t)p + bytes;
-    for (uintptr_t l = ((uintptr_t)p & ~(uintptr_t)127) + 128 * threadIdx.x; l < end; l += 128 * ST_THREADS)
-        asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
-#else
-    (void)p, (void)bytes;
-#endif
-}
-
-/* The weight rows of virtual block b of a stage (wspan.cuh) towards L2,
- * so that they stream while the block waits; on sm_90 (the emulator has
- * no L2 and no __CUDA_ARCH__: nothing). */
+/* The weight rows of virtual block b of a stage towards L2 (st_l2). */
 __device__ __noinline__ void st_prefetch(int kind, int variant, const unsigned char *args, unsigned b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     WsRun r[WS_RUNS];
     const int n = ws_runs(kind, variant, args, b, r);
-    if (n > WS_RUNS) return;
-    for (int k = 0; k < n; k++) {
-        const MvMat &m = *r[k].m;
-        const size_t r0 = (size_t)r[k].r0, rows = (size_t)(r[k].r1 - r[k].r0);
-        st_lines(m.q + r0 * m.qrow, rows * m.qrow);
-        st_lines(m.h + r0 * m.hrow, rows * m.hrow);
-        st_lines(m.sc + r0 * m.srow, rows * m.srow);
-    }
-#else
-    (void)kind, (void)variant, (void)args, (void)b;
-#endif
+    if (n <= WS_RUNS) st_l2(r, n);
 }
+
+struct StPolicy {
+    static __device__ __forceinline__ const unsigned char *fetch(int kind, int variant,
+                                                                const unsigned char *args,
+                                                                unsigned b, uint8_t *) {
+        st_prefetch(kind, variant, args, b);
+        return args;
+    }
+    static __device__ __forceinline__ void arrive(void) {}
+    static __device__ __forceinline__ void item(int kind, int variant, const unsigned char *args,
+                                                unsigned b) {
+        st_item(kind, variant, args, b);
+    }
+};
 
 __global__ void __launch_bounds__(ST_THREADS, ST_MIN_BLOCKS) step_kernel(const StArgs a) {
     __shared__ unsigned item;
-    int s = 0;
-    for (;;) {
-        if (threadIdx.x == 0) item = atomicAdd(a.flag + ST_MAX, 1u) - a.base;
-        __syncthreads();
-        const unsigned it = item;
-        __syncthreads(); /* item is read before thread 0 takes the next */
-        if (it >= a.items) return;
-        while (it - a.st[s].first >= a.st[s].blocks) s++;
-        const StStage &S = a.st[s];
-        const unsigned b = it - S.first;
-        if (S.ndep) st_prefetch(S.kind, S.variant, a.args + S.args, b);
-        for (int d = 0; d < S.ndep; d++) {
-            const int i = S.dep[d];
-            if (S.fine >> d & 1) {
-                const unsigned k = (unsigned)a.st[i].chunk0 + b / S.kdiv % S.kmod;
-                cu_flag_wait(a.flag + ST_CHUNK0 + k, a.tgt[a.nst + k], (int)it);
-            } else {
-                cu_flag_wait(a.flag + i, a.tgt[i], (int)it);
-            }
-        }
-        st_item(S.kind, S.variant, a.args + S.args, b);
-        if (S.chunk0 >= 0) {
-            const unsigned short *ct = reinterpret_cast<const unsigned short *>(a.args + S.ctab);
-            cu_flag_add2(a.flag + s, a.flag + ST_CHUNK0 + S.chunk0 + ct[b / S.cdiv], 1u);
-        } else {
-            cu_flag_add(a.flag + s, 1u);
-        }
-    }
+    st_items<StPolicy>(a, &item, nullptr);
 }
 
 /* ---- host ----------------------------------------------------------------------
@@ -382,6 +239,8 @@ struct StKept {
     unsigned items;
     size_t smem;
     long waits, chunk_waits;
+    long staged; /* items whose weight rows fit the staging buffer (st_staged) */
+    int mma;     /* it has tensor-core stages: step_kernel runs it, unstaged */
     void *dev; /* stage table, then the arguments at args */
     size_t args, dev_cap;
 };
@@ -664,14 +523,23 @@ static int st_deps(cu_persist *p, sd_err *e) {
     return 0;
 }
 
-/* The resident blocks of the step kernel with smem bytes of dynamic shared memory. */
-static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
+/* The resident blocks of a step kernel (step_kernel, or step_stage_kernel
+ * when staged) with smem bytes of dynamic shared memory. */
+static int st_grid(const sd_cuda *c, int staged, size_t smem, unsigned *grid, sd_err *e) {
     cudaError_t err = cudaSuccess;
-    if (smem > 48 * 1024)
-        err = cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     int fit = 0;
-    if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step_kernel, ST_THREADS, smem);
+    if (staged) {
+        if (smem > 48 * 1024)
+            err = cudaFuncSetAttribute(step_stage_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem);
+        if (err == cudaSuccess)
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step_stage_kernel, ST_THREADS, smem);
+    } else {
+        if (smem > 48 * 1024)
+            err = cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err == cudaSuccess)
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, step_kernel, ST_THREADS, smem);
+    }
     if (err != cudaSuccess) return cu_fail(e, err, "persistent step: occupancy at %zu bytes of shared memory", smem);
     if (fit < 1) return sd_fail(e, "cuda: persistent step: no block fits %zu bytes of shared memory", smem);
     *grid = (unsigned)fit * (unsigned)c->sms;
@@ -679,6 +547,23 @@ static int st_grid(const sd_cuda *c, size_t smem, unsigned *grid, sd_err *e) {
 }
 
 static size_t st_align(size_t n) { return (n + ST_ALIGN - 1) & ~(size_t)(ST_ALIGN - 1); }
+
+/* The items a block stages in shared memory when staging is on: those of
+ * stages with waits whose rows fit (st_fetch decides so on the device). */
+static long st_staged(const cu_persist *p) {
+    long n = 0;
+    for (int s = 0; s < p->nst; s++) {
+        const StStage *S = &p->st[s];
+        if (!S->ndep || !sg_args_bytes(S->kind)) continue;
+        for (unsigned b = 0; b < S->blocks; b++) {
+            WsRun r[WS_RUNS];
+            SgPlan g;
+            const int k = ws_runs(S->kind, S->variant, p->args + S->args, b, r);
+            n += k <= WS_RUNS && sg_plan(S->kind, p->args + S->args, r, k, SG_BYTES, &g);
+        }
+    }
+    return n;
+}
 
 /* The step just built into kept slot K: its table and chunk counts on the
  * host, table and arguments on the device (queued on the stream after the
@@ -716,6 +601,12 @@ static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
             if (p->st[s].fine >> d & 1) K->chunk_waits++;
             else K->waits++;
         }
+    K->staged = st_staged(p);
+    K->mma = 0;
+    for (int s = 0; s < p->nst; s++)
+        K->mma |= (p->st[s].kind == CU_STEP_MM || p->st[s].kind == CU_STEP_FFN ||
+                   p->st[s].kind == CU_STEP_QKV || p->st[s].kind == CU_STEP_QKV_BEAMS) &&
+                  (p->st[s].variant & MQ_STEP);
     unsigned char *dev = (unsigned char *)K->dev;
     err = cudaMemcpyAsync(dev, p->st, (size_t)p->nst * sizeof *p->st, cudaMemcpyHostToDevice,
                           c->stream);
@@ -728,8 +619,11 @@ static int st_keep(sd_cuda *c, cu_persist *p, StKept *K, sd_err *e) {
  * reached, copied, then the cooperative launch. t0: when the host began
  * on this step. */
 static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct timespec *t0, sd_err *e) {
+    /* the staging buffer after the launches' own dynamic shared memory */
+    const int staged = c->stage && !K->mma;
+    const size_t stage_at = st_align(K->smem), smem = staged ? stage_at + SG_BYTES : K->smem;
     unsigned grid;
-    if (st_grid(c, K->smem, &grid, e)) return -1;
+    if (st_grid(c, staged, smem, &grid, e)) return -1;
     if (grid > K->items) grid = K->items;
     cudaError_t err;
     if (p->shadow[ST_MAX] > 0x7fffffffu) {
@@ -756,17 +650,19 @@ static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct times
     a.flag = p->flag;
     a.base = p->shadow[ST_MAX];
     a.items = K->items;
+    a.stage_at = (unsigned)stage_at;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeCooperative;
     at.val.cooperative = 1;
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(ST_THREADS);
-    cfg.dynamicSmemBytes = K->smem;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = c->stream;
     cfg.attrs = &at;
     cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, step_kernel, a);
+    if (staged) cudaLaunchKernelEx(&cfg, step_stage_kernel, a);
+    else cudaLaunchKernelEx(&cfg, step_kernel, a);
     if (cu_check_launch(c, e, "persistent step (%d launches, %u items, %u blocks)", K->nst, K->items, grid))
         return -1;
     memcpy(p->shadow, p->tgt, (size_t)K->nst * sizeof *p->tgt);
@@ -775,6 +671,7 @@ static int st_run(sd_cuda *c, cu_persist *p, const StKept *K, const struct times
     c->gstats.persist_stages = K->nst;
     c->gstats.persist_waits = K->waits;
     c->gstats.persist_chunk_waits = K->chunk_waits;
+    c->gstats.persist_staged = staged ? K->staged : 0;
     c->gstats.persist_build_us = build_us;
     return 0;
 }

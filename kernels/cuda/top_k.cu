@@ -25,131 +25,28 @@
  * a running sum relative to each thread's best value, rescaled when a
  * larger value arrives, and merges two partial sums at the larger of their
  * values, so it needs no second pass. An element equal to the max adds
- * exactly 1 (a row of -inf: probability 1/cols each); NaN adds nothing. */
-#include <cub/block/block_reduce.cuh>
-#include <limits.h>
-#include <math.h>
-
+ * exactly 1 (a row of -inf: probability 1/cols each); NaN adds nothing.
+ *
+ * The bodies are top_k.cuh's, for any block size: in a persistent step
+ * (step.cu) the same work runs as stages of 128-thread items, the k best
+ * (one item a row) or a long row's argmax (its slices, then the merge),
+ * so a greedy step's ids are made inside the step's one launch. */
 #include "kernels/cuda/cuda_int.h"
+#include "kernels/cuda/top_k.cuh"
 
-enum { TK_THREADS = 1024 };
-
-struct TkPair {
-    float v;
-    int i; /* INT_MAX: no candidate */
-};
-
-/* a comes before b in (value desc, index asc); no candidate comes last */
-__device__ __forceinline__ bool tk_before(const TkPair &a, const TkPair &b) {
-    if (b.i == INT_MAX) return a.i != INT_MAX;
-    if (a.i == INT_MAX) return false;
-    return a.v > b.v || (a.v == b.v && a.i < b.i);
-}
-
-struct TkBest {
-    __device__ __forceinline__ TkPair operator()(const TkPair &a, const TkPair &b) const {
-        return tk_before(b, a) ? b : a;
-    }
-};
-
-/* exp(v - m) for a value v of a row whose max is m, exactly 1 at v == m */
-__device__ __forceinline__ float tk_rel(float v, float m) { return v == m ? 1.0f : expf(v - m); }
+enum { TK_THREADS = 1024, AM_THREADS = 256 };
 
 __global__ void __launch_bounds__(TK_THREADS)
     top_k_kernel(int32_t *out, float *probs, const float *x, int cols, int k) {
-    typedef cub::BlockReduce<TkPair, TK_THREADS> Reduce;
-    typedef cub::BlockReduce<float, TK_THREADS> SumReduce;
-    __shared__ union {
-        typename Reduce::TempStorage pick;
-        typename SumReduce::TempStorage sum;
-    } tmp;
-    __shared__ TkPair prev;
-    const float *row = x + (size_t)blockIdx.x * cols;
-    int32_t *ids = out + (size_t)blockIdx.x * k;
-    float m = 0, total = 0; /* the row's max (every thread), its sum (thread 0) */
-    for (int j = 0; j < k; j++) {
-        TkPair best = {-INFINITY, INT_MAX};
-        for (int c = threadIdx.x; c < cols; c += TK_THREADS) {
-            const TkPair cand = {row[c], c};
-            const bool fresh = !isnan(cand.v) && (j == 0 || tk_before(prev, cand));
-            if (fresh && tk_before(cand, best)) best = cand;
-        }
-        best = Reduce(tmp.pick).Reduce(best, TkBest());
-        if (threadIdx.x == 0) {
-            ids[j] = best.i == INT_MAX ? 0 : best.i;
-            prev = best;
-        }
-        __syncthreads(); /* prev for the next pass; tmp reused */
-        if (probs && j == 0) {
-            m = prev.v;
-            float s = 0;
-            for (int c = threadIdx.x; c < cols; c += TK_THREADS)
-                if (!isnan(row[c])) s += tk_rel(row[c], m);
-            total = SumReduce(tmp.sum).Sum(s);
-            __syncthreads(); /* tmp reused */
-        }
-        if (probs && threadIdx.x == 0)
-            probs[(size_t)blockIdx.x * k + j] = prev.i == INT_MAX ? 0.0f : tk_rel(prev.v, m) / total;
-    }
+    tk_row<TK_THREADS>(out, probs, x, cols, k, blockIdx.x);
 }
 
-enum { AM_THREADS = 256 };
-
-/* A slice's best pair and, with probabilities, sum_i exp(x_i - v) over it. */
-struct AmPart {
-    float v;
-    int i; /* INT_MAX: no candidate */
-    float s;
-};
-
-/* sum: the sums are wanted (otherwise they stay 0 and cost no exp) */
-struct AmMerge {
-    bool sum;
-    __device__ __forceinline__ AmPart operator()(const AmPart &a, const AmPart &b) const {
-        const TkPair pa = {a.v, a.i}, pb = {b.v, b.i};
-        const AmPart &w = tk_before(pb, pa) ? b : a;
-        const AmPart r = {w.v, w.i, sum ? a.s * tk_rel(a.v, w.v) + b.s * tk_rel(b.v, w.v) : 0.0f};
-        return r;
-    }
-};
-
-__global__ void __launch_bounds__(AM_THREADS)
-    argmax_part_kernel(AmPart *part, const float *x, int cols, int per, int want_sum) {
-    typedef cub::BlockReduce<AmPart, AM_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    const float *row = x + (size_t)blockIdx.y * cols;
-    const int c0 = blockIdx.x * per, c1 = min(cols, c0 + per);
-    AmPart best = {-INFINITY, INT_MAX, 0.0f};
-    for (int c = c0 + (int)threadIdx.x; c < c1; c += AM_THREADS) {
-        const float v = row[c];
-        if (isnan(v)) continue;
-        if (want_sum) best.s = v > best.v ? best.s * expf(best.v - v) + 1.0f : best.s + tk_rel(v, best.v);
-        const TkPair cand = {v, c}, cur = {best.v, best.i};
-        if (tk_before(cand, cur)) best.v = v, best.i = c;
-    }
-    best = Reduce(tmp).Reduce(best, AmMerge{want_sum != 0});
-    if (threadIdx.x == 0) part[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = best;
+__global__ void __launch_bounds__(AM_THREADS) argmax_part_kernel(const AmPartArgs a) {
+    am_part<AM_THREADS>(a, blockIdx.x, blockIdx.y);
 }
 
 /* One warp per row over its `split` pairs. */
-__global__ void __launch_bounds__(32)
-    argmax_final_kernel(int32_t *out, float *probs, const AmPart *part, int split) {
-    const AmPart *p = part + (size_t)blockIdx.x * split;
-    const AmMerge merge = {probs != NULL};
-    AmPart best = {-INFINITY, INT_MAX, 0.0f};
-    for (int i = threadIdx.x; i < split; i += 32) best = merge(best, p[i]);
-    for (int off = 16; off > 0; off >>= 1) {
-        AmPart o;
-        o.v = __shfl_down_sync(0xffffffffu, best.v, off);
-        o.i = __shfl_down_sync(0xffffffffu, best.i, off);
-        o.s = __shfl_down_sync(0xffffffffu, best.s, off);
-        best = merge(best, o);
-    }
-    if (threadIdx.x == 0) {
-        out[blockIdx.x] = best.i == INT_MAX ? 0 : best.i;
-        if (probs) probs[blockIdx.x] = best.i == INT_MAX ? 0.0f : 1.0f / best.s;
-    }
-}
+__global__ void __launch_bounds__(32) argmax_final_kernel(const AmFinalArgs a) { am_final(a, blockIdx.x); }
 
 size_t cu_top_k_part_bytes(void) { return (size_t)SD_MAX_ROWS * CU_ARGMAX_MAX_SPLIT * sizeof(AmPart); }
 
@@ -160,17 +57,44 @@ int cu_argmax_split(int cols) {
     return s < 2 ? 1 : s > CU_ARGMAX_MAX_SPLIT ? CU_ARGMAX_MAX_SPLIT : s;
 }
 
+/* In a step being built (c->step) the launches are added as its stages:
+ * the k best read the rows and write the ids (and probabilities), the
+ * argmax's slices read the rows and write their pairs, the merge reads
+ * those and writes the ids. */
 int cu_top_k_rows(sd_cuda *c, int32_t *out_dev, float *probs_dev, const float *x, int n_rows,
                   int cols, int k, sd_err *e) {
     const int split = k == 1 ? cu_argmax_split(cols) : 1;
+    const size_t rows = (size_t)n_rows * (size_t)cols * sizeof(float), ids = (size_t)n_rows * (size_t)k;
     if (split == 1) {
+        if (c->step) {
+            const TkArgs a = {out_dev, probs_dev, x, cols, k};
+            cu_spans sp = {};
+            cu_span_add(&sp, x, rows, 0);
+            cu_span_add(&sp, out_dev, ids * sizeof *out_dev, 1);
+            cu_span_add(&sp, probs_dev, ids * sizeof *probs_dev, 1);
+            return cu_step_add(c, CU_STEP_TOPK, 0, &a, sizeof a, (unsigned)n_rows, 0, &sp, e);
+        }
         top_k_kernel<<<n_rows, TK_THREADS, 0, c->stream>>>(out_dev, probs_dev, x, cols, k);
         return cu_check_launch(c, e, "top_k_rows %dx%d k %d", n_rows, cols, k);
     }
     AmPart *part = (AmPart *)c->top_k_part;
-    const int per = (cols + split - 1) / split;
-    argmax_part_kernel<<<dim3(split, n_rows), AM_THREADS, 0, c->stream>>>(part, x, cols, per, probs_dev != NULL);
+    const AmPartArgs pa = {part, x, cols, (cols + split - 1) / split, probs_dev != NULL, split};
+    const AmFinalArgs fa = {out_dev, probs_dev, part, split};
+    if (c->step) {
+        const size_t pairs = (size_t)n_rows * (size_t)split * sizeof *part;
+        cu_spans sp = {};
+        cu_span_add(&sp, x, rows, 0);
+        cu_span_add(&sp, part, pairs, 1);
+        if (cu_step_add(c, CU_STEP_ARGMAX_PART, 0, &pa, sizeof pa, (unsigned)(split * n_rows), 0, &sp, e))
+            return -1;
+        cu_spans sf = {};
+        cu_span_add(&sf, part, pairs, 0);
+        cu_span_add(&sf, out_dev, ids * sizeof *out_dev, 1);
+        cu_span_add(&sf, probs_dev, ids * sizeof *probs_dev, 1);
+        return cu_step_add(c, CU_STEP_ARGMAX_FINAL, 0, &fa, sizeof fa, (unsigned)n_rows, 0, &sf, e);
+    }
+    argmax_part_kernel<<<dim3(split, n_rows), AM_THREADS, 0, c->stream>>>(pa);
     if (cu_check_launch(c, e, "top_k_rows %dx%d argmax, %d slices", n_rows, cols, split)) return -1;
-    argmax_final_kernel<<<n_rows, 32, 0, c->stream>>>(out_dev, probs_dev, part, split);
+    argmax_final_kernel<<<n_rows, 32, 0, c->stream>>>(fa);
     return cu_check_launch(c, e, "top_k_rows %dx%d argmax, final", n_rows, cols);
 }

@@ -130,6 +130,7 @@ struct Block {
     bool backward;   /* its fibers' order: backward in odd blocks */
     bool pdl_waited; /* a thread called cudaGridDependencySynchronize */
     void *smem;      /* dynamic shared memory */
+    size_t smem_bytes;
     std::vector<uint8_t> statics; /* cooperative: its copy of the static __shared__ variables */
     std::vector<Spin> spin;       /* by thread, once one spins */
 };
@@ -531,6 +532,14 @@ void *dynamic_smem(void) {
     return blk.smem;
 }
 
+void global_only(const void *p, size_t n, const char *what) {
+    const uintptr_t a = (uintptr_t)p, s = (uintptr_t)blk.smem;
+    if (t_cur && blk.smem && a + n > s && a < s + blk.smem_bytes)
+        fail("%s of %zu bytes at %p, in the block's dynamic shared memory (%p, %zu bytes): it is a "
+             "global-memory load (ld.global), which faults on a shared-memory address on a GPU",
+             what, n, p, blk.smem, blk.smem_bytes);
+}
+
 /* ---- launches ----------------------------------------------------------------------- */
 static std::map<const void *, int> max_dyn_smem; /* cudaFuncSetAttribute */
 
@@ -666,6 +675,7 @@ bool launch(const Config &c, const char *name, const void *func, Body body, void
                     memset(smem, 0xff, c.smem);
                 }
                 blk.smem = smem;
+                blk.smem_bytes = c.smem;
                 blk.pdl_waited = false;
                 run_block(nblock & 1);
                 if (c.pdl && !blk.pdl_waited)
@@ -968,6 +978,7 @@ static bool launch_coop(const Config &c, const char *name, const void *func) {
                 b.idx = uint3{x, y, z};
                 b.backward = i & 1;
                 b.smem = NULL;
+                b.smem_bytes = c.smem;
                 if (c.smem && !(b.smem = malloc(c.smem)))
                     fail("no memory for %zu bytes of shared memory", c.smem);
             }

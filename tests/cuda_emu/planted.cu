@@ -91,6 +91,16 @@ __global__ void consume(float *out, const float *in, int nc) {
     out[threadIdx.x] = nc ? __ldg(in + threadIdx.x) : in[threadIdx.x];
 }
 
+/* Reads the block's dynamic shared memory through __ldcs, a global-memory
+ * load (ld.global.cs): what a tile does that reads weights staged in
+ * shared memory (kernels/cuda/stage.cuh) without its sm switch. */
+__global__ void ldcs_shared(float *out) {
+    extern __shared__ float staged[];
+    staged[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = __ldcs(staged + (blockDim.x - 1 - threadIdx.x));
+}
+
 __global__ void fine(float *out) {
     extern __shared__ float big[];
     big[threadIdx.x] = 2.0f;
@@ -220,6 +230,7 @@ extern "C" int planted_run(const char *which, int *nan) {
     else if (!strcmp(which, "exit_before_barrier")) exit_before_barrier<<<1, 64>>>(out);
     else if (!strcmp(which, "deadlock")) deadlock<<<1, 2>>>(out);
     else if (!strcmp(which, "divergent_barriers")) divergent_barriers<<<1, 64>>>(out);
+    else if (!strcmp(which, "ldcs_shared")) ldcs_shared<<<1, 64, 64 * sizeof(float)>>>(out);
     else if (!strcmp(which, "block_too_large")) fine<<<1, 1025, 1025 * 4>>>(out);
     else if (!strcmp(which, "grid_too_large")) fine<<<dim3(1, 65536), 32, 128>>>(out);
     else if (!strcmp(which, "smem_without_opt_in")) fine<<<1, 64, 64 * 1024>>>(out);
@@ -276,6 +287,7 @@ extern "C" int planted_run(const char *which, int *nan) {
  * warp q: rows 16q + g and 16q + g + 8 of a matrix product, unit 8q + g
  * of SwiGLU and Q/K/V). */
 #include <set>
+#include <vector>
 #include <utility>
 
 #include "kernels/cuda/wspan.cuh"
@@ -403,4 +415,174 @@ extern "C" int wspan_check(char *msg, size_t cap) {
                     }
             }
     return 0;
+}
+
+/* ---- the persistent step's staging ---------------------------------------------
+ * The bytes an item stages (kernels/cuda/stage.cuh) are exactly the weight
+ * rows it reads: block b of sg_kernel stages virtual block b of a launch
+ * as the persistent step does and copies its buffer out; on the host every
+ * row the block's warps read (ws_read), looked up through the staged
+ * matrices, must hold the matrix's bytes inside a window, and the windows
+ * must hold those rows' bytes and no more. Rows of 40 value bytes, 6 high
+ * bytes and 10 scale bytes from an odd address, so that no run is 16-byte
+ * aligned; and rows larger than the buffer, of which not one fits. */
+#include "kernels/cuda/stage.cuh"
+
+/* The stages staged here are of the __dp4a tiles (a warp owns a row pair). */
+#define SG_VARIANT (2 * (int)SD_Q8_0) /* mv_step_variant(SD_Q8_0, 1) */
+
+__global__ void sg_kernel(int kind, const unsigned char *args, uint8_t *out, uintptr_t *at,
+                          int *staged) {
+    extern __shared__ __align__(16) uint8_t sg_buf[];
+    WsRun r[WS_RUNS];
+    const int n = ws_runs(kind, SG_VARIANT, args, blockIdx.x, r);
+    SgPlan p;
+    const int ok = n <= WS_RUNS && sg_plan(kind, args, r, n, SG_BYTES, &p);
+    if (ok) sg_stage(p, args, sg_buf);
+    sg_wait_all();
+    __syncthreads();
+    for (unsigned i = threadIdx.x; ok && i < p.bytes; i += blockDim.x)
+        out[(size_t)blockIdx.x * SG_BYTES + i] = sg_buf[i];
+    if (threadIdx.x == 0) staged[blockIdx.x] = ok, at[blockIdx.x] = (uintptr_t)sg_buf;
+}
+
+enum { SG_QROW = 40, SG_HROW = 6, SG_SROW = 10, SG_QROW_BIG = SG_BYTES };
+
+/* A matrix of rows rows in device memory, its bytes random. */
+static MvMat sg_mat_new(int rows, size_t qrow, std::vector<void *> &mem) {
+    const size_t n = (size_t)rows * (qrow + SG_HROW + SG_SROW) + 3;
+    uint8_t *d = NULL;
+    cudaMalloc(&d, n);
+    mem.push_back(d);
+    for (size_t i = 0; i < n; i++) d[i] = (uint8_t)(rand() >> 7);
+    MvMat m = {};
+    m.q = d + 3, m.h = m.q + (size_t)rows * qrow, m.sc = m.h + (size_t)rows * SG_HROW;
+    m.qrow = qrow, m.hrow = SG_HROW, m.srow = SG_SROW, m.rows = rows;
+    return m;
+}
+
+/* Every virtual block of one launch whose arguments are the bytes args;
+ * want: 1 every block staged, 0 none, -1 either. 0, or -1 with msg. */
+static int sg_compare(const char *what, int kind, const void *args, size_t bytes, unsigned blocks,
+                      int want, char *msg, size_t cap) {
+    unsigned char *dargs = NULL, *out = NULL;
+    uintptr_t *at = NULL;
+    int *staged = NULL;
+    cudaMalloc(&dargs, bytes);
+    cudaMalloc(&out, (size_t)blocks * SG_BYTES);
+    cudaMalloc(&at, blocks * sizeof *at);
+    cudaMalloc(&staged, blocks * sizeof *staged);
+    cudaMemcpy(dargs, args, bytes, cudaMemcpyHostToDevice);
+    sg_kernel<<<blocks, 128, SG_BYTES>>>(kind, dargs, out, at, staged);
+    int err = cudaGetLastError() != cudaSuccess;
+    if (err) snprintf(msg, cap, "%s: the staging kernel failed", what);
+    for (unsigned b = 0; b < blocks && !err; b++) {
+        const unsigned char *a = (const unsigned char *)args, *buf = out + (size_t)b * SG_BYTES;
+        WsRun r[WS_RUNS];
+        const int n = ws_runs(kind, SG_VARIANT, a, b, r);
+        SgPlan p;
+        const int ok = n <= WS_RUNS && sg_plan(kind, a, r, n, SG_BYTES, &p);
+        if (ok != staged[b] || (want >= 0 && ok != want)) {
+            snprintf(msg, cap, "%s: virtual block %u: staged %d on the device, %d on the host, %d wanted",
+                     what, b, staged[b], ok, want);
+            err = 1;
+            break;
+        }
+        if (!ok) continue;
+        size_t read = 0, windows = 0;
+        for (int w = 0; w < p.nw; w++) windows += p.w[w].n;
+        for (const auto &row : ws_read(kind, 0, a, b)) {
+            int k = 0;
+            while (k < p.nm && a + p.off[k] != (const unsigned char *)row.first) k++;
+            if (k == p.nm) {
+                snprintf(msg, cap, "%s: virtual block %u reads row %d of a matrix it did not stage",
+                         what, b, row.second);
+                err = 1;
+                break;
+            }
+            const MvMat &m = *row.first, s = sg_mat(p, k, a, buf);
+            const MvMat &dev = *(const MvMat *)(buf + p.off[k]);
+            const uint8_t *src[3] = {m.q, m.h, m.sc}, *dst[3] = {s.q, s.h, s.sc};
+            const size_t rb[3] = {m.qrow, m.hrow, m.srow};
+            if (dev.rows != m.rows || (uintptr_t)dev.q - at[b] != (uintptr_t)(s.q - buf) ||
+                (uintptr_t)dev.sc - at[b] != (uintptr_t)(s.sc - buf)) {
+                snprintf(msg, cap, "%s: virtual block %u: the staged arguments' matrix %d", what, b, k);
+                err = 1;
+                break;
+            }
+            for (int g = 0; g < 3 && !err; g++) {
+                const size_t o = (size_t)(dst[g] + (size_t)row.second * rb[g] - buf);
+                int in = 0;
+                for (int w = 0; w < p.nw; w++) in |= o >= p.w[w].dst && o + rb[g] <= p.w[w].dst + p.w[w].n;
+                if (rb[g] && (!in || memcmp(buf + o, src[g] + (size_t)row.second * rb[g], rb[g]))) {
+                    snprintf(msg, cap, "%s: virtual block %u: row %d, region %d not staged", what, b,
+                             row.second, g);
+                    err = 1;
+                }
+                read += rb[g];
+            }
+        }
+        if (!err && read != windows) {
+            snprintf(msg, cap, "%s: virtual block %u: %zu bytes staged, %zu read", what, b, windows, read);
+            err = 1;
+        }
+    }
+    cudaFree(dargs);
+    cudaFree(out);
+    cudaFree(at);
+    cudaFree(staged);
+    return err ? -1 : 0;
+}
+
+/* wspan_check's shapes with bytes in the rows: every item stages but for
+ * NEOX Q/K/V items whose pairs make two runs of a matrix and the items of
+ * rows too large. */
+extern "C" int stage_check(char *msg, size_t cap) {
+    std::vector<void *> mem;
+    int err = 0;
+    srand(7);
+    for (int ks = 1; ks <= MV_WARPS && !err; ks *= 2)
+        for (int ntiles = 1; ntiles <= 2 && !err; ntiles++) {
+            const int per = MV_WARPS / ks;
+            for (int rows = 1; rows <= 19 && !err; rows += 6)
+                for (size_t qrow = SG_QROW; qrow <= SG_QROW_BIG && !err; qrow += SG_QROW_BIG - SG_QROW) {
+                    const int fits = qrow == SG_QROW;
+                    MmArgs mm = {};
+                    mm.w = sg_mat_new(rows, qrow, mem), mm.ks = ks, mm.ntiles = ntiles;
+                    const unsigned pairs = (unsigned)(rows + 1) / 2;
+                    err = sg_compare("mm", CU_STEP_MM, &mm, sizeof mm,
+                                     ntiles * ((pairs + per - 1) / per), fits, msg, cap);
+                    FfnArgs ff = {};
+                    ff.w1 = sg_mat_new(rows, qrow, mem), ff.w3 = sg_mat_new(rows, qrow, mem);
+                    ff.ks = ks, ff.ntiles = ntiles;
+                    if (!err)
+                        err = sg_compare("ffn", CU_STEP_FFN, &ff, sizeof ff, ntiles * ((rows + per - 1) / per),
+                                         fits, msg, cap);
+                }
+            const int shapes[4][4] = {{64, 64, 0, 4}, {64, 64, 1, 4}, {64, 32, 1, 4}, {8, 8, 1, 2}};
+            for (const auto &sh : shapes)
+                for (int nm = 1; nm <= 3 && !err; nm += 2) {
+                    QkvScatterArgs qs = {};
+                    QkvArgs &q = qs.a;
+                    q.head_dim = sh[0], q.rope_dim = sh[1], q.neox = sh[2], q.ks = ks, q.ntiles = ntiles;
+                    q.nm = nm;
+                    int pairs = 0;
+                    for (int j = 0; j < nm; j++) {
+                        const int heads = j == 0 ? sh[3] : sh[3] / 2;
+                        q.m[j].w = sg_mat_new(heads * sh[0], SG_QROW, mem);
+                        q.m[j].pair0 = pairs;
+                        pairs += heads * sh[0] / 2;
+                    }
+                    char what[64];
+                    snprintf(what, sizeof what, "qkv hd %d rope %d neox %d, %d matrices, ks %d", sh[0],
+                             sh[1], sh[2], nm, ks);
+                    const unsigned blocks = ntiles * ((pairs + per - 1) / per);
+                    err = sg_compare(what, CU_STEP_QKV, &q, sizeof q, blocks, sh[2] ? -1 : 1, msg, cap);
+                    if (!err)
+                        err = sg_compare(what, CU_STEP_QKV_BEAMS, &qs, sizeof qs, blocks, sh[2] ? -1 : 1,
+                                         msg, cap);
+                }
+        }
+    for (void *d : mem) cudaFree(d);
+    return err;
 }

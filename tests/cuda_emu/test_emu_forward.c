@@ -20,11 +20,13 @@
  *     on tensor cores (SD_CUDA_MMA, persist_mma_*: every type the mma
  *     takes, each launch under the emulator's schedule check, and
  *     verifications of 2, 5, 8 and 16 rows whose greedy ids are the
- *     CPU's); the waits a persistent step holds and its host time, built
- *     and kept (persist_waits, persist_mma_waits); and a planted wrong
- *     chunk wait that the emulator's schedule check catches, on the
- *     __dp4a tiles and on tensor cores (persist_planted_wrong_wait,
- *     emulator only).
+ *     CPU's), and with the weight rows of its items staged in shared
+ *     memory under the schedule check (persist_stage_*, SD_CUDA_STAGE=1,
+ *     on the __dp4a tiles and on tensor cores); the waits a persistent step
+ *     holds and its host time, built and kept (persist_waits,
+ *     persist_mma_waits); and a planted wrong chunk wait that the
+ *     emulator's schedule check catches, on the __dp4a tiles and on tensor
+ *     cores (persist_planted_wrong_wait, emulator only).
  * Under the emulator the logits and greedy steps also run its __ldg check
  * (CUDA_EMU_LDG_CHECK, tests/cuda_emu/emu.cpp).
  * The same file, built against the CUDA library (build/tests/
@@ -229,12 +231,17 @@ static void persist_step(twin *t, int n, int how, sd_cuda_graph_stats *st);
  * must be what the graph path gives: greedy output the CPU's and (full)
  * every strategy autoregressive greedy's; and every recorded step must
  * have run persistently. mma: the products on tensor cores (mv_mma.cuh),
- * and verification steps of 2, 5, 8 and 16 rows after the rest. */
-static void persist_type(uint32_t type, int qwen2, int full, int order_check, int mma) {
-    char what[64];
-    snprintf(what, sizeof what, "%s %s (persistent%s)", qwen2 ? "qwen2" : "llama",
-             sd_wtype_name(type), mma ? ", mma" : "");
+ * and verification steps of 2, 5, 8 and 16 rows after the rest. With
+ * stage (SD_CUDA_STAGE=1, kernels/cuda/stage.cuh) the blocks compute the
+ * matrix-vector items with waits from weight rows staged in shared
+ * memory, and the emulator stops any tile that reads them through a
+ * global-memory load; with mma too, the steps run unstaged. */
+static void persist_type(uint32_t type, int qwen2, int full, int order_check, int mma, int stage) {
+    char what[80];
+    snprintf(what, sizeof what, "%s %s (persistent%s%s)", qwen2 ? "qwen2" : "llama",
+             sd_wtype_name(type), mma ? ", mma" : "", stage ? ", staged" : "");
     cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
+    cr_assert(setenv("SD_CUDA_STAGE", stage ? "1" : "0", 1) == 0);
     cr_assert(!order_check || setenv("CUDA_EMU_COOP_CHECK", "1", 1) == 0);
     twin t, d = {0};
     twin_load(&t, type, qwen2);
@@ -275,6 +282,9 @@ static void persist_type(uint32_t type, int qwen2, int full, int order_check, in
             st = v;
         }
     }
+    /* a step with tensor-core stages runs on step_kernel, unstaged (step.cu) */
+    cr_expect(stage && !mma ? st.persist_staged > 0 : st.persist_staged == 0,
+              "%s: the last step staged %ld items", what, st.persist_staged);
     if (d.bytes) twin_free(&d);
     twin_free(&t);
 }
@@ -297,27 +307,40 @@ Test(emu_forward, q4_k) { forward_type(SD_Q4_K, 0, 1); }
 Test(emu_forward, q6_k) { forward_type(SD_Q6_K, 0, 0); }
 Test(emu_forward, qwen2_f32) { forward_type(SD_F32, 1, 0); }
 Test(emu_forward, qwen2_q4_k) { forward_type(SD_Q4_K, 1, 1); }
-Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0, 0); }
-Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0, 0); }
-Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0, 0); }
-Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0, 0); }
-Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0, 0); }
-Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0, 0); }
-Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0, 0); }
-Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0, 0); }
-Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 0); }
-Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0, 0); }
+Test(emu_forward, persist_f32) { persist_type(SD_F32, 0, 1, 0, 0, 0); }
+Test(emu_forward, persist_f16) { persist_type(SD_F16, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_bf16) { persist_type(SD_BF16, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q8_0) { persist_type(SD_Q8_0, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_0) { persist_type(SD_Q4_0, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_1) { persist_type(SD_Q4_1, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q5_0) { persist_type(SD_Q5_0, 0, 0, 0, 0, 0); }
+Test(emu_forward, persist_q4_k) { persist_type(SD_Q4_K, 0, 1, 0, 0, 0); }
+Test(emu_forward, persist_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 0, 0); }
+Test(emu_forward, persist_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 0, 0, 0); }
 
 /* Tensor-core stages, every launch under the schedule check. */
-Test(emu_forward, persist_mma_f16) { persist_type(SD_F16, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_bf16) { persist_type(SD_BF16, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_q8_0) { persist_type(SD_Q8_0, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_q4_0) { persist_type(SD_Q4_0, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_q4_1) { persist_type(SD_Q4_1, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_q5_0) { persist_type(SD_Q5_0, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_q4_k) { persist_type(SD_Q4_K, 0, 1, 1, 1); }
-Test(emu_forward, persist_mma_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 1); }
-Test(emu_forward, persist_mma_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 1, 1); }
+Test(emu_forward, persist_mma_f16) { persist_type(SD_F16, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_bf16) { persist_type(SD_BF16, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_q8_0) { persist_type(SD_Q8_0, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_q4_0) { persist_type(SD_Q4_0, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_q4_1) { persist_type(SD_Q4_1, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_q5_0) { persist_type(SD_Q5_0, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_q4_k) { persist_type(SD_Q4_K, 0, 1, 1, 1, 0); }
+Test(emu_forward, persist_mma_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 1, 0); }
+Test(emu_forward, persist_mma_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 1, 1, 0); }
+
+/* Weight rows staged in shared memory, every launch under the schedule check. */
+Test(emu_forward, persist_stage_f32) { persist_type(SD_F32, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_f16) { persist_type(SD_F16, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_bf16) { persist_type(SD_BF16, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_q8_0) { persist_type(SD_Q8_0, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_q4_0) { persist_type(SD_Q4_0, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_q4_1) { persist_type(SD_Q4_1, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_q5_0) { persist_type(SD_Q5_0, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_q4_k) { persist_type(SD_Q4_K, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_mma_q4_k) { persist_type(SD_Q4_K, 0, 0, 1, 1, 1); }
+Test(emu_forward, persist_stage_q6_k) { persist_type(SD_Q6_K, 0, 0, 1, 0, 1); }
+Test(emu_forward, persist_stage_qwen2_q4_k) { persist_type(SD_Q4_K, 1, 1, 1, 0, 1); }
 
 /* One persistent step of n rows after the prompt (how: how its stages
  * wait, SD_CUDA_WAITS_*), whose greedy ids must be the CPU's; its stats

@@ -11,6 +11,7 @@
 
 int planted_run(const char *which, int *nan);
 int wspan_check(char *msg, size_t cap);
+int stage_check(char *msg, size_t cap);
 
 /* Runs case which in a child; its stderr into buf, its exit status. */
 static int run_child(const char *which, char *buf, size_t cap) {
@@ -82,6 +83,11 @@ Test(emu_misuse, pdl_block_without_wait) {
     int st = run_child("pdl_waits", buf, sizeof buf);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", buf);
 }
+Test(emu_misuse, ldcs_of_shared_memory) {
+    expect_report("ldcs_shared", "kernel ldcs_shared, block (0,0,0)");
+    expect_report("ldcs_shared", "__ldcs of 4 bytes at 0x");
+    expect_report("ldcs_shared", "in the block's dynamic shared memory");
+}
 Test(emu_misuse, ldg_of_what_the_kernel_before_wrote) {
     expect_report("ldg_after_pdl", "kernel consume: __ldg of 4 bytes");
     static char buf[4096];
@@ -143,4 +149,12 @@ Test(emu_misuse, cooperative_grid_too_large) {
 Test(emu_misuse, prefetch_spans_are_the_rows_read) {
     char msg[256] = "";
     cr_expect_eq(wspan_check(msg, sizeof msg), 0, "%s", msg);
+}
+
+/* Not a planted bug: the bytes the persistent step stages in shared memory
+ * for an item (planted.cu, kernels/cuda/stage.cuh) are exactly the weight
+ * rows it reads. */
+Test(emu_misuse, staged_bytes_are_the_rows_read) {
+    char msg[256] = "";
+    cr_expect_eq(stage_check(msg, sizeof msg), 0, "%s", msg);
 }

@@ -92,11 +92,14 @@ enum { LG_H100, LG_H200, LG_NDEV };
  *   imma_rate, hmma_rate  the tensor cores' dense int8 / bf16 multiply-adds
  *              a second (published peaks)
  *   mma_eff    the share of those peaks that m16n8k32 / m16n8k16 mma
- *              issue reaches in the n-row products */
+ *              issue reaches in the n-row products
+ *   smem_us    what a matrix-vector item whose weight rows were staged in
+ *              shared memory during its wait exposes after it: the wait for
+ *              its copies and the block's barrier (persist fine smem) */
 enum {
     LG_COPY_GBS, LG_ETA, LG_KERNEL_US, LG_LAUNCH_US, LG_STEP_US, LG_BUILD_US, LG_FLAG_US,
     LG_TAIL_US, LG_LOAD_US, LG_OP_US, LG_QUANT_RATE, LG_FLOAT_RATE, LG_IMMA_RATE, LG_HMMA_RATE,
-    LG_MMA_EFF, LG_NCONST
+    LG_MMA_EFF, LG_SMEM_US, LG_NCONST
 };
 
 typedef struct lg_device {
@@ -219,15 +222,19 @@ double lg_targets_verify(const lg_targets *t, int n);
  * persist fine mma: persist fine with those products (SD_CUDA_PERSISTENT=1
  *   SD_CUDA_MMA=1: the step's product stages on tensor cores, with the
  *   same stage and chunk waits, attention's chunks drawn from the mma
- *   layout). */
+ *   layout);
+ * persist fine smem: persist fine with SD_CUDA_STAGE=1: a matrix-vector
+ *   item's weight rows are copied into the block's shared memory while it
+ *   waits (kernels/cuda/stage.cuh), so after a wait it exposes smem_us in
+ *   place of what of load_us the wait did not cover. */
 enum {
     LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD, LG_PERSIST_STAGE, LG_PERSIST_FINE, LG_GRAPH_PDL_MMA,
-    LG_PERSIST_FINE_MMA, LG_NPATH
+    LG_PERSIST_FINE_MMA, LG_PERSIST_FINE_SMEM, LG_NPATH
 };
 
 const char *lg_path_name(int path);
 /* The path's tag in measured figures' keys (nofold, pdl, stage, fine,
- * pdl_mma, fine_mma); lg_path_of_tag gives the path of a tag of len
+ * pdl_mma, fine_mma, fine_smem); lg_path_of_tag gives the path of a tag of len
  * bytes, or -1. */
 const char *lg_path_tag(int path);
 int lg_path_of_tag(const char *tag, size_t len);

@@ -21,6 +21,7 @@
 static const char *const k_const[LG_NCONST] = {
     "copy_gbs", "eta",      "kernel_us",  "launch_us", "step_us",   "build_us",  "flag_us", "tail_us",
     "load_us",  "op_us",    "quant_rate", "float_rate", "imma_rate", "hmma_rate", "mma_eff",
+    "smem_us",
 };
 static const char *const k_dev[LG_NDEV] = {"h100", "h200"};
 static const char *const k_bench[LG_NBENCH] = {"flag_us", "stage_us", "load_us",
@@ -81,7 +82,7 @@ static int parse_line(const char *line, const char *name, int ln, lg_consts *c,
         if (lg_point_path(key) < 0)
             return sd_fail(e, "%s:%d: measured figure '%s' is not decode_PATH:PRESET or "
                               "verify_PATH:PRESET:N with PATH a path's tag (nofold, pdl, stage, "
-                              "fine, pdl_mma, fine_mma)", name, ln, key);
+                              "fine, pdl_mma, fine_mma, fine_smem)", name, ln, key);
         if (c->n_pt == LG_MAX_POINTS)
             return sd_fail(e, "%s:%d: more than %d measured figures", name, ln, LG_MAX_POINTS);
         lg_point *pt = &c->pt[c->n_pt];

@@ -20,10 +20,11 @@
  *   - a dp4a launch of n rows reads its weights once per tile of
  *     sd_mv_tile_rows(n) rows (kernels/cuda/plan.h); an mma launch
  *     (quantised weights, any row count) reads them once;
- *   - the graph holds everything up to the head's product plus two copy
- *     nodes (the position and the token ids); the argmax (top_k_rows, which
- *     no step records) is launched after it on every path, two launches
- *     where the row is split (top_k.cu cu_argmax_split).
+ *   - the graph holds everything up to the head's product and the argmax
+ *     (top_k_rows, recorded with the step: one kernel, two where the row
+ *     is split, top_k.cu cu_argmax_split) plus two copy nodes (the
+ *     position and the token ids); on the persistent paths the argmax is
+ *     the step's last stages.
  * The constants below mirror those files (a change there is a change
  * here; the GPU suite's decode_graph checks the node count the same rules
  * give). The persistent paths take the launches of the nofold graph as
@@ -54,6 +55,11 @@
  *     tail_us, at an item-level wait flag_us, each plus what of load_us the
  *     wait itself does not cover (the prefetch was issued when the item was
  *     taken, before its wait);
+ *   persist fine smem: as persist fine, but a wait before a matrix-vector
+ *     stage exposes smem_us in place of the rest of load_us (the item's
+ *     rows were staged in shared memory while it waited; every product is
+ *     taken as staged, though NEOX Q/K/V and rows too large for the
+ *     buffer keep the L2 prefetch on the device);
  *   every step adds step_us. */
 #include <string.h>
 
@@ -73,7 +79,7 @@ enum { K_EMBED, K_NORM, K_QACT, K_MV, K_ATTN, K_ELEM, K_ARGMAX };
 
 static const struct {
     const char *name, *tag;
-    int graph, fold, persist, mma; /* persist: 1 stage waits, 2 fine waits */
+    int graph, fold, persist, mma; /* persist: 1 stage waits, 2 fine waits, 3 fine and staged */
 } k_path[LG_NPATH] = {
     {"graph+pdl", "pdl", 1, 1, 0, 0},
     {"graph+pdl nofold", "nofold", 1, 0, 0, 0},
@@ -81,6 +87,7 @@ static const struct {
     {"persist fine", "fine", 0, 0, 2, 0},
     {"graph+pdl mma", "pdl_mma", 1, 1, 0, 1},
     {"persist fine mma", "fine_mma", 0, 0, 2, 1},
+    {"persist fine smem", "fine_smem", 0, 0, 3, 0},
 };
 
 const char *lg_path_name(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].name : "?"; }
@@ -149,11 +156,13 @@ static double work_us(const sim *m, const work *w) {
     return 1e6 * (q + h + w->n * w->f / v[LG_FLOAT_RATE]);
 }
 
-/* The exposed latency of a wait: item-level (fine) or stage-level. */
-static double wait_us(const sim *m, int fine) {
+/* The exposed latency of a wait of a stage of kind k: item-level (fine) or
+ * stage-level. */
+static double wait_us(const sim *m, int fine, int k) {
     const double *v = m->d->v;
     if (k_path[m->path].persist == 1) return v[LG_FLAG_US] + v[LG_TAIL_US] + v[LG_LOAD_US];
     const double w = v[LG_FLAG_US] + (fine ? 0 : v[LG_TAIL_US]);
+    if (k_path[m->path].persist == 3 && k == K_MV) return w + v[LG_SMEM_US];
     return w + (v[LG_LOAD_US] > w ? v[LG_LOAD_US] - w : 0);
 }
 
@@ -192,10 +201,10 @@ static void kernel(sim *m, int kind, int graph, double wb, double kvb, double ac
     if (body < v[LG_OP_US]) s->us += v[LG_OP_US] - body, s->exposed_us += v[LG_OP_US] - body;
     const int sibling = m->prev_seq == m->seq && m->prev_kind == K_MV && kind == K_MV;
     if (m->prev_kind >= 0 && !sibling) {
-        const int fine = k_path[m->path].persist == 2 && fine_dep(m->prev_kind, kind);
+        const int fine = k_path[m->path].persist >= 2 && fine_dep(m->prev_kind, kind);
         if (fine) s->partial++;
         else s->waits++;
-        s->us += wait_us(m, fine), s->exposed_us += wait_us(m, fine);
+        s->us += wait_us(m, fine, kind), s->exposed_us += wait_us(m, fine, kind);
     }
     m->prev_kind = kind, m->prev_seq = m->seq;
 }

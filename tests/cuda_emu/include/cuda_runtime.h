@@ -227,6 +227,10 @@ enum Op { OP_SHFL, OP_SHFL_XOR, OP_SHFL_DOWN, OP_SHFL_UP, OP_ADD, OP_MIN, OP_MAX
 uint64_t warp_op(Op op, unsigned mask, uint64_t v, int arg, int width, const char *file, int line);
 unsigned active_mask(void);
 void *dynamic_smem(void);
+/* The global-memory loads (__ldg, __ldcs, __ldcg: ld.global.*) of n bytes at
+ * p: fails when p lies in the running block's dynamic shared memory, where
+ * such a load faults on a GPU. */
+void global_only(const void *p, size_t n, const char *what);
 /* Cooperative launches: thread 0 of a block waiting for a dependency flag
  * (kernels/cuda/persist.cuh) read value < target at flag; the fiber sleeps
  * until the flag changes, other blocks running meanwhile. */
@@ -385,11 +389,18 @@ static inline unsigned long min(unsigned long a, unsigned long b) { return a < b
 static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
 
 template <class T> static inline T __ldg(const T *p) {
+    emu::global_only(p, sizeof(T), "__ldg");
     emu::ldg_read(p, sizeof(T));
     return *p;
 }
-template <class T> static inline T __ldcs(const T *p) { return *p; }
-template <class T> static inline T __ldcg(const T *p) { return *p; }
+template <class T> static inline T __ldcs(const T *p) {
+    emu::global_only(p, sizeof(T), "__ldcs");
+    return *p;
+}
+template <class T> static inline T __ldcg(const T *p) {
+    emu::global_only(p, sizeof(T), "__ldcg");
+    return *p;
+}
 template <class T> static inline void __stcs(T *p, T v) { *p = v; }
 
 static inline float __uint_as_float(unsigned u) { return emu_from_bits<float>(u); }
