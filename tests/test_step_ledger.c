@@ -79,25 +79,33 @@ Test(ledger, counts_by_hand) {
     cr_expect(s.launches == 18 && s.nodes == 20, "nofold: %d launches, %d nodes", s.launches, s.nodes);
     cr_expect(s.w_bytes == ROW_W + 2 * (LAYER_W + 2 * 256) + HEAD_W + 256, "nofold weight bytes %.0f",
               s.w_bytes);
-    /* the persistent step with stage waits only: the 18 kernels of the
-     * nofold graph, the argmax the last, as stages of one launch, 17 stage
-     * waits (flag + tail + load each), a build a stage */
+    /* the persistent step with stage waits only: the 13 kernels of the
+     * graph (norms folded), the argmax the last, as stages of one launch,
+     * 12 stage waits (flag + tail + load each), a build a stage; the folded
+     * norms' op_us is 0 here */
     s = cost(m, 1, 10, LG_PERSIST_STAGE, &d);
-    cr_expect(s.launches == 1 && s.stages == 18 && s.nodes == 0 && s.waits == 17 && s.partial == 0,
+    cr_expect(s.launches == 1 && s.stages == 13 && s.nodes == 0 && s.waits == 12 && s.partial == 0,
               "persist stage: %d launches, %d stages, %d waits + %d", s.launches, s.stages, s.waits, s.partial);
-    cr_expect(fabs(s.us - (100 + 10 + 18 * 0.1 + 17 * 1.75)) < 1e-3, "persist stage %.6f us", s.us);
+    cr_expect(fabs(s.us - (100 + 10 + 13 * 0.1 + 12 * 1.75)) < 1e-3, "persist stage %.6f us", s.us);
     /* as the step runs: attention waits for its head's Q/K/V items (2, one
-     * a layer); the other 15 waits are for whole stages (the argmax's for
+     * a layer); the other 10 waits are for whole stages (the argmax's for
      * the head) */
     s = cost(m, 1, 10, LG_PERSIST_FINE, &d);
-    cr_expect(s.launches == 1 && s.stages == 18 && s.waits == 15 && s.partial == 2,
+    cr_expect(s.launches == 1 && s.stages == 13 && s.waits == 10 && s.partial == 2,
               "persist fine: %d launches, %d stages, %d waits + %d", s.launches, s.stages, s.waits, s.partial);
     /* no build; a stage wait flag + tail (the prefetch hides load), an item
      * wait max(flag, load) */
-    cr_expect(fabs(s.us - (100 + 10 + 15 * 1.5 + 2 * 0.5)) < 1e-3, "persist fine %.6f us", s.us);
+    cr_expect(fabs(s.us - (100 + 10 + 10 * 1.5 + 2 * 0.5)) < 1e-3, "persist fine %.6f us", s.us);
     cr_expect(fabs(s.us - s.exposed_us) < 1e-3, "nothing but exposed: %.6f of %.6f", s.exposed_us, s.us);
-    /* the products on tensor cores: the same stages and waits (the step's
-     * chunk map follows the mma layout; test_emu_forward's
+    /* each stage takes at least op_us, and each of the 5 products that fold
+     * a norm (2 a layer, the head) op_us more: every item makes its tile */
+    lg_device o = d;
+    o.v[LG_OP_US] = 2;
+    const lg_step so = cost(m, 1, 10, LG_PERSIST_FINE, &o);
+    cr_expect(fabs(so.us - s.us - (13 + 5) * 2) < 1e-3, "persist fine at op_us 2: %.6f us", so.us);
+    /* the products on tensor cores: no norm folded, so the nofold graph's
+     * 18 kernels as stages, 15 stage waits and the 2 chunk waits (the
+     * step's chunk map follows the mma layout; test_emu_forward's
      * persist_mma_waits) */
     s = cost(m, 1, 10, LG_PERSIST_FINE_MMA, &d);
     cr_expect(s.launches == 1 && s.stages == 18 && s.waits == 15 && s.partial == 2,
@@ -122,7 +130,7 @@ Test(ledger, bytes_work_and_tiles) {
     s = cost(m, 9, 10, LG_GRAPH_PDL, &bw);
     cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W), "9 rows: %.0f", s.w_bytes);
     s = cost(m, 9, 10, LG_PERSIST_FINE, &bw);
-    cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W) + 5 * 256, "9 rows fine: %.0f", s.w_bytes);
+    cr_expect(s.w_bytes == 9 * ROW_W + 2 * (2 * LAYER_W + HEAD_W), "9 rows fine: %.0f", s.w_bytes);
     s = cost(m, 9, 10, LG_PERSIST_FINE_MMA, &bw);
     cr_expect(s.w_bytes == 9 * ROW_W + 2 * LAYER_W + HEAD_W + 5 * 256, "9 rows fine mma: %.0f", s.w_bytes);
     lg_model_close(m);
@@ -130,7 +138,8 @@ Test(ledger, bytes_work_and_tiles) {
 
 /* The chunk waits against stage waits: fewer stage-level waits, none
  * more in all; on quantised weights the mma reads each weight once for
- * every width, and one row the bytes the dp4a tiles read. */
+ * every width, and one row the bytes the dp4a tiles read (the persistent
+ * mma step's launches are the nofold graph's). */
 Test(ledger, fine_waits_and_mma_bytes) {
     lg_model *m = open_tiny(&k_tiny);
     const lg_device d = dev(1e12, 1, 10, 100, 1e30);
@@ -141,7 +150,7 @@ Test(ledger, fine_waits_and_mma_bytes) {
     lg_model_close(m);
     m = open_tiny(&k_tiny_q);
     const double row = (double)sd_row_bytes(SD_Q8_0, 64);
-    const int mma[2] = {LG_GRAPH_PDL_MMA, LG_PERSIST_FINE_MMA}, dp4a[2] = {LG_GRAPH_PDL, LG_PERSIST_FINE};
+    const int mma[2] = {LG_GRAPH_PDL_MMA, LG_PERSIST_FINE_MMA}, dp4a[2] = {LG_GRAPH_PDL, LG_GRAPH_PDL_NOFOLD};
     for (int p = 0; p < 2; p++) {
         const lg_step one = cost(m, 1, 10, dp4a[p], &d), one_mma = cost(m, 1, 10, mma[p], &d);
         cr_expect(one.w_bytes == one_mma.w_bytes, "%s: one row's bytes differ", lg_path_name(mma[p]));

@@ -770,6 +770,8 @@ static int graph_persist(sd_cuda *c) {
         c->pos_dev = keep ? c->pos_word : NULL;
         rc = cu_step_begin(c, &why);
         for (int i = 0; i < c->cur.nrec && rc == 0; i++) rc = cu_issue(c, &c->cur.rec[i], c->cur.ptr, &why);
+        if (rc == 0) rc = cu_norm_flush(c, &why); /* a step that ends with a norm */
+        c->norm.out = NULL; /* a failed build's norm: the graph path issues it again */
         rc = cu_step_end(c, rc == 0, slot, &why);
         c->pos_dev = NULL;
         if (rc == 0 && g) graph_keep_records(c, g);

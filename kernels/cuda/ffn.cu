@@ -125,7 +125,7 @@ int cu_ffn_swiglu(sd_cuda *c, float *h, float *tmp, const sd_weight *w1, const s
         }
         if (cu_step_add(c, CU_STEP_FFN,
                         mq ? mq_step_variant(w1->type, pl.nt) : mv_step_variant(w1->type, pl.nt),
-                        &p, sizeof p, pl.blocks, 0, &sp, e))
+                        &p, sizeof p, pl.blocks, pl.smem, &sp, e))
             return -1;
     } else if (mq) {
         mq_launch<MqFfnLaunch>(w1->type, pl, c, p);

@@ -64,7 +64,7 @@ int cu_mm_plain(sd_cuda *c, float *out, const sd_weight *w, const MvAct *A, int 
         cu_span_add(&sp, out, (size_t)A->n * (size_t)w->rows * sizeof(float), 1);
         return cu_step_add(c, CU_STEP_MM,
                            mq ? mq_step_variant(w->type, pl.nt) : mv_step_variant(w->type, pl.nt),
-                           &p, sizeof p, pl.blocks, 0, &sp, e);
+                           &p, sizeof p, pl.blocks, pl.smem, &sp, e);
     }
     if (mq)
         mq_launch<MqLaunch>(w->type, pl, c, p);

@@ -556,7 +556,8 @@ static inline int mv_act(sd_cuda *c, MvAct *A, const float *x, int n, int64_t co
          * lower than the dp4a tile, so a bound too for weights (F32, or
          * float rows of odd shape) that stay on mv.cuh's tiles */
         const int nt = c->mma ? sd_mq_tile_rows(n) : sd_mv_tile_rows(n);
-        if (p->out == x && p->n == n && p->dim == cols && p->seq + 1 == c->op_seq &&
+        /* not in a persistent step with tensor-core stages (step.cu) */
+        if (p->out == x && p->n == n && p->dim == cols && p->seq + 1 == c->op_seq && !(c->step && c->mma) &&
             mv_fold_bytes(fl, nt, cols) <= MV_FOLD_SMEM && !mv_overlap(p->out, bytes, p->x, bytes) &&
             !mv_overlap(out, out_bytes, p->x, bytes) && !mv_overlap(out, out_bytes, p->out, bytes)) {
             A->nx = p->x;
@@ -588,6 +589,13 @@ static inline int mv_step_variant(uint32_t type, int nt) { return 2 * (int)type 
 
 /* What the blocks of a launch with activations A read. */
 static inline void mv_act_spans(const MvAct &A, cu_spans *sp) {
+    if (A.nx) {
+        /* a folded norm: its input read, its output written (the first row
+         * group's blocks), the activations made in shared memory */
+        cu_span_add(sp, A.nx, (size_t)A.n * (size_t)A.cols * sizeof(float), 0);
+        cu_span_add(sp, A.nout, (size_t)A.n * (size_t)A.cols * sizeof(float), 1);
+        return;
+    }
     cu_span_add(sp, A.x, (size_t)A.n * (size_t)A.cols * sizeof(float), 0);
     if (!A.xq) return;
     const size_t blocks = (size_t)A.n * (size_t)(A.cols / 32);

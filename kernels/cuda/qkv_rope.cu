@@ -124,7 +124,7 @@ static int qkv_launch(sd_cuda *c, P *args, const sd_weight *const *ws, const flo
         qkv_out_spans(args, &sp);
         return cu_step_add(c, qkv_step_kind(args),
                            mq ? mq_step_variant(w->type, pl.nt) : mv_step_variant(w->type, pl.nt),
-                           args, sizeof *args, pl.blocks, 0, &sp, e);
+                           args, sizeof *args, pl.blocks, pl.smem, &sp, e);
     }
     if (mq)
         mq_launch<MqQkvLaunch<P> >(w->type, pl, c, *args);

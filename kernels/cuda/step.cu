@@ -10,9 +10,15 @@
  * tensor cores: mv_step_variant, mq_step_variant), its argument struct by
  * value, its virtual blocks (the blocks its grid has; the kernel files'
  * *_vblock functions compute one, given its index) and the device memory
- * its blocks read and write. Norms are not folded while building (each is
- * a stage of its own), so no stage needs a per-block prologue. A built work list is kept (see "Kept work lists"
- * below) and launched again for a step of the same records.
+ * its blocks read and write. A norm is folded into the product after it
+ * where the graph path folds it (mv.cuh "A folded norm", c->fuse_norm),
+ * but for a step with tensor-core stages (c->mma, st_mq): no
+ * stage of its own, and every item of the product makes its tile's
+ * normalised rows in shared memory from the norm's input, as a folded
+ * launch's block does once (the items of the first row group also write
+ * the norm's output for later readers); its stage's dynamic shared memory
+ * is the tile's. A built work list is kept (see "Kept work lists" below)
+ * and launched again for a step of the same records.
  *
  * The work list. Stage s owns items first_s .. first_s + blocks_s - 1, and
  * the items of the step are numbered end to end in the order of the
@@ -79,12 +85,14 @@
  * the projection's 8-row activation tiles), SwiGLU's down projection
  * after the gate/up product (each reads all of its row's hidden units,
  * whose int8 groups of 32 are quantised by the last block of each group of
- * that product), the norms after a residual product (a whole row's sum of
- * squares), the Q/K/V and gate/up products after their norm (every row of
- * the weights reads the whole activation row) and the head. Each layer of
- * a decode or a verification step so holds 6 stage waits and 1 chunk wait,
- * on the __dp4a tiles and on tensor cores alike (test_emu_forward's
- * persist_waits and persist_mma_waits count them).
+ * that product), the Q/K/V and gate/up products with their folded norms
+ * after a residual product (a whole row's sum of squares; unfolded, the
+ * norm waits so and the product for its norm, as every row of the weights
+ * reads the whole activation row) and the head. Each layer of a decode or
+ * a verification step so holds 4 stage waits and 1 chunk wait with its
+ * norms folded, 6 and 1 with them launched (SD_CUDA_FUSE_NORM=0, or on
+ * tensor cores; test_emu_forward's persist_waits and persist_mma_waits
+ * count them).
  *
  * Prefetch and staging. A block that takes an item of a stage with waits
  * first fetches the item's weight rows (wspan.cuh: its row runs), then
@@ -151,7 +159,10 @@
  * verify_persist* rows). */
 
 /* A matrix-vector item on tensor cores (mv_mma.cuh, a variant of
- * mq_step_variant). */
+ * mq_step_variant). A step built with tensor-core stages folds no norm
+ * (mv_act): the fold's tile code in each of these items made ptxas run for
+ * over 8 CPU minutes more on this file, so they take neither first nor
+ * writer. */
 template <int T, int NT>
 __device__ __noinline__ void st_mq(int kind, const unsigned char *args, unsigned b) {
     switch (kind) {
@@ -256,7 +267,6 @@ struct cu_persist {
     size_t nargs, args_cap;
     size_t smem;
     unsigned items;
-    int fuse_saved;
     struct timespec t0; /* when building began */
     int waits;       /* SD_CUDA_WAITS_* */
     int *cmap;       /* [ST_MAX][2]: a chunked stage's query heads a K/V head, K/V heads */
@@ -329,9 +339,7 @@ int cu_step_begin(sd_cuda *c, sd_err *e) {
     p->items = 0;
     p->nchunk = 0;
     p->waits = c->persist_waits;
-    p->fuse_saved = c->fuse_norm;
     clock_gettime(CLOCK_MONOTONIC, &p->t0);
-    c->fuse_norm = 0;
     c->step = p;
     return 0;
 }
@@ -689,7 +697,6 @@ int cu_step_end(sd_cuda *c, int ok, int slot, sd_err *e) {
     cu_persist *p = c->step;
     if (!p) return ok ? sd_fail(e, "cuda: persistent step: not building") : -1;
     c->step = NULL;
-    c->fuse_norm = p->fuse_saved;
     if (!ok) return -1;
     StKept *K = &p->kept[slot >= 0 && slot < CU_GRAPHS ? slot : ST_KEEP - 1];
     K->valid = 0;

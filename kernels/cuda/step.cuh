@@ -71,21 +71,34 @@ struct StArgs {
 /* step_stage.cu's kernel, which step.cu launches. */
 __global__ void step_stage_kernel(const StArgs a);
 
+/* A matrix-vector stage's activation tiles (mv_place). */
+__device__ __forceinline__ int st_ntiles(int kind, const unsigned char *args) {
+    switch (kind) {
+    case CU_STEP_MM: return reinterpret_cast<const MmArgs *>(args)->ntiles;
+    case CU_STEP_FFN: return reinterpret_cast<const FfnArgs *>(args)->ntiles;
+    default: return reinterpret_cast<const QkvArgs *>(args)->ntiles; /* a scatter's starts with it */
+    }
+}
+
 /* One matrix-vector item on the __dp4a and float tiles, its rows built with
  * mv_row<S> (mv.cuh: S = 1 reads them with loads valid for shared memory).
- * Not inlined, so a step kernel does not carry the registers of every
- * instantiation at once; it still takes those of its hungriest callee. */
+ * Every item is its block's first of the stage (mv_accum's first: a
+ * folded norm's tile made in shared memory, the grid wait a no-op in a
+ * launch without programmatic dependence), and an item of the first row
+ * group writes the norm's output (writer). Not inlined, so a step kernel
+ * does not carry the registers of every instantiation at once; it still
+ * takes those of its hungriest callee. */
 template <int T, int NT, int S>
 __device__ __noinline__ void st_mv(int kind, const unsigned char *args, unsigned b) {
+    const bool w = b < (unsigned)st_ntiles(kind, args);
     switch (kind) {
-    case CU_STEP_MM: mm_vblock<T, NT, S>(*reinterpret_cast<const MmArgs *>(args), b, false, false); break;
-    case CU_STEP_FFN: ffn_vblock<T, NT, S>(*reinterpret_cast<const FfnArgs *>(args), b, false, false); break;
+    case CU_STEP_MM: mm_vblock<T, NT, S>(*reinterpret_cast<const MmArgs *>(args), b, true, w); break;
+    case CU_STEP_FFN: ffn_vblock<T, NT, S>(*reinterpret_cast<const FfnArgs *>(args), b, true, w); break;
     case CU_STEP_QKV:
-        qkv_vblock<T, NT, QkvArgs, S>(*reinterpret_cast<const QkvArgs *>(args), b, false, false);
+        qkv_vblock<T, NT, QkvArgs, S>(*reinterpret_cast<const QkvArgs *>(args), b, true, w);
         break;
     default:
-        qkv_vblock<T, NT, QkvScatterArgs, S>(*reinterpret_cast<const QkvScatterArgs *>(args), b,
-                                             false, false);
+        qkv_vblock<T, NT, QkvScatterArgs, S>(*reinterpret_cast<const QkvScatterArgs *>(args), b, true, w);
         break;
     }
 }

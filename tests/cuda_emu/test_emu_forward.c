@@ -364,7 +364,11 @@ static void persist_step(twin *t, int n, int how, sd_cuda_graph_stats *st) {
 
 /* The waits a decode step (1 row) and a verification (4 and 12 rows: one
  * activation tile and two) hold, with chunk waits and with stage waits
- * only; printed, and the chunk waits must replace whole-stage ones. Then
+ * only; printed, and the chunk waits must replace whole-stage ones. With
+ * the norms folded (the default) a layer is 5 stages with 4 stage waits
+ * and 1 chunk wait, and the step ends with the head and the argmax;
+ * launched on their own (SD_CUDA_FUSE_NORM=0) each layer's two norms and
+ * the head's are stages and waits more. Then
  * the host time a step takes to build and, the same step again, to launch
  * its kept work list (printed; the emulator's is under the sanitizers), at
  * 2 layers and at 16, the layers of Llama-3.2-1B. */
@@ -386,6 +390,18 @@ Test(emu_forward, persist_waits) {
                       f.persist_waits + f.persist_chunk_waits == s.persist_waits,
                   "%d rows: %ld stage + %ld chunk waits, %ld stage waits alone", rows[r],
                   f.persist_waits, f.persist_chunk_waits, s.persist_waits);
+        cr_expect(f.persist_stages == 5 * c.n_layers + 3 && f.persist_waits == 4 * c.n_layers + 2,
+                  "%d rows, norms folded: %ld stages, %ld stage waits", rows[r], f.persist_stages,
+                  f.persist_waits);
+        sd_cuda_graph_stats u;
+        cr_assert(sd_cuda_set_fuse_norm(t.gpu->be, 0) == 0);
+        persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &u);
+        cr_assert(sd_cuda_set_fuse_norm(t.gpu->be, sd_backend_opts_default().cuda_fuse_norm) == 0);
+        cr_expect(u.persist_stages == f.persist_stages + 2 * c.n_layers + 1 &&
+                      u.persist_waits == f.persist_waits + 2 * c.n_layers + 1 &&
+                      u.persist_chunk_waits == f.persist_chunk_waits,
+                  "%d rows, norms launched: %ld stages, %ld + %ld waits", rows[r], u.persist_stages,
+                  u.persist_waits, u.persist_chunk_waits);
     }
     twin_free(&t);
     c.n_layers = 16;
@@ -409,8 +425,9 @@ Test(emu_forward, persist_waits) {
 /* The same waits with the products on tensor cores (mv_mma.cuh: a warp
  * owns 16 rows, so the Q/K/V items are chunked by their own layout): a
  * decode step and verifications of 5 and 16 rows (one 16-row tile) hold
- * the stage and chunk waits of the __dp4a step, and its stages, and the
- * chunk waits replace whole-stage ones. */
+ * the stage and chunk waits of the __dp4a step with its norms launched
+ * (a step with tensor-core stages folds none, step.cu), and its stages,
+ * and the chunk waits replace whole-stage ones. */
 Test(emu_forward, persist_mma_waits) {
     cr_assert(setenv("SD_CUDA_PERSISTENT", "1", 1) == 0 && setenv("CUDA_EMU_SMS", "4", 1) == 0);
     synth_cfg c = cfg_for(SD_Q8_0, 0);
@@ -419,8 +436,9 @@ Test(emu_forward, persist_mma_waits) {
     const int rows[3] = {1, 5, 16};
     for (int r = 0; r < 3; r++) {
         sd_cuda_graph_stats dp, f, s;
-        cr_assert(sd_cuda_set_mma(t.gpu->be, 0) == 0);
+        cr_assert(sd_cuda_set_mma(t.gpu->be, 0) == 0 && sd_cuda_set_fuse_norm(t.gpu->be, 0) == 0);
         persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &dp);
+        cr_assert(sd_cuda_set_fuse_norm(t.gpu->be, sd_backend_opts_default().cuda_fuse_norm) == 0);
         cr_assert(sd_cuda_set_mma(t.gpu->be, 1) == 0);
         persist_step(&t, rows[r], SD_CUDA_WAITS_FINE, &f);
         persist_step(&t, rows[r], SD_CUDA_WAITS_STAGE, &s);

@@ -209,8 +209,9 @@ double lg_targets_verify(const lg_targets *t, int n);
  *   first measured runs ran);
  * persist stage: the persistent step (step.cu) with stage-level waits only
  *   (SD_CUDA_WAITS_STAGE) and a work list built on the host every step: the
- *   nofold launches as stages of one cooperative launch, each waiting for
- *   every item of the stages it depends on;
+ *   graph's launches (norms folded, each item of a folding product making
+ *   its tile's normalised rows) as stages of one cooperative launch, each
+ *   waiting for every item of the stages it depends on;
  * persist fine: the persistent step as SD_CUDA_PERSISTENT=1 runs it:
  *   attention waits for the Q/K/V items of its own K/V head (a chunk wait),
  *   every other wait is for a whole stage (the data's all-to-all
@@ -220,9 +221,9 @@ double lg_targets_verify(const lg_targets *t, int n);
  *   BF16 and F16 weights on tensor cores for every row count (mv_mma.cuh),
  *   every weight read and dequantised once for all rows;
  * persist fine mma: persist fine with those products (SD_CUDA_PERSISTENT=1
- *   SD_CUDA_MMA=1: the step's product stages on tensor cores, with the
- *   same stage and chunk waits, attention's chunks drawn from the mma
- *   layout);
+ *   SD_CUDA_MMA=1: the step's product stages on tensor cores, attention's
+ *   chunks drawn from the mma layout, and no norm folded: the nofold
+ *   launches as its stages);
  * persist fine smem: persist fine with SD_CUDA_STAGE=1: a matrix-vector
  *   item's weight rows are copied into the block's shared memory while it
  *   waits (kernels/cuda/stage.cuh), so after a wait it exposes smem_us in

@@ -27,8 +27,9 @@
  *     the step's last stages.
  * The constants below mirror those files (a change there is a change
  * here; the GPU suite's decode_graph checks the node count the same rules
- * give). The persistent paths take the launches of the nofold graph as
- * their stages (step.cu folds no norm).
+ * give). The persistent paths take the launches of the graph as their
+ * stages, norms folded as there (step.cu), but persist fine mma, whose
+ * step folds none (the nofold graph's launches).
  *
  * Time of a kernel's body: the larger of its bytes at eta x copy_gbs and
  * its products' compute. dp4a: weight elements x rows at quant_rate
@@ -50,7 +51,10 @@
  * Exposed, beyond the bodies:
  *   graph+pdl: kernel_us a kernel in the graph, launch_us one outside;
  *   persist stage: launch_us once, build_us a stage, max(op_us, body) a
- *     stage, and at each stage wait flag_us + tail_us + load_us;
+ *     stage, and at each stage wait flag_us + tail_us + load_us; a product
+ *     stage that folds a norm adds op_us more (every item makes its tile's
+ *     normalised rows before its products, where a folded launch's block
+ *     does so once for its virtual blocks);
  *   persist fine: no build; at a stage-level (all-to-all) wait flag_us +
  *     tail_us, at an item-level wait flag_us, each plus what of load_us the
  *     wait itself does not cover (the prefetch was issued when the item was
@@ -83,11 +87,11 @@ static const struct {
 } k_path[LG_NPATH] = {
     {"graph+pdl", "pdl", 1, 1, 0, 0},
     {"graph+pdl nofold", "nofold", 1, 0, 0, 0},
-    {"persist stage", "stage", 0, 0, 1, 0},
-    {"persist fine", "fine", 0, 0, 2, 0},
+    {"persist stage", "stage", 0, 1, 1, 0},
+    {"persist fine", "fine", 0, 1, 2, 0},
     {"graph+pdl mma", "pdl_mma", 1, 1, 0, 1},
     {"persist fine mma", "fine_mma", 0, 0, 2, 1},
-    {"persist fine smem", "fine_smem", 0, 0, 3, 0},
+    {"persist fine smem", "fine_smem", 0, 1, 3, 0},
 };
 
 const char *lg_path_name(int path) { return path >= 0 && path < LG_NPATH ? k_path[path].name : "?"; }
@@ -131,8 +135,8 @@ typedef struct sim {
     lg_step *s;
     int seq;
     int prev_kind, prev_seq; /* the last stage's kind and op (-1: none yet) */
-    /* the pending norm */
-    int pending, p_n, p_seq;
+    /* the pending norm; folding: the next product stage folds it */
+    int pending, p_n, p_seq, folding;
     const void *p_out, *p_x;
     int64_t p_dim;
     /* the int8 rows the last op left (qact.cu's tag) */
@@ -199,6 +203,7 @@ static void kernel(sim *m, int kind, int graph, double wb, double kvb, double ac
     s->launches--; /* a stage of the one launch */
     s->stages++;
     if (body < v[LG_OP_US]) s->us += v[LG_OP_US] - body, s->exposed_us += v[LG_OP_US] - body;
+    if (kind == K_MV && m->folding) s->us += v[LG_OP_US], s->exposed_us += v[LG_OP_US];
     const int sibling = m->prev_seq == m->seq && m->prev_kind == K_MV && kind == K_MV;
     if (m->prev_kind >= 0 && !sibling) {
         const int fine = k_path[m->path].persist >= 2 && fine_dep(m->prev_kind, kind);
@@ -207,6 +212,7 @@ static void kernel(sim *m, int kind, int graph, double wb, double kvb, double ac
         s->us += wait_us(m, fine, kind), s->exposed_us += wait_us(m, fine, kind);
     }
     m->prev_kind = kind, m->prev_seq = m->seq;
+    if (kind == K_MV) m->folding = 0;
 }
 
 static void tag(sim *m, const void *x, int n, int64_t cols, int seq) {
@@ -237,6 +243,7 @@ static void mv_input(sim *m, const lg_op *o, int need_q, int fl) {
     if (m->pending && m->p_out == o->x && m->p_n == o->n && m->p_dim == o->cols &&
         m->p_seq + 1 == m->seq && fold <= FOLD_SMEM && o->out != m->p_x && o->out != m->p_out) {
         m->pending = 0;
+        m->folding = 1;
         return;
     }
     flush(m, o->graph);
