@@ -21,7 +21,8 @@
 #            with each step one persistent launch (_persist:
 #            SD_CUDA_PERSISTENT=1, kernels/cuda/step.cu), that with each
 #            item's weight rows staged in shared memory (_persist_stage:
-#            SD_CUDA_STAGE=1, two models), with the quantised products on
+#            SD_CUDA_STAGE=1, two models) and with its norms launched as
+#            stages (_persist_nofold, two models), with the quantised products on
 #            tensor cores (_mma: SD_CUDA_MMA=1), and both
 #            (decode_persist_mma_qwen-1.5b-q4_k_m)
 #   verify   n-row verification cost n = 1..9, 16 at the Qwen 1.5B shape (plain
@@ -409,10 +410,14 @@ if [ $GPU = 1 ]; then
         fi
     done
     # the persistent step with each item's weight rows staged in shared
-    # memory while it waits (kernels/cuda/stage.cuh): the ledger's fine_smem
+    # memory while it waits (kernels/cuda/stage.cuh): the ledger's
+    # fine_smem; and with its norms launched as stages of their own
+    # (SD_CUDA_FUSE_NORM=0: what folding them saves on the device)
     for p in smollm2-135m-q4_1 qwen-1.5b-q4_k_m; do
         # shellcheck disable=SC2046
         step "decode_persist_stage_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_STAGE=1 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
+        # shellcheck disable=SC2046
+        step "decode_persist_nofold_$p" 60 env SD_CUDA_GRAPH=1 SD_CUDA_PERSISTENT=1 SD_CUDA_FUSE_NORM=0 $BIN/bench/bench_gpu_check decode "$MODELS/$p.gguf" $(target $p)
     done
     # the Qwen pair's drafter, whose step the spec targets turn on (the step
     # ledger's decode_pdl / decode_stage figures of qwen-0.5b-q4_k_m)

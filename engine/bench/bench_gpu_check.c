@@ -99,10 +99,13 @@ static const char *base(const char *path) {
 /* The step ledger's tag of the path these settings run (the keys of
  * docs/perf/gpu-ledger-constants.txt), NULL where the ledger has no such
  * path; the persistent step (kernels/cuda/step.cu) is "fine", with the
- * products on tensor cores (SD_CUDA_MMA=1) "fine_mma", with its items'
- * weights staged in shared memory (SD_CUDA_STAGE=1) "fine_smem". */
+ * products on tensor cores (SD_CUDA_MMA=1, which fold no norm) "fine_mma",
+ * with its items' weights staged in shared memory (SD_CUDA_STAGE=1)
+ * "fine_smem"; with its norms launched as stages (SD_CUDA_FUSE_NORM=0) it
+ * is none of the ledger's paths. */
 static const char *ledger_tag(void) {
-    if (opts.cuda_persistent) return opts.cuda_mma ? "fine_mma" : opts.cuda_stage ? "fine_smem" : "fine";
+    if (opts.cuda_persistent && opts.cuda_mma) return "fine_mma";
+    if (opts.cuda_persistent) return !opts.cuda_fuse_norm ? NULL : opts.cuda_stage ? "fine_smem" : "fine";
     if (!opts.cuda_graph || !opts.cuda_pdl) return NULL;
     if (opts.cuda_mma) return opts.cuda_fuse_norm ? "pdl_mma" : NULL;
     return opts.cuda_fuse_norm ? "pdl" : "nofold";
