@@ -1009,6 +1009,7 @@ Test(cpu, attention) {
             attn_case(c, 3, 9, gqa[g][0], gqa[g][1], 12); /* not a multiple of 8 */
             attn_case(c, 4, 3, gqa[g][0], gqa[g][1], 40); /* not a multiple of 16 */
             attn_case(c, 2, 50, gqa[g][0], gqa[g][1], 128);
+            attn_case(c, 3, 30, gqa[g][0], gqa[g][1], 112); /* V slices of 64, 32 and 16 columns */
         }
     attn_case(c2, 1, 300, 12, 2, 128); /* the Qwen 1.5B: sub-groups 3+3 */
     attn_case(c2, 2, 700, 9, 3, 64); /* longer context: scratch grows, two key ranges */

@@ -73,39 +73,52 @@ AI void scores512(const int NC, const int GS, const int f16, const float *q, con
     }
     for (int g = 0; g < GS; g++) mx[g] = _mm512_reduce_max_ps(vmx[g]);
 }
-/* out_g = sum_u p_gu V_u * inv_g, 64 columns (4 registers a head) at a time
- * over blocks of VB positions; a last slice of 16 or 32 columns takes
- * fewer registers. */
+/* out_g = sum_u p_gu V_u * inv_g over the 16*NW columns from d0 (NW
+ * registers a head, all GS x NW accumulators in registers: with the column
+ * count read at run time GCC kept them on the stack, a load and a store
+ * around every FMA) and positions u0..u1 of a VB block. */
+AI void wv_slice512(const int GS, const int NW, const int f16, float *out, const void *v, int u0, int u1,
+                    int len, int d0, int64_t stride, int hd, const float *sc, int64_t ldsc,
+                    const float *inv) {
+    __m512 o[GS_MAX][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < GS; g++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NW; c++) o[g][c] = u0 ? _mm512_loadu_ps(out + g * hd + d0 + 16 * c) : _mm512_setzero_ps();
+    for (int u = u0; u < u1; u++) {
+        const size_t vr = (size_t)u * stride + d0;
+        if (d0 == 0) prefetch_row(f16, v, vr + PF_ROWS * stride, hd);
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NW; c++) vv[c] = ld16(f16, v, vr + 16 * c);
+#pragma GCC unroll 4
+        for (int g = 0; g < GS; g++) {
+            const __m512 p = _mm512_set1_ps(sc[g * ldsc + u]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NW; c++) o[g][c] = _mm512_fmadd_ps(p, vv[c], o[g][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < GS; g++) {
+        const __m512 iv = _mm512_set1_ps(u1 == len ? inv[g] : 1.0f);
+#pragma GCC unroll 4
+        for (int c = 0; c < NW; c++) _mm512_storeu_ps(out + g * hd + d0 + 16 * c, _mm512_mul_ps(o[g][c], iv));
+    }
+}
+/* The weighted sum over blocks of VB positions, 64 columns a slice (a last
+ * slice of 32 and/or 16 columns where hd is not a multiple of 64). */
 AI void weighted_v512(const int GS, const int f16, float *out, const void *v, int len, int64_t stride,
                       int hd, const float *sc, int64_t ldsc, const float *inv) {
     for (int u0 = 0; u0 < len; u0 += VB) {
         const int u1 = u0 + VB < len ? u0 + VB : len;
-        for (int d0 = 0; d0 < hd; d0 += 64) {
-            const int nc = hd - d0 >= 64 ? 4 : (hd - d0) / 16;
-            __m512 o[GS_MAX][4];
-            for (int g = 0; g < GS; g++)
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++)
-                    o[g][c] = u0 && c < nc ? _mm512_loadu_ps(out + g * hd + d0 + 16 * c) : _mm512_setzero_ps();
-            for (int u = u0; u < u1; u++) {
-                const size_t vr = (size_t)u * stride + d0;
-                if (d0 == 0) prefetch_row(f16, v, vr + PF_ROWS * stride, hd);
-                __m512 vv[4];
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) vv[c] = c < nc ? ld16(f16, v, vr + 16 * c) : _mm512_setzero_ps();
-                for (int g = 0; g < GS; g++) {
-                    const __m512 p = _mm512_set1_ps(sc[g * ldsc + u]);
-#pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) o[g][c] = _mm512_fmadd_ps(p, vv[c], o[g][c]);
-                }
-            }
-            for (int g = 0; g < GS; g++) {
-                const __m512 iv = _mm512_set1_ps(u1 == len ? inv[g] : 1.0f);
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++)
-                    if (c < nc) _mm512_storeu_ps(out + g * hd + d0 + 16 * c, _mm512_mul_ps(o[g][c], iv));
-            }
+        int d0 = 0;
+        for (; d0 + 64 <= hd; d0 += 64)
+            wv_slice512(GS, 4, f16, out, v, u0, u1, len, d0, stride, hd, sc, ldsc, inv);
+        if (hd - d0 >= 32) {
+            wv_slice512(GS, 2, f16, out, v, u0, u1, len, d0, stride, hd, sc, ldsc, inv);
+            d0 += 32;
         }
+        if (d0 < hd) wv_slice512(GS, 1, f16, out, v, u0, u1, len, d0, stride, hd, sc, ldsc, inv);
     }
 }
 
