@@ -52,7 +52,7 @@ Test(cli, bad_flags_and_values) {
         {"-p hi", "no model given", 2},
         {"-m " M "stories260K.gguf -p hi -n abc", "-n: 'abc' is not an integer", 2},
         {"-m " M "stories260K.gguf -p hi -n", "-n needs a value", 2},
-        {"-m " M "stories260K.gguf -p hi --gamma 0", "--gamma: 0 is out of range", 2},
+        {"-m " M "stories260K.gguf -p hi --gamma -1", "--gamma: -1 is out of range", 2},
         {"-m " M "stories260K.gguf -p hi --draft-p-min 1.5", "--draft-p-min: 1.5 is out of range [0, 1]", 2},
         {"-m " M "stories260K.gguf -p hi --draft-p-min high", "--draft-p-min: 'high' is not a number", 2},
         {"-m " M "stories260K.gguf -p hi --strategy ar,fast", "unknown strategy 'fast'", 2},

@@ -218,8 +218,8 @@ Test(cli_usage, flag_forms_and_their_errors) {
     struct {
         const char *args, *msg;
     } bad[] = {
-        {"--gamma 99999999999999999999", "specdec: --gamma: 99999999999999999999 is out of range [1, 256]"},
-        {"--gamma=0", "specdec: --gamma: 0 is out of range [1, 256]"},
+        {"--gamma 99999999999999999999", "specdec: --gamma: 99999999999999999999 is out of range [0, 256]"},
+        {"--gamma=-1", "specdec: --gamma: -1 is out of range [0, 256]"},
         {"-n-1", "specdec: -n: -1 is out of range [0, 16777216]"},
         {"--seed 99999999999999999999999", "specdec: --seed: 99999999999999999999999 is out of range"},
         {"--fill-unknown --stop-if-unknown", "--fill-unknown and --stop-if-unknown contradict"},

@@ -120,7 +120,7 @@ Test(limits, generation_stops_at_the_context_end) {
 
 /* ---- strategy parameters --------------------------------------------------- */
 Test(limits, gamma_beams_and_ngram_order) {
-    expect_error("-m " M "stories260K.gguf -p hi --gamma 0", 2, "--gamma: 0 is out of range [1, 256]");
+    expect_error("-m " M "stories260K.gguf -p hi --gamma 257", 2, "--gamma: 257 is out of range [0, 256]");
     expect_error("-m " M "stories260K.gguf -p hi --gamma -3", 2, "--gamma: -3 is out of range");
     expect_error("-m " M "stories260K.gguf -p hi --beams 0", 2, "--beams: 0 is out of range [1, 128]");
     expect_error("-m " M "stories260K.gguf -p hi --ngram-n 1", 2, "--ngram-n: 1 is out of range [2, ");

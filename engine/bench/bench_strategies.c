@@ -204,7 +204,8 @@ typedef struct pair_prompt {
  * automatic (gamma 4 every round, the whole head, the model alone);
  * "spec/best" the best flags of that version (--draft-vocab 32768
  * --draft-p-min 0.9); "spec/model" today's defaults with the model alone,
- * "spec" today's defaults, "spec/g8" with up to 8 drafts a round. */
+ * "spec" today's defaults, "spec/g4" with up to 4 drafts a round (the
+ * bound adaptive rounds had before it became 8). */
 #define KEEP (-100)
 
 typedef struct pair_row {
@@ -218,7 +219,7 @@ static const pair_row pair_rows[] = {
     {"spec/best", SD_STRAT_SPEC, 4, 1, 32768, 0, 0.9},
     {"spec/model", SD_STRAT_SPEC, KEEP, KEEP, KEEP, 0, KEEP},
     {"spec", SD_STRAT_SPEC, KEEP, KEEP, KEEP, KEEP, KEEP},
-    {"spec/g8", SD_STRAT_SPEC, 8, KEEP, KEEP, KEEP, KEEP},
+    {"spec/g4", SD_STRAT_SPEC, 4, KEEP, KEEP, KEEP, KEEP},
     {"nasd", SD_STRAT_NASD, KEEP, KEEP, KEEP, KEEP, KEEP},
 };
 #define N_PAIR_ROWS (int)(sizeof pair_rows / sizeof pair_rows[0])

@@ -201,7 +201,7 @@ static void print_json(const sd_session *s, FILE *out, int strat, const int32_t 
         sd_json_num(&j, "predicted_speedup", st->predicted_speedup > 0 ? st->predicted_speedup : NAN);
         sd_json_num(&j, "realised_speedup", realised_speedup(st));
         sd_json_int(&j, "drafted_ngram", st->drafted_ngram);
-        sd_json_int(&j, "gamma", s->c.gamma);
+        sd_json_int(&j, "gamma", sd_session_gamma(&s->c, t->bit));
     }
     if (t->options & SD_OPT_P_MIN) sd_json_num(&j, "draft_p_min", s->c.draft_p_min);
     sd_json_int(&j, "use_cache", !s->c.no_cache);

@@ -85,9 +85,11 @@ const sd_setting sd_settings[] = {
     CHOICE("--draft-device", c.draft_device, device_words, "D", "backend of the draft model",
            "as --device", LOADED, SD_SEC_GEN),
     /* speculative decoding and NASD */
-    INT("--gamma", 0, c.gamma, 1, 256, "G",
+    INT("--gamma", 0, c.gamma, 0, 256, "G",
         "the most drafts per verification (with --fixed-gamma:\n"
-        "the drafts of every round)", NULL, NULL, SD_SEC_SPEC),
+        "the drafts of every round); 0: 8 for speculative rounds\n"
+        "that stop at --stop-below, 4 for fixed ones and NASD",
+        "0", NULL, SD_SEC_SPEC),
     BOOL("--fixed-gamma", 0, SD_SET_ON, c.fixed_gamma,
          "speculative: every round drafts gamma tokens (default:\n"
          "a round stops at --stop-below)", NULL, 1, SD_SEC_SPEC),

@@ -35,7 +35,8 @@ static int near(int a, int b) { return a - b <= CTX_SLACK && b - a <= CTX_SLACK;
 int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e) {
     const sd_strategy *t = sd_strategy_find(strat);
     if (!t) return sd_fail(e, "unknown strategy bit %d", strat);
-    const int longest = s->c.gamma > SD_STORE_RUN_MAX ? s->c.gamma : SD_STORE_RUN_MAX;
+    const int gamma = sd_session_gamma(&s->c, strat);
+    const int longest = gamma > SD_STORE_RUN_MAX ? gamma : SD_STORE_RUN_MAX;
     const int rows = longest + 1 < SD_COST_ROWS - 1 ? longest + 1 : SD_COST_ROWS - 1;
     const int draft_rows = SD_COST_ROWS - 1;
     const int drafter = t->needs_drafter && s->have_drafter;

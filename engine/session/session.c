@@ -12,7 +12,7 @@ void sd_config_defaults(sd_config *c) {
     c->parse_special = 1;
     c->strategies = SD_STRAT_AR;
     c->draft_vocab = SD_DRAFT_VOCAB_AUTO;
-    c->gamma = 4;
+    c->gamma = SD_GAMMA_AUTO;
     c->stop_below = SD_STOP_BELOW_DEFAULT;
     c->hybrid_n = 4;
     c->ngram_n = 3;
@@ -24,6 +24,11 @@ void sd_config_defaults(sd_config *c) {
     c->min_length = 5.0;
     c->alpha = 1.2;
     c->draft_device = -1;
+}
+
+int sd_session_gamma(const sd_config *c, int strat) {
+    if (c->gamma != SD_GAMMA_AUTO) return c->gamma;
+    return strat == SD_STRAT_SPEC && !c->fixed_gamma ? SD_GAMMA_ADAPTIVE : SD_GAMMA_FIXED;
 }
 
 /* The target's instance always; the drafter's only when every stage

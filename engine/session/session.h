@@ -18,6 +18,14 @@
 
 #define SD_MAX_LIST 32
 #define SD_DRAFT_VOCAB_AUTO (-1)
+/* sd_config.gamma: each strategy's own bound (sd_session_gamma) */
+#define SD_GAMMA_AUTO 0
+/* That bound: adaptive speculative rounds (a round stops at stop_below, and
+ * verifying 9 rows costs little more than 5 on the CPU's tiles) draft up to
+ * SD_GAMMA_ADAPTIVE; fixed rounds and NASD's, whose drafts are not priced
+ * by a drafter's confidence, up to SD_GAMMA_FIXED. */
+#define SD_GAMMA_ADAPTIVE 8
+#define SD_GAMMA_FIXED 4
 
 typedef struct sd_config {
     const char *model;
@@ -41,7 +49,8 @@ typedef struct sd_config {
     int have_seed;
     uint64_t seed;
     /* speculative and NASD */
-    int gamma; /* the most a round drafts; with fixed_gamma, what every round drafts */
+    int gamma; /* the most a round drafts; with fixed_gamma, what every round drafts;
+                * SD_GAMMA_AUTO: the strategy's own (sd_session_gamma) */
     /* 0: speculative rounds are adaptive (sd_verify_opts.stop_below, at
      * stop_below); NASD's rounds always draft up to gamma */
     int fixed_gamma;
@@ -181,6 +190,10 @@ typedef struct sd_hooks {
  * 1 when the cache is too short to hold the context and the widest call
  * (nothing timed: the runs go without a prediction), or -1. */
 int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e);
+/* The most drafts a round of strategy strat (one SD_STRAT_* bit) makes:
+ * c->gamma, or at SD_GAMMA_AUTO, SD_GAMMA_ADAPTIVE for speculative
+ * decoding's adaptive rounds and SD_GAMMA_FIXED for fixed ones and NASD. */
+int sd_session_gamma(const sd_config *c, int strat);
 /* Times the target's (and, for a strategy with a drafter, the drafter's)
  * one-row step after a short context again and gives each over the
  * calibration's reference (1 where either is not timed). The session
