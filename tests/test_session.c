@@ -50,6 +50,25 @@ Test(registry, drafter_needs) {
     cr_assert_eq(sd_strategies_needing_drafter(SD_STRAT_SPEC)->bit, SD_STRAT_SPEC);
 }
 
+/* The default bound of a round: 8 where the drafter's confidence ends
+ * rounds early, 4 where nothing does; a given --gamma for every kind. */
+Test(registry, gamma_bound_per_strategy) {
+    sd_config c;
+    sd_config_defaults(&c);
+    cr_assert_eq(c.gamma, SD_GAMMA_AUTO);
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_SPEC), SD_GAMMA_ADAPTIVE);
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_NASD), SD_GAMMA_FIXED);
+    c.fixed_gamma = 1;
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_SPEC), SD_GAMMA_FIXED);
+    c.fixed_gamma = 0;
+    c.stop_below = 0;
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_SPEC), SD_GAMMA_FIXED);
+    c.gamma = 3;
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_SPEC), 3);
+    cr_assert_eq(sd_session_gamma(&c, SD_STRAT_NASD), 3);
+    cr_assert_gt(SD_GAMMA_ADAPTIVE, SD_GAMMA_FIXED);
+}
+
 static void open_session(sd_session *s, const char *target, const char *draft, int n_ctx) {
     sd_config c;
     sd_config_defaults(&c);

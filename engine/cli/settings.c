@@ -88,7 +88,8 @@ const sd_setting sd_settings[] = {
     INT("--gamma", 0, c.gamma, 0, 256, "G",
         "the most drafts per verification (with --fixed-gamma:\n"
         "the drafts of every round); 0: 8 for speculative rounds\n"
-        "that stop at --stop-below, 4 for fixed ones and NASD",
+        "that stop at --stop-below, else 4 (NASD, --fixed-gamma,\n"
+        "--stop-below 0)",
         "0", NULL, SD_SEC_SPEC),
     BOOL("--fixed-gamma", 0, SD_SET_ON, c.fixed_gamma,
          "speculative: every round drafts gamma tokens (default:\n"

@@ -28,7 +28,8 @@ void sd_config_defaults(sd_config *c) {
 
 int sd_session_gamma(const sd_config *c, int strat) {
     if (c->gamma != SD_GAMMA_AUTO) return c->gamma;
-    return strat == SD_STRAT_SPEC && !c->fixed_gamma ? SD_GAMMA_ADAPTIVE : SD_GAMMA_FIXED;
+    const int adaptive = strat == SD_STRAT_SPEC && !c->fixed_gamma && c->stop_below > 0;
+    return adaptive ? SD_GAMMA_ADAPTIVE : SD_GAMMA_FIXED;
 }
 
 /* The target's instance always; the drafter's only when every stage

@@ -20,10 +20,11 @@
 #define SD_DRAFT_VOCAB_AUTO (-1)
 /* sd_config.gamma: each strategy's own bound (sd_session_gamma) */
 #define SD_GAMMA_AUTO 0
-/* That bound: adaptive speculative rounds (a round stops at stop_below, and
- * verifying 9 rows costs little more than 5 on the CPU's tiles) draft up to
- * SD_GAMMA_ADAPTIVE; fixed rounds and NASD's, whose drafts are not priced
- * by a drafter's confidence, up to SD_GAMMA_FIXED. */
+/* That bound: adaptive speculative rounds (a round stops at stop_below > 0,
+ * and verifying 9 rows costs little more than 5 on the CPU's tiles) draft
+ * up to SD_GAMMA_ADAPTIVE; the rest (fixed rounds, rounds with stop_below
+ * 0, NASD's, none of which a drafter's confidence ends early) up to
+ * SD_GAMMA_FIXED. */
 #define SD_GAMMA_ADAPTIVE 8
 #define SD_GAMMA_FIXED 4
 
@@ -192,7 +193,7 @@ typedef struct sd_hooks {
 int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids, sd_err *e);
 /* The most drafts a round of strategy strat (one SD_STRAT_* bit) makes:
  * c->gamma, or at SD_GAMMA_AUTO, SD_GAMMA_ADAPTIVE for speculative
- * decoding's adaptive rounds and SD_GAMMA_FIXED for fixed ones and NASD. */
+ * decoding's adaptive rounds and SD_GAMMA_FIXED for every other kind. */
 int sd_session_gamma(const sd_config *c, int strat);
 /* Times the target's (and, for a strategy with a drafter, the drafter's)
  * one-row step after a short context again and gives each over the
