@@ -37,8 +37,8 @@ static int check_drafter_sampler(const sd_session *s, sd_err *e) {
 
 static int run_spec(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     const sd_config *c = &s->c;
-    sd_spec_opts o = {{sd_session_gamma(c, SD_STRAT_SPEC), c->skip_sample_adjustment, !c->no_first_target,
-                       c->fixed_gamma ? 0 : c->stop_below},
+    sd_spec_opts o = {{sd_session_gamma(c, SD_STRAT_SPEC), c->skip_sample_adjustment,
+                       !c->no_first_target, c->fixed_gamma ? 0 : c->stop_below},
                       c->draft_p_min, c->hybrid_n};
     return sd_speculative_generate(r->ids, r->n_ids, &s->draft_lm, &s->target_lm, &o, r->max,
                                    r->cfg, r->out, r->st, e);
@@ -47,7 +47,8 @@ static int run_spec(sd_session *s, const sd_strategy_run *r, sd_err *e) {
 static int run_nasd(sd_session *s, const sd_strategy_run *r, sd_err *e) {
     const sd_config *c = &s->c;
     if (!c->keep_ngrams) sd_ngram_reset(s->store);
-    sd_nasd_opts o = {{sd_session_gamma(c, SD_STRAT_NASD), c->skip_sample_adjustment, !c->no_first_target, 0},
+    sd_nasd_opts o = {{sd_session_gamma(c, SD_STRAT_NASD), c->skip_sample_adjustment,
+                       !c->no_first_target, 0},
                       c->filler_top_k, c->stop_if_unknown};
     return sd_ngram_assisted_generate(r->ids, r->n_ids, s->store, &s->target_lm, &o, r->max,
                                       r->cfg, r->out, r->st, e);
