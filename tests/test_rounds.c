@@ -343,27 +343,25 @@ Test(stats, cost_model_prices_wide_calls_with_the_fill) {
 
 /* A calibration times every width up to the one asked for, interpolating
  * between the widths it times, grows with the rows, times the call that
- * filled the cache (twenty times the positions: a longer call) and the
- * reference step when the context is longer than the step's, and leaves
- * the cache empty; a context that does not fit the cache is refused. */
+ * filled the cache (twenty times the positions: a longer call), and
+ * leaves the cache empty; a context that does not fit the cache is
+ * refused. */
 Test(stats, calibration_times_every_width) {
     sd_model *t = load("stories260K.gguf");
     sd_lm tl = {t, t->kv, 0, 0};
     sd_err e = {{0}};
-    double c[SD_COST_ROWS], fill = 0, short_fill = 0, ref = 0, short_ref = 1;
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 200, 20, 0, c, &fill, &ref, &e), 0, "%s",
+    double c[SD_COST_ROWS], fill = 0, short_fill = 0;
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 200, 20, 0, c, &fill, &e), 0, "%s",
                  e.msg);
     for (int n = 1; n <= 20; n++) cr_assert_gt(c[n], 0, "width %d", n);
     for (int n = 21; n < SD_COST_ROWS; n++) cr_assert_eq(c[n], 0, "width %d", n);
     cr_assert_gt(c[20], c[1]);
     cr_assert_eq(t->kv->n, 0);
-    cr_assert_gt(ref, 0, "the reference step beside the widths");
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 10, 1, 0, c, &short_fill, &short_ref, &e), 0,
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 10, 1, 0, c, &short_fill, &e), 0,
                  "%s", e.msg);
     cr_assert(short_fill > 0 && fill > short_fill,
               "the fill of 200 positions against 10: %g s, %g s", fill, short_fill);
-    cr_assert_eq(short_ref, 0, "no reference after a context no longer than its own");
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, NULL, NULL, &e), -1);
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 250, 20, 0, c, NULL, &e), -1);
     cr_assert(strstr(e.msg, "context 250"), "%s", e.msg);
     sd_model_free(t);
 }
@@ -391,9 +389,9 @@ Test(stats, verification_widths_of_a_run) {
     for (int k = 1; k < SD_COST_ROWS; k++) dcalls += st.draft_calls_n[k];
     cr_assert_eq(dcalls, st.draft_calls, "every drafter call follows the target's first");
     sd_cost_calib cal = {0};
-    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, NULL, NULL, &e), 0,
+    cr_assert_eq(sd_cost_time_calls(&tl, prompt, NP, 40, 5, 0, cal.verify_s, NULL, &e), 0,
                  "%s", e.msg);
-    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, NULL, NULL, &e), 0,
+    cr_assert_eq(sd_cost_time_calls(&dl, prompt, NP, 40, 8, 1, cal.draft_s, NULL, &e), 0,
                  "%s", e.msg);
     cr_assert(sd_cost_predict(&st, &cal, NULL, NULL) > 0);
     sd_model_free(d);

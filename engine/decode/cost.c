@@ -32,16 +32,21 @@
  * rows: matrix tiles of 5 to 9 rows, attention linear in them). */
 static int timed_width(int n) { return n <= 8 || (n <= 16 && n % 2 == 0) || n % 4 == 0; }
 
-/* Calls timed per width, the widths taken in turn, each pass with the
- * reference step (a change in the machine's speed during the calibration
- * moves every width and the reference alike, not some of them only). A
+/* Calls timed per width, the widths taken in turn (a change in the
+ * machine's speed during the calibration moves every width alike, not
+ * some of them only). A
  * width's cost is the mean of its calls, not the median: a run's time is
  * the sum of its calls, the slow ones included (on a loaded machine, the
- * calls another job delays). */
+ * calls another job delays). At least REPS passes, and more while the
+ * passes have taken less than MIN_PASSES_S (up to MAX_REPS): a small
+ * model's pass lasts well under a millisecond, where one interrupt moves
+ * a mean of three calls by tens of percent. */
 #define REPS 3
+#define MAX_REPS 256
+#define MIN_PASSES_S 0.05
 
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
-                       double *cost, double *fill_s, double *ref_s, sd_err *e) {
+                       double *cost, double *fill_s, sd_err *e) {
     if (n_ids < 1 || ctx < 1 || max_rows < 1 || max_rows >= SD_COST_ROWS)
         return sd_fail(e, "cost calibration: %d ids, context %d, %d rows", n_ids, ctx, max_rows);
     if (ctx + max_rows > lm->kv->n_ctx)
@@ -51,8 +56,7 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
     int32_t *seq = malloc((size_t)len * sizeof *seq), *out = malloc((size_t)max_rows * sizeof *out);
     sd_gen_stats st = {0};
     int widths[SD_COST_ROWS], n_widths = 0, rc = -1;
-    double t[SD_COST_ROWS] = {0}, ref = 0;
-    const int with_ref = ref_s && ctx > SD_COST_REF_CTX;
+    double t[SD_COST_ROWS] = {0};
     if (!seq || !out) {
         sd_fail(e, "out of memory");
         goto done;
@@ -65,18 +69,9 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
     const double t0 = sd_now();
     if (sd_lm_extend_top_k(lm, seq, ctx, 1, 1, 1, out, NULL, &st, e)) goto done;
     if (fill_s) *fill_s = sd_now() - t0;
-    for (int r = 0; r < REPS; r++) {
-        if (with_ref) {
-            /* the reference step rewrites position SD_COST_REF_CTX with the
-             * token the fill put there; the positions after it are still
-             * the fill's, and the cache holds ctx positions again */
-            if (sd_kv_truncate(lm->kv, SD_COST_REF_CTX, e)) goto done;
-            const double t1 = sd_now();
-            if (sd_lm_extend_top_k(lm, seq, SD_COST_REF_CTX + 1, 1, 1, 1, out, NULL, &st, e))
-                goto done;
-            ref += sd_now() - t1;
-            lm->kv->n = ctx;
-        }
+    int reps = 0;
+    for (const double start = sd_now();
+         reps < REPS || (reps < MAX_REPS && sd_now() - start < MIN_PASSES_S); reps++) {
         for (int i = 0; i < n_widths; i++) {
             const int n = widths[i];
             if (sd_kv_truncate(lm->kv, ctx, e)) goto done;
@@ -86,10 +81,9 @@ int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int ma
             t[i] += sd_now() - t1;
         }
     }
-    if (ref_s) *ref_s = with_ref ? ref / REPS : 0;
     for (int i = 0; i < n_widths; i++) {
         const int n = widths[i], last = i ? widths[i - 1] : 0;
-        cost[n] = t[i] / REPS;
+        cost[n] = t[i] / reps;
         for (int m = last + 1; last && m < n; m++)
             cost[m] = cost[last] + (cost[n] - cost[last]) * (m - last) / (n - last);
     }

@@ -169,7 +169,10 @@ int sd_gen_total(int n_inputs, int max_gen_len, int n_ctx, sd_gen_stats *st, sd_
  * one-row target step); 0 when it decoded nothing. */
 double sd_gen_step_s(const sd_gen_stats *st);
 /* The context of the one-row step that follows the machine's speed: timed
- * with a calibration's curves and again around every run. */
+ * right after a calibration's curves and again around every run, the same
+ * way each time (a fill, then a few steps in a row: a step timed between
+ * wider calls runs about a tenth slower on a small model, and the scale
+ * would carry that). */
 #define SD_COST_REF_CTX 16
 /* The cost model (engine/decode/cost.c). A calibration holds step costs
  * timed apart from any run, at one context length: verify_s[n] a target
@@ -181,8 +184,8 @@ typedef struct sd_cost_calib {
     double verify_s[SD_COST_ROWS];
     double draft_s[SD_COST_ROWS];
     /* each model's one-row step after SD_COST_REF_CTX positions, timed
-     * beside its curve: the reference a timing around a run is compared
-     * with (0: not timed) */
+     * right after its curve: the reference a timing around a run is
+     * compared with (0: not timed) */
     double verify_ref, draft_ref;
     /* each model's call that filled its cache with ctx positions from
      * empty, the widest timed call: with the widest of the curve it prices
@@ -195,12 +198,10 @@ typedef struct sd_cost_calib {
  * calls: n_out = 0 returns the ids of every fed row (a verification),
  * n_out = 1 of the last (a draft). Each timed width is the mean of a
  * few calls, the widths taken in turn; widths between the timed ones are
- * interpolated. *fill_s gets the seconds of the call that fed the ctx
- * positions to the empty cache, *ref_s the one-row step after
- * SD_COST_REF_CTX positions timed beside the widths (0 when ctx is not
- * longer); either may be NULL. The cache is left empty. */
+ * interpolated. *fill_s (when not NULL) gets the seconds of the call that
+ * fed the ctx positions to the empty cache. The cache is left empty. */
 int sd_cost_time_calls(sd_lm *lm, const int32_t *ids, int n_ids, int ctx, int max_rows, int n_out,
-                       double *cost, double *fill_s, double *ref_s, sd_err *e);
+                       double *cost, double *fill_s, sd_err *e);
 /* Seconds of the drafter's call of rows rows at the calibration c, a call
  * wider than its curve priced on the line through the widest timed call
  * and the call that filled its cache with c->ctx positions (as the

@@ -3,10 +3,9 @@
  * from any run, at about the context a run of the current prompt reaches
  * halfway, and timed again only when that context, the widths needed or
  * the drafter view (model, layers, head cut) change; with them each
- * model's one-row step after a short context, timed beside its curve
- * (apart from it when the context is not longer), which
- * sd_session_retime times again around every run (a few calls) to follow
- * the machine's speed. */
+ * model's one-row step after a short context, timed right after its
+ * curve, which sd_session_retime times again the same way around every
+ * run to follow the machine's speed. */
 #include "engine/session/session.h"
 
 /* A calibration serves prompts whose halfway context is within this many
@@ -20,7 +19,7 @@ static int ref_step(sd_lm *lm, const int32_t *ids, int n_ids, double *t, sd_err 
     double c[SD_COST_ROWS];
     *t = 0;
     if (lm->kv->n_ctx < SD_COST_REF_CTX + 1) return 0;
-    if (sd_cost_time_calls(lm, ids, n_ids, SD_COST_REF_CTX, 1, 1, c, NULL, NULL, e)) return -1;
+    if (sd_cost_time_calls(lm, ids, n_ids, SD_COST_REF_CTX, 1, 1, c, NULL, e)) return -1;
     *t = c[1];
     return 0;
 }
@@ -50,16 +49,16 @@ int sd_session_calibrate(sd_session *s, int strat, const int32_t *ids, int n_ids
         for (int n = 0; n < SD_COST_ROWS; n++) cal->draft_s[n] = 0;
         cal->draft_fill_s = cal->draft_ref = 0;
         if (sd_cost_time_calls(&s->target_lm, ids, n_ids, ctx, rows, 0, cal->verify_s,
-                               &cal->verify_fill_s, &cal->verify_ref, e) ||
-            (!cal->verify_ref && ref_step(&s->target_lm, ids, n_ids, &cal->verify_ref, e)))
+                               &cal->verify_fill_s, e) ||
+            ref_step(&s->target_lm, ids, n_ids, &cal->verify_ref, e))
             return -1;
         cal->ctx = ctx;
         s->cal_drafter = (sd_lm){0};
     }
     if (drafter && !same_view(&s->cal_drafter, &s->draft_lm)) {
         if (sd_cost_time_calls(&s->draft_lm, ids, n_ids, cal->ctx, draft_rows, 1, cal->draft_s,
-                               &cal->draft_fill_s, &cal->draft_ref, e) ||
-            (!cal->draft_ref && ref_step(&s->draft_lm, ids, n_ids, &cal->draft_ref, e)))
+                               &cal->draft_fill_s, e) ||
+            ref_step(&s->draft_lm, ids, n_ids, &cal->draft_ref, e))
             return -1;
         s->cal_drafter = s->draft_lm;
     }
