@@ -136,9 +136,9 @@ static int run_case(const bench_case *c) {
     make_rows(rows);
     if (sd_session_prompt_ids(&s, c->prompt, &ids, &n_ids, &e) || sd_session_warm_up(&s, ids, &e))
         goto done;
-    printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s\n", c->title,
-           strrchr(c->target, '/') + 1, n_ids, c->gen, c->gamma,
-           c->draft ? strrchr(c->draft, '/') + 1 : "self (first layers)");
+    printf("\n%s: %s, prompt %d tokens, %d new tokens max, gamma %d, drafter %s; median of %d runs\n",
+           c->title, strrchr(c->target, '/') + 1, n_ids, c->gen, c->gamma,
+           c->draft ? strrchr(c->draft, '/') + 1 : "self (first layers)", RUNS);
     printf("%-6s %8s %9s %9s %9s %8s %12s %8s %9s %9s %10s %13s %s\n", "", "tokens", "tok/s", "decode/s",
            "accept", "calls", "host B/round", "vs ar", "dec vs ar", "predicted", "pred/real", "d/c/v/h %",
            "output");
