@@ -210,7 +210,7 @@ $(BUILD)/tests/test_fuzz_regress: TUTIL_OBJ += $(FUZZ_REGRESS_OBJ)
 SETTINGS_OBJ := $(BUILD)/engine/cli/args.o $(BUILD)/engine/cli/settings.o
 $(BUILD)/tests/test_settings: $(SETTINGS_OBJ)
 $(BUILD)/tests/test_settings: TUTIL_OBJ += $(SETTINGS_OBJ)
-.PHONY: fuzz
+.PHONY: fuzz $(FUZZ_NAMES:%=fuzz-run-%)
 # The synthetic-model suite runs the GPU check's generator.
 # The kernel benchmark's argument check runs the benchmark binary.
 $(BUILD)/tests/test_bench_args: $(BUILD)/bench/bench_cpu_kernels
@@ -243,18 +243,21 @@ FUZZ_LINK := $(FUZZ_REGRESS_OBJ) $(TUTIL_OBJ) $(LIB)
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LINK) $(LDLIBS) -o $@
-# Harnesses run one after another (-rss_limit_mb/-timeout make a blow-up or
-# a hang a failure too); the plugins must exist for fuzz_sampler_args.
+# Harnesses run side by side, as many at once as the machine has cores:
+# each is one process on one core, so every harness still gets its N
+# seconds of a core, in a fraction of the wall time (-rss_limit_mb/-timeout
+# make a blow-up or a hang a failure too); the plugins must exist for
+# fuzz_sampler_args.
 fuzz: $(PLUGINS) $(EXAMPLES) $(FUZZ_BINS)
-	@for f in $(FUZZ_NAMES); do \
-	    mkdir -p $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/artifacts; \
-	    echo "fuzz: $$f for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_DIR)/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
-	        -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$f- \
-	        $(FUZZ_DIR)/corpus/$$f tests/fuzz/corpus/$$f >$(FUZZ_DIR)/$$f.log 2>&1 \
-	        || { tail -n 60 $(FUZZ_DIR)/$$f.log; echo "fuzz: $$f FAILED (log: $(FUZZ_DIR)/$$f.log)"; exit 1; }; \
-	    grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' $(FUZZ_DIR)/$$f.log; \
-	done
+	@$(MAKE) --no-print-directory --output-sync=target -j$(shell nproc) $(FUZZ_NAMES:%=fuzz-run-%)
+$(FUZZ_NAMES:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/%
+	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/artifacts
+	@echo "fuzz: $* for $(FUZZ_SECONDS) s"
+	@$(FUZZ_DIR)/$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$*- \
+	    $(FUZZ_DIR)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_DIR)/$*.log 2>&1 \
+	    || { tail -n 60 $(FUZZ_DIR)/$*.log; echo "fuzz: $* FAILED (log: $(FUZZ_DIR)/$*.log)"; exit 1; }
+	@grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' $(FUZZ_DIR)/$*.log
 else
 fuzz:
 	@$(MAKE) --no-print-directory SANITIZE=1 fuzz
