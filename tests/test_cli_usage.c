@@ -300,6 +300,8 @@ Test(cli_usage, progress_only_on_a_terminal, .timeout = 60) {
         execl(bin, bin, "-m", M "stories260K.gguf", "-n", "2", "-p", "Once", (char *)NULL);
         _exit(127);
     }
+    /* the child holds the terminal's only other end: its exit ends the reads */
+    close(s);
     char buf[8192];
     size_t n = 0;
     for (int waited = 0; waited < 300 && n < sizeof buf - 1; waited++) {
