@@ -34,13 +34,12 @@ static int timed_width(int n) { return n <= 8 || (n <= 16 && n % 2 == 0) || n % 
 
 /* Calls timed per width, the widths taken in turn (a change in the
  * machine's speed during the calibration moves every width alike, not
- * some of them only). A
- * width's cost is the mean of its calls, not the median: a run's time is
- * the sum of its calls, the slow ones included (on a loaded machine, the
- * calls another job delays). At least REPS passes, and more while the
- * passes have taken less than MIN_PASSES_S (up to MAX_REPS): a small
- * model's pass lasts well under a millisecond, where one interrupt moves
- * a mean of three calls by tens of percent. */
+ * some of them only). A width's cost is the mean of its calls, not the
+ * median: a run's time is the sum of its calls, the slow ones included
+ * (on a loaded machine, the calls another job delays). At least REPS
+ * passes, and more while the passes have taken less than MIN_PASSES_S (up
+ * to MAX_REPS): a small model's pass lasts a few milliseconds, where one
+ * interrupt moves a mean of three calls by tens of percent. */
 #define REPS 3
 #define MAX_REPS 256
 #define MIN_PASSES_S 0.05
