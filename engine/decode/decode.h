@@ -316,12 +316,16 @@ int sd_verify_round(sd_verify *v, const sd_gen_cfg *cfg, int32_t *seq, int *cur,
                     int report, int32_t *out, int *count, sd_gen_stats *st, sd_err *e);
 
 /* The adaptive rounds' default stop_below: a round drafts on while its
- * drafts are estimated at least 90% likely to be all accepted. On a CPU a
- * model draft costs about a third of a target step and each further
- * verified row a fifth to a quarter, so a draft rejected one time in ten
- * already costs about what it brings. Store drafts are near free and
- * follow their own bound (sd_store_run), outside this estimate. */
-#define SD_STOP_BELOW_DEFAULT 0.9
+ * drafts are estimated at least 80% likely to be all accepted. A further
+ * draft pays while its chance of being reached and accepted is above the
+ * run's tokens per target step times its cost in steps: a model draft
+ * costs a fifth to a quarter of a target step on a CPU, and its verified
+ * row little on the AVX-512 tiles (at about 2 tokens a step: pays above
+ * about 0.6) and a quarter of a step on the AVX2 tiles (at about 1.5:
+ * above about 0.75); 0.8 is near the best of both and loses little on
+ * either. Store drafts are near free and follow their own bound
+ * (sd_store_run), outside this estimate. */
+#define SD_STOP_BELOW_DEFAULT 0.8
 
 /* The most n-gram store drafts one round takes, and how many the next
  * round may take after `confirmed` store drafts were accepted in a row:
