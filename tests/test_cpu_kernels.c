@@ -305,11 +305,13 @@ Test(cpu, activation_quantizer_same_on_every_isa) {
     free(x), free(q0), free(q1), free(xq);
 }
 
-/* The amx level's k8 activations: codes and scales as the reference's
- * 256-element blocks, codes + 128, and the sums of 32 and (times -32) 16
- * codes; an all-zero super-block and one tiny value included. */
+/* The VNNI and amx levels' k8 activations: codes and scales as the
+ * reference's 256-element blocks, codes + 128, and the sums of 32 and
+ * (times -32) 16 codes; an all-zero super-block and one tiny value
+ * included. */
 Test(cpu, k8_quantizer_matches_reference) {
-    if (top_isa() < SD_ISA_AMX) cr_skip_test("the CPU has no AMX level: the k8 quantizer is not used");
+    if (top_isa() < SD_ISA_AVX512_VNNI)
+        cr_skip_test("the CPU has no VNNI level: the k8 quantizer is not used");
     const int64_t cols = 1536, nsb = cols / 256;
     float *x = malloc(sizeof(float) * cols), d[6], dref[6];
     fill(x, cols, -3, 3);
@@ -320,7 +322,7 @@ Test(cpu, k8_quantizer_matches_reference) {
     int16_t s32[48];
     int32_t o16[96];
     double *xq = malloc(sizeof(double) * cols);
-    sd_cpu_qact_k8_amx(x, cols, q, u, d, s32, o16);
+    sd_cpu_qact_k8_avx512(x, cols, q, u, d, s32, o16);
     ref_quant_act_k8(x, cols, xq, dref);
     for (int64_t sb = 0; sb < nsb; sb++) cr_assert_eq(d[sb], dref[sb], "super-block %lld", (long long)sb);
     for (int64_t k = 0; k < cols; k++) {
@@ -345,7 +347,7 @@ typedef struct refset {
     double *qexact; /* vs the quantized x the kernel sees (= exact for float types) */
     double *scale;  /* sum |W x| */
     double *loose;  /* activation rounding bound */
-    /* K-quants: qexact and loose for the amx level's repacked products,
+    /* K-quants: qexact and loose for the VNNI and amx levels' repacked products,
      * whose activations have one scale per 256 (cpu_int.h, k8); else NULL */
     double *qexact8, *loose8;
 } refset;
@@ -396,10 +398,10 @@ static void free_refs(refset *R) {
     free(R->exact), free(R->qexact), free(R->scale), free(R->loose), free(R->qexact8), free(R->loose8);
 }
 /* The references a run of weight w (as the kernels see it) on level isa
- * answers to: k8 ones for the amx level's repacked K-quants. */
+ * answers to: k8 ones for the VNNI and amx levels' repacked K-quants. */
 static refset refs_for(const refset *R, const sd_weight *w, int isa) {
     refset r = *R;
-    if (isa == SD_ISA_AMX && (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16)) {
+    if (isa >= SD_ISA_AVX512_VNNI && (w->type == SD_Q4_K_X16 || w->type == SD_Q6_K_X16)) {
         cr_assert(R->qexact8, "no k8 references for %s", sd_wtype_name(sd_cpu_file_type(w->type)));
         r.qexact = R->qexact8, r.loose = R->loose8;
     }

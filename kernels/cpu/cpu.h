@@ -34,9 +34,9 @@ typedef struct sd_cpu sd_cpu;
  * AVX-512 path with vpdpbusd in place of vpmaddubsw + vpmaddwd; AMX is the
  * VNNI path plus tile-unit Q4_K / Q6_K products for 16 or more activation
  * rows (needs the kernel's permission for the tile state, asked for once
- * at detection). On the AMX level the Q4_K / Q6_K products, tiles of
- * either kind, read activations with one scale per 256 elements (k8,
- * cpu_int.h), the other levels and types one per 32. */
+ * at detection). On the VNNI and AMX levels the Q4_K / Q6_K products,
+ * tiles of either kind, read activations with one scale per 256 elements
+ * (k8, cpu_int.h), the other levels and types one per 32. */
 enum sd_isa { SD_ISA_SCALAR = 0, SD_ISA_AVX2 = 1, SD_ISA_AVX512 = 2, SD_ISA_AVX512_VNNI = 3, SD_ISA_AMX = 4 };
 
 /* A context with a worker pool of its own; n_threads <= 0: the physical

@@ -46,10 +46,11 @@ typedef struct sd_mm_job {
      * two int16 lanes of a 32-bit lane */
     const int32_t *xo16h;
     const uint8_t *xu8;  /* SD_Q8_0_X16 with VNNI: [n][cols], xq + 128 */
-    /* k8: SD_Q4_K_X16 and SD_Q6_K_X16 on the amx level read these instead
-     * of the 32-element blocks: one scale per 256 elements (d = max|x|/127
-     * of the super-block, codes by the same formula), so a super-block's
-     * integer sums need no float step each (amx/matmul_amx.c). */
+    /* k8: SD_Q4_K_X16 and SD_Q6_K_X16 on the VNNI and amx levels read
+     * these instead of the 32-element blocks: one scale per 256 elements
+     * (d = max|x|/127 of the super-block, codes by the same formula), so a
+     * super-block's integer sums need no float step each
+     * (matmul_avx512vnni.c). */
     const int8_t *xk;    /* [n][cols] codes */
     const uint8_t *xku;  /* [n / 16 * 16][cols] codes + 128 (the AMX tiles' rows) */
     const float *xkd;    /* [n][cols/256] */
@@ -63,6 +64,10 @@ void sd_cpu_mm_avx2(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_avx512vnni(const sd_mm_job *j, int64_t r0, int64_t r1);
 void sd_cpu_mm_amx(const sd_mm_job *j, int64_t r0, int64_t r1);
+/* The VNNI level's k8 products (SD_Q4_K_X16, SD_Q6_K_X16 with j->xk) over
+ * activation rows [i0, j->n) only: the amx level's rows after its whole
+ * 16s. */
+void sd_cpu_mm_k8_vnni(const sd_mm_job *j, int64_t r0, int64_t r1, int i0);
 /* Quantizes one activation row of cols (multiple of 32) as described above. */
 void sd_cpu_qact_scalar(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 /* SwiGLU over count elements (sd_cpu_swiglu's chunks), per ISA. */
@@ -74,9 +79,9 @@ double sd_cpu_exp_sum_avx2(const float *x, size_t n, float m);
 void sd_cpu_qact_avx2(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 void sd_cpu_qact_avx512(const float *x, int64_t cols, int8_t *q, float *d, float *s);
 /* One row's k8 activations (sd_mm_job.xk...; cols a multiple of 256; u
- * may be NULL), on the amx level. */
-void sd_cpu_qact_k8_amx(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d, int16_t *s32,
-                        int32_t *o16);
+ * may be NULL), for the VNNI and amx levels. */
+void sd_cpu_qact_k8_avx512(const float *x, int64_t cols, int8_t *q, uint8_t *u, float *d,
+                           int16_t *s32, int32_t *o16);
 /* Pair layout of one quantized row (see above). */
 void sd_cpu_qact_pair_avx2(const int8_t *q, const float *d, const float *s, int64_t cols,
                            int8_t *qp, float *ds8);

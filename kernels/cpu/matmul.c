@@ -280,9 +280,10 @@ static void quant_task(void *v, int64_t i, int thread) {
     const int64_t nb = p->cols / 32, npair = p->cols / 64;
     (void)thread;
     if (p->xk)
-        sd_cpu_qact_k8_amx(p->x + i * p->cols, p->cols, p->xk + i * p->cols,
-                           i < p->ku_rows ? p->xku + i * p->cols : NULL, p->xkd + i * (p->cols / 256),
-                           p->xks + i * nb, p->xko + i * (p->cols / 16));
+        sd_cpu_qact_k8_avx512(p->x + i * p->cols, p->cols, p->xk + i * p->cols,
+                              i < p->ku_rows ? p->xku + i * p->cols : NULL,
+                              p->xkd + i * (p->cols / 256), p->xks + i * nb,
+                              p->xko + i * (p->cols / 16));
     if (!p->xq) return;
     p->qa(p->x + i * p->cols, p->cols, p->xq + i * p->cols, p->xd + i * nb, p->xs + i * nb);
     if (p->pair)
@@ -348,13 +349,13 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
         need_q |= is_quant(ws[k]->type);
     }
     const int isa = sd_cpu_isa(c);
-    /* which activations the call's products read: k8 (the amx level's
-     * repacked K-quants) and/or the 32-element blocks (every other
+    /* which activations the call's products read: k8 (the VNNI and amx
+     * levels' repacked K-quants) and/or the 32-element blocks (every other
      * quantized product) */
     int need_k8 = 0, need_q32 = 0;
     for (int k = 0; k < n_w; k++) {
         const uint32_t t = ws[k]->type;
-        const int k8 = isa == SD_ISA_AMX && (t == SD_Q4_K_X16 || t == SD_Q6_K_X16);
+        const int k8 = isa >= SD_ISA_AVX512_VNNI && (t == SD_Q4_K_X16 || t == SD_Q6_K_X16);
         need_k8 |= k8;
         need_q32 |= is_quant(t) && !k8;
     }
@@ -396,7 +397,7 @@ static int mm_run(sd_cpu *c, int n_w, float *const *outs, const sd_weight *const
     int8_t *xk = NULL;
     float *xkd = NULL;
     int16_t *xks = NULL;
-    const int64_t ku_rows = need_k8 ? n / 16 * 16 : 0;
+    const int64_t ku_rows = need_k8 && isa == SD_ISA_AMX ? n / 16 * 16 : 0;
     if (need_q) {
 #define AL64(b) (((size_t)(b) + 63) & ~(size_t)63)
         const size_t qbytes = need_q32 ? AL64((size_t)n * (size_t)cols) : 0;

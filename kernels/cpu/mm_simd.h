@@ -281,6 +281,25 @@ AI void q4kx_sub512(const int A, const uint8_t *C, const int8_t *xq, const int64
         }
     }
 }
+#ifdef __AVX512VNNI__
+/* The mins of sub-blocks 2p, 2p+1 of the 16 rows as int16 pairs (the
+ * vpdpwssd operand against two code sums). */
+AI void q4k_min_pairs(const uint8_t *G, __m512i *mp) {
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        __m128i sc, m0, m1;
+        x16_scales(G, 2 * p, &sc, &m0);
+        x16_scales(G, 2 * p + 1, &sc, &m1);
+        mp[p] = _mm512_or_si512(_mm512_cvtepu8_epi32(m0), _mm512_slli_epi32(_mm512_cvtepu8_epi32(m1), 16));
+    }
+}
+AI __m512i q4k_min_sum(const __m512i *mp, const int16_t *s) {
+    __m512i m = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) m = _mm512_dpwssd_epi32(m, mp[p], _mm512_set1_epi32((int)ld32((const uint8_t *)(s + 2 * p))));
+    return m;
+}
+#endif
 /* is of q4kx_sub512 as int32 lanes */
 AI __m512i q4kx_i32_512(__m512i is) {
 #ifdef __AVX512VNNI__

@@ -32,11 +32,11 @@ void tu_run_free(tu_run *r);
  * infinity when got holds a NaN or an infinity. */
 double tu_rel_err(const float *got, const float *ref, size_t n);
 /* For a CPU backend that is the reference of the CUDA one: the CUDA kernels
- * quantize activations in blocks of 32, as every CPU level below AMX does,
- * while the AMX level's K-quant products read one scale per 256
- * (kernels/cpu/cpu.h, k8). On an AMX machine this caps the process's level
- * (SD_ISA) at avx512vnni, so both backends see the same activations; call
- * it before creating the CPU backend. */
+ * quantize activations in blocks of 32, as every CPU level below VNNI does,
+ * while the VNNI and AMX levels' K-quant products read one scale per 256
+ * (kernels/cpu/cpu.h, k8). On such a machine this caps the process's level
+ * (SD_ISA) at avx512, so both backends see the same activations; call it
+ * before creating the CPU backend. */
 void tu_cpu_as_cuda_reference(void);
 
 #endif

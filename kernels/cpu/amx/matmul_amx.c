@@ -1,140 +1,21 @@
 /* The amx level's products: the repacked Q4_K and Q6_K (SD_Q4_K_X16,
  * SD_Q6_K_X16) against k8 activations, every whole 16 activation rows of
  * them (prefill, long verifications) through the tile unit (amx_k8) and
- * the rest through k8 twins of the VNNI tiles; every other weight takes
- * the VNNI level's products (matmul_avx512vnni.c). Chosen at run time when
- * the CPU has AMX-TILE and AMX-INT8 and the kernel grants this process the
- * tile state (ctx.c).
+ * the rest through the VNNI level's k8 tiles; every other weight takes
+ * the VNNI level's products (matmul_avx512vnni.c, which also gives the k8
+ * sums these tiles compute). Chosen at run time when the CPU has AMX-TILE
+ * and AMX-INT8 and the kernel grants this process the tile state (ctx.c).
  *
- * Activations with one scale a super-block (cpu_int.h, "k8"): every integer
- * sum of a super-block then shares one float factor per weight row, so a
- * super-block's whole product stays an integer and takes one float step
- * per activation row, not one per sub-block (8 Q4_K, 16 Q6_K).
- *   Q4_K: y += (d dk) I1 - (dmin dk) I2, I1 = sum_s sc_s (sum over the
- *         sub-block of q x code), I2 = sum_s mn_s (sum of the sub-block's q);
- *   Q6_K: y += (d dk) I,  I = sum_s sc_s (sum of q x (code - 32)).
- * The float steps run in this order on both tile kinds below, so a row
- * has the same bits in an n-row call as alone.
- * VNNI tiles (any row count): each sub-block's int32 sum is multiplied
- * by its scale (vpmulld) and added up; I2 takes four vpdpwssd from the
- * sub-blocks' code sums, paired. AMX tiles (whole 16 activation rows):
- * the scales go into the B tiles instead. sc x code does not fit a byte,
- * so it is split: v = 2^sh h + l (Q4_K: sh = 3, h = (sc >> 3) x code,
- * l = (sc & 7) x code, both <= 105; Q6_K: v = sc x (code - 32) in
- * [-4064, 4096], sh = 6, h = v >> 6 in [-64, 64], l = v & 63). Two C
- * tiles take A . Bh and A . Bl over the whole super-block (K = 64 bytes a
- * step, four steps), and I = 2^sh Ch + Cl + c0, where c0 = -128 x
- * (2^sh sum(h) + sum(l)) removes the unsigned activations' +128. Largest
- * value: Q6_K 2^6 x 256 x 255 x 64 < 2^28. */
+ * The float steps run in the VNNI tiles' order, so a row has the same bits
+ * in an n-row call as alone. The scales go into the B tiles. sc x code
+ * does not fit a byte, so it is split: v = 2^sh h + l (Q4_K: sh = 3,
+ * h = (sc >> 3) x code, l = (sc & 7) x code, both <= 105; Q6_K:
+ * v = sc x (code - 32) in [-4064, 4096], sh = 6, h = v >> 6 in [-64, 64],
+ * l = v & 63). Two C tiles take A . Bh and A . Bl over the whole
+ * super-block (K = 64 bytes a step, four steps), and I = 2^sh Ch + Cl +
+ * c0, where c0 = -128 x (2^sh sum(h) + sum(l)) removes the unsigned
+ * activations' +128. Largest value: Q6_K 2^6 x 256 x 255 x 64 < 2^28. */
 #include "kernels/cpu/mm_simd.h"
-
-typedef struct k8x {
-    const int8_t *q; /* activation row 0 of the tile: codes */
-    const float *d;  /* [cols/256] a row */
-    const int16_t *s; /* [cols/32] a row: sums of 32 codes */
-    const int32_t *o; /* [cols/16] a row: -32 x sums of 16 codes */
-    int64_t cols;
-} k8x;
-
-/* The mins of sub-blocks 2p, 2p+1 of the 16 rows as int16 pairs (the
- * vpdpwssd operand against two code sums). */
-AI void q4k_min_pairs(const uint8_t *G, __m512i *mp) {
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        __m128i sc, m0, m1;
-        x16_scales(G, 2 * p, &sc, &m0);
-        x16_scales(G, 2 * p + 1, &sc, &m1);
-        mp[p] = _mm512_or_si512(_mm512_cvtepu8_epi32(m0), _mm512_slli_epi32(_mm512_cvtepu8_epi32(m1), 16));
-    }
-}
-AI __m512i q4k_min_sum(const __m512i *mp, const int16_t *s) {
-    __m512i m = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) m = _mm512_dpwssd_epi32(m, mp[p], _mm512_set1_epi32((int)ld32((const uint8_t *)(s + 2 * p))));
-    return m;
-}
-
-AI void tile_q4kx_k8(const int A, const uint8_t *g, const k8x *x, float (*res)[16], const uint8_t *lim) {
-    const int64_t nsb = x->cols / 256, cols = x->cols;
-    __m512 acc[SD_XA512];
-#pragma GCC unroll 9
-    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *G = g + 2304 * sb;
-        __m512i I1[SD_XA512];
-#pragma GCC unroll 9
-        for (int a = 0; a < A; a++) I1[a] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int s = 0; s < 8; s++) {
-            if (s < 4) x16_pf(G + 64 * s, lim);
-            __m128i sc, mn;
-            x16_scales(G, s, &sc, &mn);
-            const __m512i SC = _mm512_cvtepu8_epi32(sc);
-            __m512i is[SD_XA512];
-            q4kx_sub512(A, G + 256 + 256 * s, x->q + 256 * sb + 32 * s, cols, lim, is);
-#pragma GCC unroll 9
-            for (int a = 0; a < A; a++) I1[a] = _mm512_add_epi32(I1[a], _mm512_mullo_epi32(is[a], SC));
-        }
-        const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
-        const __m512 M = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G + 32)));
-        __m512i mp[4];
-        q4k_min_pairs(G, mp);
-#pragma GCC unroll 9
-        for (int a = 0; a < A; a++) {
-            const __m512 dx = _mm512_set1_ps(x->d[a * nsb + sb]);
-            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I1[a]), _mm512_mul_ps(D, dx), acc[a]);
-            const __m512i I2 = q4k_min_sum(mp, x->s + a * (cols / 32) + 8 * sb);
-            acc[a] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(I2), _mm512_mul_ps(M, dx), acc[a]);
-        }
-    }
-    x16_store512(A, acc, res);
-}
-static void run_q4kx_k8(int A, const uint8_t *g, const k8x *x, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q4kx_k8(k, g, x, res, lim)
-    X512CASES(C)
-#undef C
-}
-
-AI void tile_q6kx_k8(const int A, const uint8_t *g, const k8x *x, float (*res)[16], const uint8_t *lim) {
-    const int64_t nsb = x->cols / 256, cols = x->cols, no = cols / 16;
-    __m512 acc[SD_XA512];
-#pragma GCC unroll 9
-    for (int a = 0; a < A; a++) acc[a] = _mm512_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *G = g + 3360 * sb;
-        __m512i I[SD_XA512];
-#pragma GCC unroll 9
-        for (int a = 0; a < A; a++) I[a] = _mm512_setzero_si512();
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++) {
-            const uint8_t *P = G + 288 + 192 * j;
-            if (j < 5) x16_pf(G + 64 * j, lim);
-            const __m512i S = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * j)));
-            __m512i cq[4];
-            q6x16_load512(P, lim, cq);
-            const __m512i c0 = cq[0], c1 = cq[1], c2 = cq[2], c3 = cq[3];
-#pragma GCC unroll 9
-            for (int a = 0; a < A; a++) {
-                const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
-                __m512i t = _mm512_dpbusd_epi32(_mm512_set1_epi32(x->o[a * no + 16 * sb + j]), c0, bc4z(xp));
-                t = _mm512_dpbusd_epi32(t, c1, bc4z(xp + 4));
-                t = _mm512_dpbusd_epi32(t, c2, bc4z(xp + 8));
-                t = _mm512_dpbusd_epi32(t, c3, bc4z(xp + 12));
-                I[a] = _mm512_add_epi32(I[a], _mm512_mullo_epi32(t, S));
-            }
-        }
-        const __m512 D = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)G));
-#pragma GCC unroll 9
-        for (int a = 0; a < A; a++)
-            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[a]), _mm512_mul_ps(D, _mm512_set1_ps(x->d[a * nsb + sb])), acc[a]);
-    }
-    x16_store512(A, acc, res);
-}
-static void run_q6kx_k8(int A, const uint8_t *g, const k8x *x, float (*res)[16], const uint8_t *lim) {
-#define C(k) tile_q6kx_k8(k, g, x, res, lim)
-    X512CASES(C)
-#undef C
-}
 
 /* tdpbusd C += A . B over tiles: A is 16 activation rows x 64 bytes taken
  * as unsigned (k8 codes + 128), B 16 rows of 16 x 4 signed bytes (4
@@ -299,35 +180,15 @@ static void amx_k8(const sd_mm_job *j, int64_t r0, int64_t r1, int64_t n16) {
 #undef AMX_STEP
 
 /* The k8 products' row walk: groups of 16 rows (r0, r1 multiples of 16);
- * whole 16 activation rows through the tile unit, the rest in passes of
- * balanced width (at most SD_XA512) through the k8 twins, the first of
- * which streams the group. */
+ * whole 16 activation rows through the tile unit, the rest through the
+ * VNNI level's k8 tiles. */
 static void mm_k8(const sd_mm_job *j, int64_t r0, int64_t r1) {
-    const sd_weight *w = j->w;
-    const int q6 = w->type == SD_Q6_K_X16;
-    const int64_t cols = w->cols, nb = cols / 32;
-    const uint8_t *base = w->data, *lim = base + (size_t)r1 * w->row_bytes;
-    float res[SD_XA512][16];
-    for (int64_t v = 0; v < SD_PF && (size_t)r0 * w->row_bytes + v < (size_t)r1 * w->row_bytes; v += 64)
-        _mm_prefetch((const char *)base + (size_t)r0 * w->row_bytes + v, SD_PFH);
     int i0 = 0;
     if (j->n >= 16) {
         i0 = j->n / 16 * 16;
         amx_k8(j, r0, r1, i0);
     }
-    for (int64_t r = r0; r < r1 && i0 < j->n; r += 16) {
-        const uint8_t *g = base + (size_t)r * w->row_bytes;
-        for (int i = i0; i < j->n;) {
-            const int left = j->n - i, passes = (left + SD_XA512 - 1) / SD_XA512, A = (left + passes - 1) / passes;
-            const uint8_t *pl = i == i0 ? lim : NULL;
-            const k8x xk = {j->xk + (size_t)i * cols, j->xkd + (size_t)i * (cols / 256),
-                            j->xks + (size_t)i * nb, j->xko + (size_t)i * (cols / 16), cols};
-            if (q6) run_q6kx_k8(A, g, &xk, res, pl);
-            else run_q4kx_k8(A, g, &xk, res, pl);
-            x16_put(j, i, A, r, res);
-            i += A;
-        }
-    }
+    if (i0 < j->n) sd_cpu_mm_k8_vnni(j, r0, r1, i0);
 }
 
 void sd_cpu_mm_amx(const sd_mm_job *j, int64_t r0, int64_t r1) {
