@@ -94,11 +94,10 @@ static void miss_line(const char *name, const sd_gen_stats *st, double drafting,
 }
 
 /* The session predicts a row's speedup over the last autoregressive run
- * it made (its one-row step); the realised speedup is over another
- * reference (the pair: the mean of the runs before and after the rows;
- * the small cases: the median autoregressive run). The prediction is moved
- * to that same reference (decode rates: before, mean), so the two are over
- * one step. */
+ * it made (its one-row step); the small cases' realised speedup is over
+ * another reference (the median autoregressive run). The prediction is
+ * moved to that same reference (decode rates: before, mean), so the two
+ * are over one step. */
 static void over_reference(sd_gen_stats *q, double before, double mean) {
     if (q->predicted_speedup > 0 && before > 0 && mean > 0) q->predicted_speedup *= before / mean;
 }
@@ -198,19 +197,18 @@ done:
  * table per prompt: the 1.5B's own autoregressive run, then each row of
  * pair_rows (speculative decoding with the session's defaults and with
  * flags set by hand, NASD; "ngram": drafts from the hybrid drafter's
- * store), the median of PAIR_RUNS runs by decode rate (its counts, times
- * and prediction together), with its speedup over the autoregressive run
- * in the decode phase (after the first forward call; the drafter's own
- * prefill counts in it) next to the speedup the cost model predicts from
- * the session's calibration and the run's counts (sd_gen_stats
- * predicted_speedup, moved to the same autoregressive reference) and
- * their ratio. Then the mean decode-phase speedup
- * of each row over the code prompts (completion, chat request) and on the
- * edit prompt.
+ * store), with its speedup over the autoregressive run in the decode
+ * phase (after the first forward call; the drafter's own prefill counts in
+ * it) next to the speedup the cost model predicts from the session's
+ * calibration and the run's counts (sd_gen_stats predicted_speedup) and
+ * their ratio. Then the mean decode-phase speedup of each row over the
+ * code prompts (completion, chat request) and on the edit prompt.
  *
- * A shared host's speed can drift over minutes, so the autoregressive run
- * is repeated after the last row and a row's speedup is over the mean of
- * the two runs; the header gives their range. */
+ * A shared host's speed drifts over seconds, so each run of a row is
+ * paired with an autoregressive run just before it (paired_run) and is
+ * over that run; a row reports the run with the median speedup of
+ * PAIR_RUNS (its counts, times and prediction together); the header gives
+ * the range of the autoregressive runs. */
 #define PAIR_GEN 128
 #define PAIR_RUNS 3
 
@@ -273,6 +271,29 @@ static int open_pair(sd_session *s, sd_config *cfg, int gen) {
     return 0;
 }
 
+/* One run of row w on the prompt, paired with an autoregressive run just
+ * before it (a shared host's speed drifts over seconds): rec->dec is the
+ * row's decode rate over that run's, the session's prediction is over
+ * that run's step; *ar_lo / *ar_hi widen to its rate, *same stays 1 while
+ * the row's output is ar's. Returns the row's token count, -1 on error. */
+static int paired_run(sd_session *s, const sd_config *cfg, int chat, const pair_row *w,
+                      const int32_t *ids, int n_ids, const int32_t *ar, int n_ar, int32_t *out,
+                      run_rec *rec, double *ar_lo, double *ar_hi, int *same, sd_err *e) {
+    sd_gen_stats st;
+    s->c = *cfg;
+    s->c.chat = chat;
+    if (sd_session_generate(s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, e) < 0) return -1;
+    const double a = sd_gen_decode_tps(&st);
+    *ar_lo = fmin(*ar_lo, a);
+    *ar_hi = fmax(*ar_hi, a);
+    set_row(s, cfg, chat, w);
+    const int n = sd_session_generate(s, w->bit, ids, n_ids, NULL, out, &rec->st, e);
+    if (n < 0) return -1;
+    *same &= n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
+    rec->dec = a > 0 ? sd_gen_decode_tps(&rec->st) / a : 0;
+    return n;
+}
+
 static int run_pair(const pair_prompt *pp, int n_pp) {
     sd_err e = {{0}};
     sd_config cfg;
@@ -284,6 +305,7 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
     int n_kind[2] = {0, 0};
     for (int k = 0; k < n_pp; k++) {
         int n_ids = 0;
+        s.c = cfg;
         s.c.chat = pp[k].chat;
         free(ids);
         ids = NULL;
@@ -292,51 +314,40 @@ static int run_pair(const pair_prompt *pp, int n_pp) {
             goto done;
         sd_gen_stats st, rs[N_PAIR_ROWS];
         int got[N_PAIR_ROWS], same[N_PAIR_ROWS];
-        double ar_dec[2], drafting[N_PAIR_ROWS];
+        double real[N_PAIR_ROWS], drafting[N_PAIR_ROWS];
         int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
         if (n_ar < 0) goto done;
-        ar_dec[0] = sd_gen_decode_tps(&st);
+        double ar_lo = sd_gen_decode_tps(&st), ar_hi = ar_lo;
         for (int r = 0; r < N_PAIR_ROWS; r++) {
-            const pair_row *w = &pair_rows[r];
             run_rec runs[PAIR_RUNS];
-            set_row(&s, &cfg, pp[k].chat, w);
             same[r] = 1;
             for (int i = 0; i < PAIR_RUNS; i++) {
-                int n = sd_session_generate(&s, w->bit, ids, n_ids, NULL, out, &runs[i].st, &e);
-                if (n < 0) goto done;
-                got[r] = n;
-                same[r] &= n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
-                runs[i].dec = sd_gen_decode_tps(&runs[i].st);
+                got[r] = paired_run(&s, &cfg, pp[k].chat, &pair_rows[r], ids, n_ids, ar, n_ar, out,
+                                    &runs[i], &ar_lo, &ar_hi, &same[r], &e);
+                if (got[r] < 0) goto done;
             }
             qsort(runs, PAIR_RUNS, sizeof *runs, cmp_run);
             rs[r] = runs[PAIR_RUNS / 2].st;
+            real[r] = runs[PAIR_RUNS / 2].dec;
             drafting[r] = predicted_drafting(&rs[r], &s.cal);
         }
-        s.c = cfg;
-        s.c.chat = pp[k].chat;
-        if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
-        ar_dec[1] = sd_gen_decode_tps(&st);
-        const double dref = (ar_dec[0] + ar_dec[1]) / 2;
         printf("\nQwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens, ar decode "
-               "%.2f-%.2f tok/s (before and after the rows); median of %d runs\n",
-               pp[k].title, n_ids, n_ar, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]),
-               PAIR_RUNS);
+               "%.2f-%.2f tok/s (each run of a row paired with one); median of %d runs\n",
+               pp[k].title, n_ids, n_ar, ar_lo, ar_hi, PAIR_RUNS);
         printf("%-10s %8s %9s %8s %6s %7s %6s %9s %9s %10s %13s %s\n", "", "tokens", "decode/s", "accept",
                "ngram", "target", "draft", "dec vs ar", "predicted", "pred/real", "d/c/v/h %", "output");
         for (int r = 0; r < N_PAIR_ROWS; r++) {
             sd_gen_stats *q = &rs[r];
-            over_reference(q, ar_dec[0], dref);
-            const double real = sd_gen_decode_tps(q) / dref, pred = q->predicted_speedup;
-            mean[pp[k].edit][r] += real;
+            const double pred = q->predicted_speedup;
+            mean[pp[k].edit][r] += real[r];
             char acc[16] = "-", split[32];
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
             time_split(q, split, sizeof split);
             printf("%-10s %8d %9.2f %8s %6ld %7ld %6ld %8.2fx %8.2fx %10.2f %13s %s\n", pair_rows[r].name,
-                   got[r], sd_gen_decode_tps(q), acc, q->drafted_ngram, q->target_calls, q->draft_calls, real, pred,
-                   real > 0 ? pred / real : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
+                   got[r], sd_gen_decode_tps(q), acc, q->drafted_ngram, q->target_calls, q->draft_calls, real[r],
+                   pred, real[r] > 0 ? pred / real[r] : 0.0, split, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
-        for (int r = 0; r < N_PAIR_ROWS; r++)
-            miss_line(pair_rows[r].name, &rs[r], drafting[r], sd_gen_decode_tps(&rs[r]) / dref);
+        for (int r = 0; r < N_PAIR_ROWS; r++) miss_line(pair_rows[r].name, &rs[r], drafting[r], real[r]);
         n_kind[pp[k].edit]++;
     }
     for (int kind = 0; kind < 2; kind++) {
@@ -358,13 +369,13 @@ done:
 /* The gamma sweep on the pair, per prompt of the pair part: speculative
  * decoding with fixed rounds (every round drafts gamma) at gamma 1..8,
  * with the default drafter head cut and the draft model alone (no n-gram
- * store), and NASD at gamma 1..8, each row's decode-phase speedup over the
- * mean of the autoregressive runs before and after the rows; the header
+ * store), and NASD at gamma 1..8, each row one run paired with an
+ * autoregressive run (paired_run), its decode-phase speedup over it; the header
  * gives the speedup of speculative decoding with the defaults (adaptive
  * rounds, hybrid drafter) on the same prompt, the reference the fixed
  * rounds are measured against, realised and as the cost model predicts it
  * (greedy runs' counts are deterministic, so the predictions of one
- * calibration compare the rows without the machine's drift). As many new
+ * calibration compare the rows with less of the machine's drift). As many new
  * tokens as the pair part: the defaults are judged on the runs the pair
  * part reports (a shorter run of an edit is mostly its preamble). */
 #define SWEEP_GEN PAIR_GEN
@@ -397,41 +408,32 @@ static int run_sweep(const pair_prompt *pp, int n_pp) {
         if (sd_session_prompt_ids(&s, pp[k].text, &ids, &n_ids, &e) ||
             sd_session_warm_up(&s, ids, &e))
             goto done;
-        sd_gen_stats st, rs[N_SWEEP_ROWS];
+        sd_gen_stats st;
+        run_rec rs[N_SWEEP_ROWS];
         int got[N_SWEEP_ROWS], same[N_SWEEP_ROWS];
-        double ar_dec[2];
         int n_ar = sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, ar, &st, &e);
         if (n_ar < 0) goto done;
-        ar_dec[0] = sd_gen_decode_tps(&st);
+        double ar_lo = sd_gen_decode_tps(&st), ar_hi = ar_lo;
         for (int r = 0; r < N_SWEEP_ROWS; r++) {
-            set_row(&s, &cfg, pp[k].chat, &rows[r]);
-            int n = sd_session_generate(&s, rows[r].bit, ids, n_ids, NULL, out, &rs[r], &e);
-            if (n < 0) goto done;
-            got[r] = n;
-            same[r] = n == n_ar && !memcmp(out, ar, (size_t)n * sizeof *out);
+            same[r] = 1;
+            got[r] = paired_run(&s, &cfg, pp[k].chat, &rows[r], ids, n_ids, ar, n_ar, out, &rs[r], &ar_lo,
+                                &ar_hi, &same[r], &e);
+            if (got[r] < 0) goto done;
         }
-        s.c = cfg;
-        s.c.chat = pp[k].chat;
-        if (sd_session_generate(&s, SD_STRAT_AR, ids, n_ids, NULL, out, &st, &e) < 0) goto done;
-        ar_dec[1] = sd_gen_decode_tps(&st);
-        const double dref = (ar_dec[0] + ar_dec[1]) / 2;
-        for (int r = 0; r < N_SWEEP_ROWS; r++) over_reference(&rs[r], ar_dec[0], dref);
         printf("\nsweep, Qwen2.5-Coder 0.5B -> 1.5B, %s: prompt %d tokens, %d new tokens (the pair part: "
-               "%d), ar decode %.2f-%.2f tok/s (before and after the rows), spec with the defaults "
+               "%d), ar decode %.2f-%.2f tok/s (each row paired with one run), spec with the defaults "
                "%.2fx, predicted %.2fx (%s)\n",
-               pp[k].title, n_ids, n_ar, PAIR_GEN, fmin(ar_dec[0], ar_dec[1]), fmax(ar_dec[0], ar_dec[1]),
-               sd_gen_decode_tps(&rs[0]) / dref, rs[0].predicted_speedup,
+               pp[k].title, n_ids, n_ar, PAIR_GEN, ar_lo, ar_hi, rs[0].dec, rs[0].st.predicted_speedup,
                same[0] ? "identical to ar" : "DIFFERS from ar");
         printf("%-6s %5s %8s %9s %8s %7s %6s %9s %9s %s\n", "", "gamma", "tokens", "decode/s", "accept",
                "target", "draft", "dec vs ar", "predicted", "output");
         for (int r = 1; r < N_SWEEP_ROWS; r++) {
-            const sd_gen_stats *q = &rs[r];
+            const sd_gen_stats *q = &rs[r].st;
             char acc[16] = "-";
             if (q->drafted) snprintf(acc, sizeof acc, "%.1f%%", 100.0 * q->accepted / q->drafted);
             printf("%-6s %5d %8d %9.2f %8s %7ld %6ld %8.2fx %8.2fx %s\n", rows[r].name, rows[r].gamma,
-                   got[r], sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls,
-                   sd_gen_decode_tps(q) / dref, q->predicted_speedup,
-                   same[r] ? "identical to ar" : "DIFFERS from ar");
+                   got[r], sd_gen_decode_tps(q), acc, q->target_calls, q->draft_calls, rs[r].dec,
+                   q->predicted_speedup, same[r] ? "identical to ar" : "DIFFERS from ar");
         }
     }
     rc = 0;
