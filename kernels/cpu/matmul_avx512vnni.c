@@ -100,7 +100,7 @@ AI void tile_q4kx_k8(const int A, const uint8_t *g, const k8x *x, float (*res)[1
         __m512i I1[SD_XA512];
 #pragma GCC unroll 9
         for (int a = 0; a < A; a++) I1[a] = _mm512_setzero_si512();
-/* by 2, as the 32-block tile (mm_tiles512.h): unrolled whole, the
+        /* by 2, as the 32-block tile (mm_tiles512.h): unrolled whole, the
          * tile stalls on weights streamed from L3 or DRAM */
 #pragma GCC unroll 2
         for (int s = 0; s < 8; s++) {
@@ -143,7 +143,7 @@ AI void tile_q6kx_k8(const int A, const uint8_t *g, const k8x *x, float (*res)[1
         __m512i I[SD_XA512];
 #pragma GCC unroll 9
         for (int a = 0; a < A; a++) I[a] = _mm512_setzero_si512();
-/* by 2, not 16: unrolled whole, the tile outgrows the op cache */
+        /* by 2, not 16: unrolled whole, the tile outgrows the op cache */
 #pragma GCC unroll 2
         for (int j = 0; j < 16; j++) {
             const uint8_t *P = G + 288 + 192 * j;
@@ -151,14 +151,10 @@ AI void tile_q6kx_k8(const int A, const uint8_t *g, const k8x *x, float (*res)[1
             const __m512i S = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(G + 32 + 16 * j)));
             __m512i cq[4];
             q6x16_load512(P, lim, cq);
-            const __m512i c0 = cq[0], c1 = cq[1], c2 = cq[2], c3 = cq[3];
 #pragma GCC unroll 9
             for (int a = 0; a < A; a++) {
-                const int8_t *xp = x->q + a * cols + 256 * sb + 16 * j;
-                __m512i t = _mm512_dpbusd_epi32(_mm512_set1_epi32(x->o[a * no + 16 * sb + j]), c0, bc4z(xp));
-                t = _mm512_dpbusd_epi32(t, c1, bc4z(xp + 4));
-                t = _mm512_dpbusd_epi32(t, c2, bc4z(xp + 8));
-                t = _mm512_dpbusd_epi32(t, c3, bc4z(xp + 12));
+                const __m512i t = q6x_dot512(_mm512_set1_epi32(x->o[a * no + 16 * sb + j]), cq[0], cq[1],
+                                             cq[2], cq[3], x->q + a * cols + 256 * sb + 16 * j);
                 I[a] = _mm512_add_epi32(I[a], _mm512_mullo_epi32(t, S));
             }
         }
